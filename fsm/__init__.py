@@ -1,0 +1,25 @@
+"""Byte-level automata: regex -> minimal DFA, token vocabularies, token indexes.
+
+Nothing in this package knows about torch models or spec formats other than regex;
+``grammars`` and ``guided`` build on it.
+"""
+
+from .dfa import DFA
+from .errors import (
+    EmptyLanguageError,
+    RegexError,
+    RegexSyntaxError,
+    RegexTooLargeError,
+    UnsupportedRegexFeature,
+)
+from .regex import compile_regex
+
+__all__ = [
+    "DFA",
+    "EmptyLanguageError",
+    "RegexError",
+    "RegexSyntaxError",
+    "RegexTooLargeError",
+    "UnsupportedRegexFeature",
+    "compile_regex",
+]

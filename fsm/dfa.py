@@ -1,0 +1,268 @@
+"""Minimal byte-level DFAs with byte-class compression.
+
+::
+
+    NFA --subset construction--> DFA --drop dead states--> --Moore minimisation--> DFA
+          (over NFA byte classes)                             (+ final byte classes)
+
+A ``DFA`` has ``transitions[state, byte_class]`` (``-1`` = dead), ``byte_to_class[256]``
+and ``accepting[state]``. State 0 is the start. Every state can still reach an
+accepting state (dead states are removed), so "the DFA is alive" means "the input so
+far is a prefix of some match".
+
+Cost notes: subset construction is Python over frozensets (fine up to ~10^5 DFA
+states, refused beyond ``MAX_DFA_STATES``); minimisation is Hopcroft's algorithm,
+O(C n log n) set operations in Python.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import EmptyLanguageError, RegexTooLargeError
+from .nfa import NFA
+
+MAX_DFA_STATES = 200_000
+
+
+class DFA:
+    """A minimal deterministic automaton over bytes.
+
+    Example::
+
+        >>> from fsm import compile_regex
+        >>> dfa = compile_regex(r"[0-9]+")
+        >>> dfa.matches(b"123"), dfa.matches(b"12a")
+        (True, False)
+    """
+
+    __slots__ = ("transitions", "byte_to_class", "accepting", "_rows", "_classes")
+
+    def __init__(self, transitions: np.ndarray, byte_to_class: np.ndarray, accepting: np.ndarray):
+        self.transitions = np.ascontiguousarray(transitions, dtype=np.int32)
+        self.byte_to_class = np.ascontiguousarray(byte_to_class, dtype=np.int32)
+        self.accepting = np.ascontiguousarray(accepting, dtype=bool)
+        # Python lists: per-byte stepping from Python is ~5x faster on lists than numpy.
+        self._rows = self.transitions.tolist()
+        self._classes = self.byte_to_class.tolist()
+
+    start = 0
+
+    @property
+    def num_states(self) -> int:
+        return self.transitions.shape[0]
+
+    @property
+    def num_classes(self) -> int:
+        return self.transitions.shape[1]
+
+    def step(self, state: int, data: bytes) -> int:
+        """The state after reading ``data`` from ``state``; -1 once the input is dead."""
+        rows, classes = self._rows, self._classes
+        for b in data:
+            state = rows[state][classes[b]]
+            if state < 0:
+                return -1
+        return state
+
+    def matches(self, data: bytes) -> bool:
+        s = self.step(0, data)
+        return s >= 0 and bool(self.accepting[s])
+
+    def has_successors(self, state: int) -> bool:
+        return bool((self.transitions[state] >= 0).any())
+
+    def __repr__(self) -> str:
+        return f"DFA(states={self.num_states}, byte_classes={self.num_classes})"
+
+
+def nfa_byte_classes(nfa: NFA) -> np.ndarray:
+    """Bytes that no NFA edge tells apart share a class."""
+    cuts = np.zeros(257, dtype=bool)
+    cuts[0] = True
+    for edges in nfa.edges:
+        for lo, hi, _ in edges:
+            cuts[lo] = True
+            cuts[hi + 1] = True
+    return (np.cumsum(cuts[:256]) - 1).astype(np.int32)
+
+
+def determinize(nfa: NFA, start: int, final: int) -> DFA:
+    """Subset construction, then dead-state removal and minimisation."""
+    classes = nfa_byte_classes(nfa)
+    n_classes = int(classes[-1]) + 1
+    # Per NFA state: class -> targets.
+    moves: list[dict[int, list[int]]] = []
+    for edges in nfa.edges:
+        m: dict[int, list[int]] = {}
+        for lo, hi, t in edges:
+            for c in range(classes[lo], classes[hi] + 1):
+                m.setdefault(c, []).append(t)
+        moves.append(m)
+
+    closure_memo: dict[int, frozenset[int]] = {}
+
+    def closure_of(s: int) -> frozenset[int]:
+        got = closure_memo.get(s)
+        if got is None:
+            seen = {s}
+            stack = [s]
+            while stack:
+                for t in nfa.eps[stack.pop()]:
+                    if t not in seen:
+                        seen.add(t)
+                        stack.append(t)
+            got = closure_memo[s] = frozenset(
+                x for x in seen if moves[x] or x == final
+            )  # keep only states that matter: those with byte moves, and the final one
+        return got
+
+    start_set = closure_of(start)
+    ids = {start_set: 0}
+    sets = [start_set]
+    table: list[list[int]] = []
+    i = 0
+    while i < len(sets):
+        cur = sets[i]
+        row = [-1] * n_classes
+        by_class: dict[int, set[int]] = {}
+        for s in cur:
+            for c, targets in moves[s].items():
+                by_class.setdefault(c, set()).update(targets)
+        for c, targets in by_class.items():
+            nxt = frozenset().union(*(closure_of(t) for t in targets))
+            j = ids.get(nxt)
+            if j is None:
+                if len(sets) >= MAX_DFA_STATES:
+                    raise RegexTooLargeError(
+                        f"pattern needs more than {MAX_DFA_STATES} DFA states"
+                    )
+                j = ids[nxt] = len(sets)
+                sets.append(nxt)
+            row[c] = j
+        table.append(row)
+        i += 1
+    accepting = np.array([final in s for s in sets], dtype=bool)
+    trans = np.array(table, dtype=np.int32).reshape(len(sets), n_classes)
+    return minimize(trans, classes, accepting)
+
+
+def minimize(trans: np.ndarray, byte_to_class: np.ndarray, accepting: np.ndarray) -> DFA:
+    """Remove dead states, merge equivalent ones, recompute byte classes, renumber BFS."""
+    trans, accepting = _drop_dead(trans, accepting)
+    n = trans.shape[0]
+    sink = n
+    t = np.where(trans < 0, sink, trans)
+    t = np.vstack([t, np.full((1, t.shape[1]), sink, dtype=t.dtype)])
+    block = _hopcroft(t, np.append(accepting, False), sink)
+    return _quotient(t, block, accepting, byte_to_class)
+
+
+def _hopcroft(t: np.ndarray, accepting: np.ndarray, sink: int) -> np.ndarray:
+    """Coarsest partition compatible with ``t``: Hopcroft's algorithm, O(C n log n).
+
+    Moore's round-by-round refinement needs as many rounds as the longest
+    distinguishing suffix (200 for ``.{0,200}``); Hopcroft does not.
+    """
+    # Identical columns split nothing differently: keep one of each.
+    t = np.unique(t, axis=1)
+    n, n_classes = t.shape
+    # inverse[c][q] = states p with t[p, c] == q; the sink's (huge) lists are never
+    # needed because the sink block is left out of the work list (see below).
+    inverse: list[dict[int, list[int]]] = [{} for _ in range(n_classes)]
+    ps, cs = np.nonzero(t != sink)
+    for p, c, q in zip(ps.tolist(), cs.tolist(), t[ps, cs].tolist()):
+        inverse[c].setdefault(q, []).append(p)
+    acc = set(np.nonzero(accepting)[0].tolist())
+    rest = set(range(n)) - acc - {sink}
+    blocks = [b for b in (acc, rest) if b] + [{sink}]
+    block_of = [0] * n
+    for i, b in enumerate(blocks):
+        for q in b:
+            block_of[q] = i
+    # Splitting by every block but one of a partition implies splitting by that one
+    # too, so the sink block need not be a splitter.
+    work = set(range(len(blocks) - 1))
+    while work:
+        splitter = list(blocks[work.pop()])
+        for c in range(n_classes):
+            inv = inverse[c]
+            touched: dict[int, list[int]] = {}
+            for q in splitter:
+                for p in inv.get(q, ()):
+                    touched.setdefault(block_of[p], []).append(p)
+            for b, members in touched.items():
+                if len(members) == len(blocks[b]):
+                    continue
+                part = set(members)
+                blocks[b] -= part
+                nb = len(blocks)
+                blocks.append(part)
+                for p in part:
+                    block_of[p] = nb
+                if b in work or len(part) <= len(blocks[b]):
+                    work.add(nb)
+                else:
+                    work.add(b)
+    return np.array(block_of, dtype=np.int64)
+
+
+def _drop_dead(trans: np.ndarray, accepting: np.ndarray):
+    n = trans.shape[0]
+    # Reverse reachability to accepting states, as a linear BFS.
+    src, cls = np.nonzero(trans >= 0)
+    dst = trans[src, cls]
+    order = np.argsort(dst, kind="stable")
+    src_by_dst = src[order]
+    bounds = np.searchsorted(dst[order], np.arange(n + 1))
+    live = accepting.copy()
+    stack = list(np.nonzero(accepting)[0])
+    while stack:
+        d = stack.pop()
+        for s in src_by_dst[bounds[d] : bounds[d + 1]]:
+            if not live[s]:
+                live[s] = True
+                stack.append(s)
+    if not live[0]:
+        raise EmptyLanguageError("the pattern matches no string at all")
+    trans = np.where((trans >= 0) & live[np.maximum(trans, 0)], trans, -1)
+    trans[~live] = -1
+    return trans, accepting & live
+
+
+def _quotient(t: np.ndarray, block: np.ndarray, accepting: np.ndarray, byte_to_class) -> DFA:
+    sink = t.shape[0] - 1
+    sink_block = block[sink]
+    # Renumber blocks in BFS order from the start so numbering is canonical.
+    order = {int(block[0]): 0}
+    queue = [0]
+    rep_of_block = {int(block[0]): 0}
+    qi = 0
+    while qi < len(queue):
+        s = queue[qi]
+        qi += 1
+        for nxt in t[s]:
+            b = int(block[nxt])
+            if b != sink_block and b not in order:
+                order[b] = len(order)
+                rep_of_block[b] = int(nxt)
+                queue.append(int(nxt))
+    n = len(order)
+    reps = np.array([rep_of_block[b] for b, _ in sorted(order.items(), key=lambda kv: kv[1])])
+    remap = np.full(int(block.max()) + 1, -1, dtype=np.int32)
+    for b, i in order.items():
+        remap[b] = i
+    new_t = remap[block[t[reps]]]  # [n, classes]; sink block maps to -1
+    acc = np.array([accepting[r] for r in reps], dtype=bool)
+    # Final byte classes: bytes whose columns agree share a class.
+    cols = new_t[:, byte_to_class]  # [n, 256]
+    _, first, inverse = np.unique(cols, axis=1, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    # Number classes in order of first appearance so byte 0 is class 0, etc.
+    order_cls = np.argsort(first)
+    rank = np.empty_like(order_cls)
+    rank[order_cls] = np.arange(len(order_cls))
+    new_classes = rank[inverse]
+    table = np.empty((n, len(order_cls)), dtype=np.int32)
+    table[:, new_classes] = cols
+    return DFA(table, new_classes, acc)

@@ -1,0 +1,206 @@
+"""Token index: for each DFA state, the bitmask of tokens that keep the DFA alive.
+
+::
+
+    DFA state s ──walk the token trie from s──> alive trie nodes ──token_node──> tokens
+                   (all states of a batch at once;                  row bitmask int32[ceil(V/32)]
+                    a branch is dropped as soon as it dies)         + EOS bits if s accepts
+
+Rows are deduplicated (many states allow the same tokens: all string-interior
+states of a JSON schema, every counting state of ``.{0,200}`` but the last few).
+
+Two modes, chosen by the size of the automaton:
+
+* **eager** (``num_states <= eager_limit``): every row at construction, one batched
+  walk over the *class trie* (the vocabulary trie with bytes replaced by the DFA's
+  byte classes, typically 10-100x smaller than the byte trie);
+* **lazy**: a state's row the first time it is asked for. The very first row walks
+  the byte trie directly (no per-DFA set-up: that is what makes the first mask fast);
+  later rows use the class trie, built on the second request.
+
+Where a token leads is not stored (it would be ``states x V`` integers); it is
+``dfa.step(state, token_bytes)``, a few list lookups per byte.
+
+Cost notes: the walk costs O(alive (state, node) pairs) array work; a fully
+permissive state over the 49k SmolLM2 vocabulary visits ~100k byte-trie nodes
+(about 2 ms); a digit state a few dozen.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .dfa import DFA
+from .trie import Trie, class_trie, vocabulary_bytes
+
+#: Automata with at most this many states get every row at compile time.
+EAGER_LIMIT = 256
+
+# Bound on the (states x trie nodes) boolean scratch matrix of a batched walk.
+_MAX_SCRATCH = 32_000_000
+
+
+def bitmask_words(vocab_size: int) -> int:
+    return (vocab_size + 31) // 32
+
+
+def pack_bits(allowed: np.ndarray) -> np.ndarray:
+    """bool [B, V] -> int32 [B, ceil(V/32)], token t at word t // 32, bit t % 32."""
+    b, v = allowed.shape
+    words = bitmask_words(v)
+    padded = np.zeros((b, words * 32), dtype=bool)
+    padded[:, :v] = allowed
+    return np.packbits(padded, axis=1, bitorder="little").view("<i4").reshape(b, words)
+
+
+def walk(trie: Trie, symbol_class: np.ndarray, dfa: DFA, starts: np.ndarray) -> np.ndarray:
+    """bool [len(starts), trie.num_nodes]: node n alive when walked from starts[i]."""
+    n_states = dfa.num_states
+    # One extra row: the dead state, absorbing.
+    table = np.vstack([dfa.transitions, np.full((1, dfa.num_classes), -1, dtype=np.int32)])
+    table[table < 0] = n_states
+    alive = np.zeros((len(starts), trie.num_nodes), dtype=bool)
+    f_start = np.arange(len(starts))
+    f_node = np.zeros(len(starts), dtype=np.int64)
+    f_state = np.asarray(starts, dtype=np.int64)
+    sym_cls = symbol_class[np.maximum(trie.symbol, 0)]
+    while len(f_node):
+        first = trie.child_start[f_node]
+        count = trie.child_end[f_node] - first
+        total = int(count.sum())
+        if total == 0:
+            break
+        rep = np.repeat(np.arange(len(f_node)), count)
+        offset = np.arange(total) - np.repeat(np.cumsum(count) - count, count)
+        child = first[rep] + offset
+        state = table[f_state[rep], sym_cls[child]]
+        keep = state != n_states
+        f_start, f_node, f_state = f_start[rep][keep], child[keep], state[keep]
+        alive[f_start, f_node] = True
+    return alive
+
+
+def _unique_rows(matrix: np.ndarray):
+    """Distinct rows of a bool matrix and each row's index among them (hash-based:
+    ``np.unique(axis=0)`` sorts wide rows as opaque records and is far slower)."""
+    packed = np.packbits(matrix, axis=1)
+    first: dict[bytes, int] = {}
+    which = np.empty(len(matrix), dtype=np.int64)
+    for i, key in enumerate(map(bytes, packed)):
+        which[i] = first.setdefault(key, len(first))
+    rows = np.zeros(len(first), dtype=np.int64)
+    rows[which] = np.arange(len(matrix))  # any member of each group represents it
+    return matrix[rows], which
+
+
+class TokenIndex:
+    """Allowed-token bitmasks of every DFA state over one vocabulary.
+
+    Example::
+
+        >>> index = TokenIndex(compile_regex(r"[0-9]+"), vocab)
+        >>> row = index.mask(0)        # int32[ceil(V/32)]: digits-only tokens
+        >>> index.next_state(0, tok)   # -1 if tok is not allowed
+    """
+
+    def __init__(self, dfa: DFA, vocab, eager: bool | None = None):
+        self.dfa = dfa
+        self.vocab = vocab
+        self.vocab_size = vocab.size
+        self.words = bitmask_words(vocab.size)
+        self._bytes = vocabulary_bytes(vocab)
+        self._class_trie: Trie | None = None
+        self._row_of_state = np.full(dfa.num_states, -1, dtype=np.int64)
+        self._rows: list[np.ndarray] = []
+        self._row_ids: dict[bytes, int] = {}
+        self._eos = np.zeros(self.words, dtype=np.int32)
+        for e in vocab.eos_token_ids:
+            self._eos[e >> 5] |= np.int32(np.uint32(1 << (e & 31)).view(np.int32))
+        self._token_bytes = vocab.token_bytes
+        if eager if eager is not None else dfa.num_states <= EAGER_LIMIT:
+            self.build_all()
+
+    # -- rows --------------------------------------------------------------------
+
+    @property
+    def complete(self) -> bool:
+        return bool((self._row_of_state >= 0).all())
+
+    @property
+    def num_rows(self) -> int:
+        return len(self._rows)
+
+    def row_id(self, state: int) -> int:
+        """The deduplicated row of ``state``, computing it on first use."""
+        r = self._row_of_state[state]
+        if r < 0:
+            self._compute([state])
+            r = self._row_of_state[state]
+        return int(r)
+
+    def mask(self, state: int) -> np.ndarray:
+        return self._rows[self.row_id(state)]
+
+    def rows(self) -> list[np.ndarray]:
+        return self._rows
+
+    def build_all(self) -> "TokenIndex":
+        """Compute every remaining row (one batched walk over the class trie)."""
+        todo = np.nonzero(self._row_of_state < 0)[0]
+        if len(todo):
+            self._compute(todo.tolist(), use_class_trie=True)
+        return self
+
+    def _compute(self, states: list[int], use_class_trie: bool | None = None) -> None:
+        if use_class_trie is None:
+            use_class_trie = self.num_rows > 0  # first row: skip the per-DFA set-up
+        if use_class_trie:
+            if self._class_trie is None:
+                self._class_trie = class_trie(self._bytes, self.dfa.byte_to_class)
+            trie, symbol_class = self._class_trie, np.arange(self.dfa.num_classes)
+        else:
+            trie, symbol_class = self._bytes.trie, self.dfa.byte_to_class
+        # Tokens only care about the trie nodes where some token ends: dedupe states on
+        # their alive pattern over those few columns before expanding to V tokens.
+        end_nodes, token_col = trie.end_nodes, trie.token_column
+        has_text = end_nodes[0] < 0  # column 0 is "no node" (special tokens) if present
+        chunk = max(1, _MAX_SCRATCH // max(trie.num_nodes, 1))
+        for i in range(0, len(states), chunk):
+            batch = np.asarray(states[i : i + chunk], dtype=np.int64)
+            alive = walk(trie, symbol_class, self.dfa, batch)
+            pattern = alive[:, np.maximum(end_nodes, 0)]
+            if has_text:
+                pattern[:, 0] = False
+            pattern = np.column_stack([pattern, self.dfa.accepting[batch]])
+            uniq, which = _unique_rows(pattern)
+            packed = pack_bits(uniq[:, token_col])
+            accepting = uniq[:, -1]
+            ids = []
+            for row, acc in zip(packed, accepting):
+                if acc:
+                    row = row | self._eos
+                key = row.tobytes()
+                rid = self._row_ids.get(key)
+                if rid is None:
+                    rid = self._row_ids[key] = len(self._rows)
+                    self._rows.append(np.ascontiguousarray(row))
+                ids.append(rid)
+            self._row_of_state[batch] = np.asarray(ids, dtype=np.int64)[which.reshape(-1)]
+
+    # -- stepping ----------------------------------------------------------------
+
+    def next_state(self, state: int, token_id: int) -> int:
+        """DFA state after ``token_id`` (a text token), or -1 if it is not allowed."""
+        if not 0 <= token_id < self.vocab_size:
+            return -1
+        data = self._token_bytes[token_id]
+        if not data:
+            return -1
+        return self.dfa.step(state, data)
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the rows and the per-DFA class trie (the byte trie is shared)."""
+        n = sum(r.nbytes for r in self._rows) + self._row_of_state.nbytes
+        if self._class_trie is not None:
+            n += self._class_trie.nbytes()
+        return n

@@ -1,0 +1,168 @@
+"""Level-ordered tries over token strings, stored as flat numpy arrays.
+
+::
+
+    tokens  "a" "ab" "b"        level 1:  a(1)  b(2)        parent = [-, 0, 0, 1]
+                                level 2:  ab(3)             symbol = [-, a, b, b]
+                                                            token_node = [1, 3, 2]
+
+Nodes are numbered level by level and, inside a level, by (parent, symbol), so the
+children of a node are contiguous (``child_start[n] .. child_end[n]``). That lets a
+walk expand a whole frontier of (node, state) pairs with a few array operations and
+drop dead branches at once.
+
+The same builder makes the vocabulary's byte trie (built once per vocabulary) and,
+per DFA, the much smaller trie over byte *classes* (many tokens collapse when the DFA
+cannot tell their bytes apart).
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+
+class Trie:
+    __slots__ = (
+        "parent", "symbol", "level_start", "child_start", "child_end", "token_node",
+        "end_nodes", "token_column", "__weakref__",
+    )
+
+    def __init__(self, parent, symbol, level_start, token_node):
+        self.parent = parent            # int32 [N]; -1 for the root
+        self.symbol = symbol            # int32 [N]; byte or class on the edge into the node
+        self.level_start = level_start  # int64 [L + 2]; nodes of level d are [ls[d], ls[d+1])
+        self.token_node = token_node    # int32 [V]; -1 for tokens that are never text
+        n = len(parent)
+        counts = np.bincount(parent[1:], minlength=n) if n > 1 else np.zeros(n, dtype=np.int64)
+        self.child_end = np.cumsum(counts) + 1   # root's children start at node 1
+        self.child_start = self.child_end - counts
+        # The distinct nodes where tokens end, and each token's column among them
+        # (column 0 is node -1, "not text", when such tokens exist).
+        self.end_nodes, col = np.unique(token_node, return_inverse=True)
+        self.token_column = col.reshape(-1)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.parent)
+
+    @property
+    def depth(self) -> int:
+        return len(self.level_start) - 2
+
+    def nbytes(self) -> int:
+        return sum(getattr(self, a).nbytes for a in ("parent", "symbol", "level_start", "child_start", "child_end", "token_node"))
+
+
+def build_trie(symbols: np.ndarray, lengths: np.ndarray, token_ids: np.ndarray, vocab_size: int) -> Trie:
+    """Trie of the rows ``symbols[i, :lengths[i]]`` (token ``token_ids[i]``).
+
+    ``symbols`` is an int matrix padded past each length; rows must be sorted by
+    length, longest first, so each level's active rows are a prefix.
+    """
+    num_rows, max_len = symbols.shape
+    node_of_row = np.zeros(num_rows, dtype=np.int64)
+    parents = [np.array([-1], dtype=np.int64)]
+    syms = [np.array([-1], dtype=np.int64)]
+    level_start = [0, 1]
+    n_nodes = 1
+    n_symbols = int(symbols.max()) + 1 if symbols.size else 1
+    active_counts = np.searchsorted(-lengths, -np.arange(1, max_len + 1), side="right")
+    for d in range(max_len):
+        active = int(active_counts[d])  # rows longer than d
+        if active == 0:
+            break
+        key = node_of_row[:active] * n_symbols + symbols[:active, d]
+        uniq, inverse = _unique_keys(key, (n_nodes - level_start[-2]) * n_symbols, level_start[-2] * n_symbols)
+        node_of_row[:active] = inverse.reshape(-1) + n_nodes
+        parents.append(uniq // n_symbols)
+        syms.append(uniq % n_symbols)
+        n_nodes += len(uniq)
+        level_start.append(n_nodes)
+    token_node = np.full(vocab_size, -1, dtype=np.int32)
+    token_node[token_ids] = node_of_row
+    return Trie(
+        np.concatenate(parents).astype(np.int32),
+        np.concatenate(syms).astype(np.int32),
+        np.array(level_start, dtype=np.int64),
+        token_node,
+    )
+
+
+def _unique_keys(key: np.ndarray, span: int, base: int):
+    """``np.unique(key, return_inverse=True)`` for keys in ``[base, base + span)``.
+
+    A dense mark-and-cumsum is O(span) instead of a sort; used when span is small.
+    """
+    if span > 4 * len(key) + 1024:
+        uniq, inverse = np.unique(key, return_inverse=True)
+        return uniq, inverse.reshape(-1)
+    mark = np.zeros(span, dtype=bool)
+    rel = key - base
+    mark[rel] = True
+    rank = np.cumsum(mark) - 1
+    return np.nonzero(mark)[0] + base, rank[rel]
+
+
+_VOCAB_TRIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+class VocabularyBytes:
+    """The padded byte matrix of a vocabulary's text tokens, sorted longest first."""
+
+    __slots__ = ("matrix", "lengths", "token_ids", "trie")
+
+    def __init__(self, token_bytes, vocab_size: int):
+        ids = [i for i, b in enumerate(token_bytes) if b]
+        lengths = np.array([len(token_bytes[i]) for i in ids], dtype=np.int64)
+        order = np.argsort(-lengths, kind="stable")
+        self.token_ids = np.array(ids, dtype=np.int64)[order]
+        self.lengths = lengths[order]
+        max_len = int(self.lengths[0]) if len(ids) else 0
+        flat = np.frombuffer(b"".join(token_bytes[i] for i in self.token_ids.tolist()), dtype=np.uint8)
+        self.matrix = np.zeros((len(ids), max_len), dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(self.lengths)[:-1]])
+        mask = np.arange(max_len)[None, :] < self.lengths[:, None]
+        self.matrix[mask] = flat[(starts[:, None] + np.arange(max_len)[None, :])[mask]]
+        self.trie = build_trie(self.matrix, self.lengths, self.token_ids, vocab_size)
+
+
+def vocabulary_bytes(vocab) -> VocabularyBytes:
+    """The byte trie of ``vocab`` (built once per Vocabulary object)."""
+    got = _VOCAB_TRIES.get(vocab)
+    if got is None:
+        got = _VOCAB_TRIES[vocab] = VocabularyBytes(vocab.token_bytes, vocab.size)
+    return got
+
+
+def class_trie(vb: VocabularyBytes, byte_to_class: np.ndarray) -> Trie:
+    """The vocabulary trie with bytes replaced by a DFA's byte classes.
+
+    Derived level by level from the byte trie (whose nodes are far fewer than
+    tokens x length), so its cost is one ``np.unique`` per level over the byte trie.
+    """
+    bt = vb.trie
+    n_classes = int(byte_to_class.max()) + 1
+    cls_of_node = byte_to_class[np.maximum(bt.symbol, 0)]
+    cnode = np.zeros(bt.num_nodes, dtype=np.int64)
+    parents = [np.array([-1], dtype=np.int64)]
+    syms = [np.array([-1], dtype=np.int64)]
+    level_start = [0, 1]
+    n = 1
+    for d in range(1, bt.depth + 1):
+        lo, hi = bt.level_start[d], bt.level_start[d + 1]
+        key = cnode[bt.parent[lo:hi]] * n_classes + cls_of_node[lo:hi]
+        uniq, inverse = _unique_keys(key, (n - level_start[-2]) * n_classes, level_start[-2] * n_classes)
+        cnode[lo:hi] = inverse.reshape(-1) + n
+        parents.append(uniq // n_classes)
+        syms.append(uniq % n_classes)
+        n += len(uniq)
+        level_start.append(n)
+    token_node = np.where(bt.token_node >= 0, cnode[np.maximum(bt.token_node, 0)], -1).astype(np.int32)
+    return Trie(
+        np.concatenate(parents).astype(np.int32),
+        np.concatenate(syms).astype(np.int32),
+        np.array(level_start, dtype=np.int64),
+        token_node,
+    )
