@@ -1,0 +1,51 @@
+"""guided: structured and guided generation for PyTorch / Hugging Face models.
+
+Example::
+
+    import guided
+    model, tokenizer = guided.models.load_default_model()
+    result = guided.generate(model, tokenizer, "Give a date.", guided.Regex(r"\\d{4}-\\d{2}-\\d{2}"))
+    print(result.text, result.stats.tokens_per_s)
+"""
+
+from fsm.errors import (
+    EmptyLanguageError,
+    RegexError,
+    RegexSyntaxError,
+    RegexTooLargeError,
+    UnsupportedRegexFeature,
+)
+from fsm.vocabulary import Vocabulary
+
+from . import models
+from .bitmask import allocate_token_bitmask, apply_token_bitmask_, unpack_token_bitmask
+from .compiler import compile
+from .generation import GenerationResult, GenerationStats, generate
+from .matcher import FSMGuide, FSMMatcher, Guide, Matcher
+from .processor import LogitsProcessor
+from .specs import Regex
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "EmptyLanguageError",
+    "FSMGuide",
+    "FSMMatcher",
+    "GenerationResult",
+    "GenerationStats",
+    "Guide",
+    "LogitsProcessor",
+    "Matcher",
+    "Regex",
+    "RegexError",
+    "RegexSyntaxError",
+    "RegexTooLargeError",
+    "UnsupportedRegexFeature",
+    "Vocabulary",
+    "allocate_token_bitmask",
+    "apply_token_bitmask_",
+    "compile",
+    "generate",
+    "models",
+    "unpack_token_bitmask",
+]

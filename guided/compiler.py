@@ -1,0 +1,64 @@
+"""``guided.compile``: a spec plus a tokenizer (or Vocabulary) gives a Guide."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from fsm.regex import compile_regex
+from fsm.vocabulary import Vocabulary
+
+from .matcher import FSMGuide, Guide
+from .specs import Regex
+
+_CACHE_SIZE = 64
+_cache: "OrderedDict[tuple, Guide]" = OrderedDict()
+_lock = threading.Lock()
+
+
+def as_vocabulary(tokenizer_or_vocab) -> Vocabulary:
+    if isinstance(tokenizer_or_vocab, Vocabulary):
+        return tokenizer_or_vocab
+    return Vocabulary.from_tokenizer(tokenizer_or_vocab)
+
+
+def compile(spec, tokenizer_or_vocab, *, eager: bool | None = None) -> Guide:  # noqa: A001
+    """Compile ``spec`` for a tokenizer's vocabulary; the result is cached.
+
+    ``spec`` is a ``guided.Regex`` (JSON Schema and grammar specs follow the same
+    path). ``eager=True`` computes every state's mask now, ``False`` on first visit,
+    ``None`` decides by automaton size.
+
+    Example::
+
+        >>> guide = guided.compile(guided.Regex(r"[0-9]{3}"), tokenizer)
+        >>> matcher = guide.matcher()
+    """
+    vocab = as_vocabulary(tokenizer_or_vocab)
+    key = (_spec_key(spec), vocab.fingerprint, eager)
+    with _lock:
+        guide = _cache.get(key)
+        if guide is not None:
+            _cache.move_to_end(key)
+            return guide
+    guide = _compile_uncached(spec, vocab, eager)
+    with _lock:
+        _cache[key] = guide
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return guide
+
+
+def _spec_key(spec):
+    if isinstance(spec, Regex):
+        return ("regex", spec.pattern, spec.flags)
+    raise TypeError(
+        f"cannot compile a spec of type {type(spec).__name__}: expected guided.Regex"
+        + (" (wrap a pattern string as guided.Regex(pattern))" if isinstance(spec, str) else "")
+    )
+
+
+def _compile_uncached(spec, vocab: Vocabulary, eager) -> Guide:
+    if isinstance(spec, Regex):
+        return FSMGuide(compile_regex(spec.pattern, spec.flags), vocab, eager=eager)
+    raise TypeError(f"cannot compile {spec!r}")  # unreachable: _spec_key checked the type

@@ -1,0 +1,185 @@
+"""``guided.generate``: constrained decoding with a KV cache, and its statistics.
+
+One step::
+
+    logits = model(last token, cache)          # [1, V_model]
+    mask (spec) -> user processors -> temperature / top-k / top-p -> sample
+    matcher.accept_token(token)                # stop on EOS or when nothing can follow
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from .bitmask import allocate_token_bitmask, apply_token_bitmask_
+from .compiler import as_vocabulary, compile
+from .matcher import Guide
+from .sampling import choose_next_token
+
+
+@dataclass
+class GenerationStats:
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    compile_s: float = 0.0      # spec -> guide (0 when a compiled guide was given or cached)
+    prefill_s: float = 0.0      # the prompt's forward pass
+    decode_s: float = 0.0       # all later steps, forward passes included
+    mask_s: float = 0.0         # filling + applying masks and advancing matchers
+    total_s: float = 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.new_tokens / self.decode_s if self.decode_s > 0 else 0.0
+
+    @property
+    def mask_us_per_token(self) -> float:
+        return 1e6 * self.mask_s / self.new_tokens if self.new_tokens else 0.0
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["tokens_per_s"] = round(self.tokens_per_s, 2)
+        d["mask_us_per_token"] = round(self.mask_us_per_token, 1)
+        return d
+
+
+@dataclass
+class GenerationResult:
+    """What ``generate`` returns: the text, its value, the tokens and timing.
+
+    ``finish_reason`` is ``"eos"`` (the model ended, where the spec allows),
+    ``"complete"`` (the spec admits nothing more), or ``"length"`` (``max_new_tokens``
+    ran out; the text may then be an unfinished match).
+    """
+
+    text: str
+    value: Any
+    token_ids: list[int]
+    finish_reason: str
+    stats: GenerationStats = field(default_factory=GenerationStats)
+
+    def as_dict(self) -> dict:
+        return {
+            "text": self.text,
+            "value": self.value,
+            "token_ids": self.token_ids,
+            "finish_reason": self.finish_reason,
+            "stats": self.stats.as_dict(),
+        }
+
+
+def prompt_ids(tokenizer, prompt, chat: bool = True, system: str | None = None) -> list[int]:
+    """Token ids for a prompt: a string goes through the chat template when the
+    tokenizer has one (unless ``chat=False``); a list of ids is used as it is."""
+    if not isinstance(prompt, str):
+        return [int(t) for t in prompt]
+    if chat and getattr(tokenizer, "chat_template", None):
+        messages = ([{"role": "system", "content": system}] if system else []) + [
+            {"role": "user", "content": prompt}
+        ]
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        if hasattr(ids, "keys"):  # BatchEncoding in newer transformers
+            ids = ids["input_ids"]
+        return list(ids)
+    return tokenizer(prompt, add_special_tokens=True)["input_ids"]
+
+
+@torch.inference_mode()
+def generate(
+    model,
+    tokenizer,
+    prompt,
+    spec=None,
+    *,
+    max_new_tokens: int = 256,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    chat: bool = True,
+    system: str | None = None,
+    logits_processors=(),
+) -> GenerationResult:
+    """Generate from ``model`` so that the output satisfies ``spec``.
+
+    ``spec`` is a ``guided.Regex`` (or any spec ``guided.compile`` takes), an already
+    compiled ``Guide``, or ``None`` for unconstrained text. ``temperature=0`` is
+    greedy; otherwise sampling with optional ``top_k`` / ``top_p``, all applied after
+    the mask. ``logits_processors`` are HF-style ``(input_ids, scores) -> scores``
+    callables run between the mask and sampling.
+
+    Example::
+
+        >>> model, tok = guided.models.load_default_model()
+        >>> r = guided.generate(model, tok, "A US phone number:", guided.Regex(r"\\(\\d{3}\\) \\d{3}-\\d{4}"))
+        >>> r.text, r.stats.tokens_per_s
+    """
+    t_start = time.perf_counter()
+    stats = GenerationStats()
+    vocab = as_vocabulary(tokenizer)
+    guide = None
+    if spec is not None:
+        t = time.perf_counter()
+        guide = spec if isinstance(spec, Guide) else compile(spec, vocab)
+        stats.compile_s = time.perf_counter() - t
+    matcher = guide.matcher() if guide is not None else None
+    eos = set(vocab.eos_token_ids)
+    generator = None
+    if seed is not None:
+        generator = torch.Generator(device=model.device).manual_seed(seed)
+
+    ids = prompt_ids(tokenizer, prompt, chat=chat, system=system)
+    stats.prompt_tokens = len(ids)
+    device = model.device
+    seq = torch.tensor([ids], dtype=torch.long, device=device)
+    bitmask = None
+    tokens: list[int] = []
+    finish = "length"
+
+    t = time.perf_counter()
+    out = model(input_ids=seq, use_cache=True)
+    stats.prefill_s = time.perf_counter() - t
+    t_decode = time.perf_counter()
+    for step in range(max_new_tokens):
+        logits = out.logits[:, -1, :].float()
+        if matcher is not None:
+            t = time.perf_counter()
+            if bitmask is None:
+                bitmask = allocate_token_bitmask(1, logits.shape[-1])
+            matcher.fill_next_token_bitmask(bitmask, 0)
+            apply_token_bitmask_(logits, bitmask)
+            stats.mask_s += time.perf_counter() - t
+        for proc in logits_processors:
+            logits = proc(seq, logits)
+        token = choose_next_token(logits, temperature, top_k, top_p, generator)
+        tok = int(token[0])
+        if tok in eos:
+            if matcher is not None:
+                matcher.accept_token(tok)
+            finish = "eos"
+            break
+        tokens.append(tok)
+        if matcher is not None:
+            t = time.perf_counter()
+            if not matcher.accept_token(tok):
+                raise RuntimeError(
+                    f"token {tok} was chosen although the spec forbids it: a logits processor "
+                    "after the mask must not re-allow masked (-inf) tokens"
+                )
+            done = matcher.is_terminated()
+            stats.mask_s += time.perf_counter() - t
+            if done:
+                finish = "complete"
+                break
+        if step + 1 == max_new_tokens:
+            break
+        seq = torch.cat([seq, token.view(1, 1)], dim=1)
+        out = model(input_ids=token.view(1, 1), past_key_values=out.past_key_values, use_cache=True)
+    stats.decode_s = time.perf_counter() - t_decode
+    stats.new_tokens = len(tokens)
+    stats.total_s = time.perf_counter() - t_start
+    text = vocab.decode(tokens).decode("utf-8", errors="replace")
+    return GenerationResult(text=text, value=text, token_ids=tokens, finish_reason=finish, stats=stats)

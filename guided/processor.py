@@ -1,0 +1,88 @@
+"""``guided.LogitsProcessor``: the mask as a Hugging Face logits processor.
+
+``model.generate(logits_processor=[guided.LogitsProcessor(guide)])``: transformers
+runs user processors before its temperature / top-k / top-p warpers, so the mask is
+applied first, as exact constrained sampling needs.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .bitmask import allocate_token_bitmask, apply_token_bitmask_
+from .matcher import Guide, Matcher
+
+
+class LogitsProcessor:
+    """Constrain ``model.generate`` to a compiled guide; one matcher per batch row.
+
+    Contract: called with ``input_ids [batch, seq]`` and ``scores [batch, V]`` once per
+    step; the first call fixes the prompt length; each later call first feeds every
+    row's newest token to that row's matcher. Rows whose tokens do not extend their
+    matcher's history (beam search reorders rows) are re-derived from the matcher
+    that has their prefix. Scores of disallowed tokens become ``-inf``; a row with
+    nothing allowed gets EOS forced. Build a fresh processor (or call ``reset()``)
+    for each ``generate`` call.
+
+    Example::
+
+        >>> guide = guided.compile(guided.Regex(r"[0-9]{3}"), tokenizer)
+        >>> out = model.generate(**inputs, logits_processor=[guided.LogitsProcessor(guide)])
+    """
+
+    def __init__(self, guide: Guide):
+        if not isinstance(guide, Guide):
+            raise TypeError("LogitsProcessor takes a compiled guide: guided.compile(spec, tokenizer)")
+        self.guide = guide
+        self.reset()
+
+    def reset(self) -> None:
+        self.matchers: list[Matcher] | None = None
+        self._histories: list[tuple[int, ...]] = []
+        self._prompt_len = 0
+        self._bitmask: torch.Tensor | None = None
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        batch = input_ids.shape[0]
+        if self.matchers is None:
+            self.matchers = [self.guide.matcher() for _ in range(batch)]
+            self._histories = [()] * batch
+            self._prompt_len = input_ids.shape[1]
+        else:
+            self._advance(input_ids)
+        if self._bitmask is None or self._bitmask.shape[0] != batch:
+            # Filled on the host (pinned when an accelerator is there), then copied.
+            pin = scores.device.type == "cuda"
+            self._bitmask = allocate_token_bitmask(batch, scores.shape[-1])
+            if pin:
+                self._bitmask = self._bitmask.pin_memory()
+        for i, m in enumerate(self.matchers):
+            m.fill_next_token_bitmask(self._bitmask, i)
+        return apply_token_bitmask_(scores, self._bitmask)
+
+    def _advance(self, input_ids: torch.Tensor) -> None:
+        generated = input_ids[:, self._prompt_len :].tolist()
+        new_matchers, new_histories = [], []
+        by_history = {h: m for h, m in zip(self._histories, self.matchers)}
+        taken = set()
+        for i, row in enumerate(generated):
+            prefix, last = tuple(row[:-1]), row[-1]
+            if i < len(self._histories) and prefix == self._histories[i] and i not in taken:
+                m = self.matchers[i]  # the row kept its place: no copy needed
+                taken.add(i)
+            elif prefix in by_history:
+                m = by_history[prefix].fork()  # beam search moved or duplicated a row
+            else:
+                raise RuntimeError(
+                    "LogitsProcessor saw a sequence it did not constrain; "
+                    "use a fresh processor (or reset()) for each generate call"
+                )
+            # After EOS, generate pads finished rows: those tokens are not the model's.
+            if not m.is_terminated() and not m.accept_token(last):
+                raise RuntimeError(
+                    f"token {last} was generated although the guide forbids it: a logits "
+                    "processor after the guide must not re-allow masked (-inf) tokens"
+                )
+            new_matchers.append(m)
+            new_histories.append(prefix + (last,))
+        self.matchers, self._histories = new_matchers, new_histories
