@@ -22,6 +22,7 @@ machine one thread is often faster than two.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import json
 import os
@@ -109,12 +110,25 @@ def _progress_bars(enabled: bool) -> Iterator[None]:
     from transformers.utils import logging as hf_logging
 
     was_enabled = hf_logging.is_progress_bar_enabled()
-    if not enabled and was_enabled:
+    if enabled:
+        yield
+        return
+    if was_enabled:
         hf_logging.disable_progress_bar()
+    # The GGUF de-quantizing loop uses a plain tqdm that ignores the switch above.
+    gguf_utils = sys.modules.get("transformers.modeling_gguf_pytorch_utils")
+    if gguf_utils is None:
+        with contextlib.suppress(Exception):
+            import transformers.modeling_gguf_pytorch_utils as gguf_utils  # noqa: F811
+    real_tqdm = getattr(gguf_utils, "tqdm", None)
+    if real_tqdm is not None:
+        gguf_utils.tqdm = functools.partial(real_tqdm, disable=True)
     try:
         yield
     finally:
-        if not enabled and was_enabled:
+        if real_tqdm is not None:
+            gguf_utils.tqdm = real_tqdm
+        if was_enabled:
             hf_logging.enable_progress_bar()
 
 

@@ -37,7 +37,7 @@ class LogitsProcessor:
         self.reset()
 
     def reset(self) -> None:
-        self.matchers: list[Matcher] | None = None
+        self.matchers: list[Matcher | None] | None = None
         self._histories: list[tuple[int, ...]] = []
         self._prompt_len = 0
         self._bitmask: torch.Tensor | None = None
@@ -57,7 +57,10 @@ class LogitsProcessor:
             if pin:
                 self._bitmask = self._bitmask.pin_memory()
         for i, m in enumerate(self.matchers):
-            m.fill_next_token_bitmask(self._bitmask, i)
+            if m is None:
+                self._bitmask[i] = 0  # a dead beam: nothing is allowed
+            else:
+                m.fill_next_token_bitmask(self._bitmask, i)
         return apply_token_bitmask_(scores, self._bitmask)
 
     def _advance(self, input_ids: torch.Tensor) -> None:
@@ -71,18 +74,19 @@ class LogitsProcessor:
                 m = self.matchers[i]  # the row kept its place: no copy needed
                 taken.add(i)
             elif prefix in by_history:
-                m = by_history[prefix].fork()  # beam search moved or duplicated a row
+                m = by_history[prefix]  # beam search moved or duplicated a row
+                m = m.fork() if m is not None else None
             else:
                 raise RuntimeError(
                     "LogitsProcessor saw a sequence it did not constrain; "
                     "use a fresh processor (or reset()) for each generate call"
                 )
-            # After EOS, generate pads finished rows: those tokens are not the model's.
-            if not m.is_terminated() and not m.accept_token(last):
-                raise RuntimeError(
-                    f"token {last} was generated although the guide forbids it: a logits "
-                    "processor after the guide must not re-allow masked (-inf) tokens"
-                )
+            if m is not None and not m.is_terminated() and not m.accept_token(last):
+                # Beam search keeps 2 * num_beams candidates even when fewer have a
+                # finite score, so a forbidden token can reach a beam whose score is
+                # already -inf. That beam is dead: keep every logit at -inf.
+                m = None
+            # (After EOS, generate pads finished rows: those tokens are not the model's.)
             new_matchers.append(m)
             new_histories.append(prefix + (last,))
         self.matchers, self._histories = new_matchers, new_histories
