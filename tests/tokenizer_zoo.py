@@ -2,7 +2,7 @@
 
 Each loader is cached in-process and calls ``pytest.skip`` with the reason when its
 package is missing.  Slow conversions are cached on disk under
-``~/.cache/guided/tokenizers/<name>`` (override the root with ``GUIDED_CACHE_DIR``).
+``~/.cache/guided/tokenizers/<name>``.
 
 =================  ===========================================  =======  ===========
 loader             family                                       vocab    returns
@@ -51,9 +51,7 @@ LLAMA3_CHAT_TEMPLATE = (
 
 
 def cache_root() -> Path:
-    root = os.environ.get("GUIDED_CACHE_DIR")
-    base = Path(root) if root else Path.home() / ".cache" / "guided"
-    return base / "tokenizers"
+    return Path.home() / ".cache" / "guided" / "tokenizers"
 
 
 def package_dir(name: str, pip_name: str | None = None) -> Path:

@@ -1,0 +1,73 @@
+"""Bitmask layout and ``apply_token_bitmask_`` semantics (CPU fast path and generic path)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import guided
+from guided.bitmask import unpack_token_bitmask
+
+
+def _bitmask_for(allowed_rows, vocab_size):
+    bm = torch.zeros(len(allowed_rows), (vocab_size + 31) // 32, dtype=torch.int32)
+    for r, allowed in enumerate(allowed_rows):
+        for t in allowed:
+            word = int(bm[r, t // 32]) & 0xFFFFFFFF
+            word |= 1 << (t % 32)
+            bm[r, t // 32] = word - (1 << 32) if word >= 1 << 31 else word
+    return bm
+
+
+def test_allocate_allows_everything():
+    bm = guided.allocate_token_bitmask(3, 100)
+    assert bm.shape == (3, 4) and bm.dtype == torch.int32
+    assert unpack_token_bitmask(bm, 100).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_apply_masks_exactly_the_disallowed(dtype):
+    vocab = 70
+    allowed = [[0, 31, 32, 63, 69], [5]]
+    bm = _bitmask_for(allowed, vocab)
+    logits = torch.randn(2, vocab).to(dtype)
+    before = logits.clone()
+    out = guided.apply_token_bitmask_(logits, bm)
+    assert out is logits
+    for r, ok in enumerate(allowed):
+        finite = torch.isfinite(logits[r]).nonzero().flatten().tolist()
+        assert finite == ok
+        assert torch.equal(logits[r, ok], before[r, ok])
+
+
+def test_apply_with_indices_leaves_other_rows():
+    bm = _bitmask_for([[1], [2], [3]], 40)
+    logits = torch.zeros(3, 40)
+    guided.apply_token_bitmask_(logits, bm, indices=[1])
+    assert torch.isfinite(logits[0]).all() and torch.isfinite(logits[2]).all()
+    assert torch.isfinite(logits[1]).nonzero().flatten().tolist() == [2]
+
+
+def test_apply_one_dimensional_logits():
+    bm = _bitmask_for([[4, 7]], 40)[0]
+    logits = torch.zeros(40)
+    guided.apply_token_bitmask_(logits, bm)
+    assert torch.isfinite(logits).nonzero().flatten().tolist() == [4, 7]
+
+
+def test_logits_wider_than_bitmask_are_masked():
+    bm = _bitmask_for([[1, 33]], 40)  # 2 words = 64 bits
+    logits = torch.zeros(1, 100)
+    guided.apply_token_bitmask_(logits, bm)
+    assert torch.isfinite(logits[0]).nonzero().flatten().tolist() == [1, 33]
+
+
+def test_cpu_fast_path_equals_generic_path():
+    torch.manual_seed(0)
+    bm = torch.randint(-(2**31), 2**31 - 1, (4, 10), dtype=torch.int32)
+    logits = torch.randn(4, 300)
+    ref = logits.clone().masked_fill_(~unpack_token_bitmask(bm, 300), float("-inf"))
+    for _ in range(2):  # second time from the cache
+        got = logits.clone()
+        guided.apply_token_bitmask_(got, bm)
+        assert torch.equal(got, ref)

@@ -1,0 +1,54 @@
+"""The ``guided`` command line."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from guided.cli import main
+
+
+def test_invalid_regex_is_a_clear_error_before_loading_a_model(capsys):
+    assert main(["generate", "--regex", "[a-", "hello"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid regex" in err and "position 0" in err
+
+
+def test_non_regular_feature_is_named(capsys):
+    assert main(["generate", "--regex", r"(a)\1", "hello"]) == 2
+    assert "backreference" in capsys.readouterr().err
+
+
+def test_missing_model_path(capsys, tmp_path):
+    with pytest.raises(FileNotFoundError):
+        main(["generate", "--regex", "a", "--model", str(tmp_path / "nope"), "hi"])
+
+
+@pytest.mark.slow
+def test_generate_json_with_default_model():
+    pattern = r"\d{4}-\d{2}-\d{2}"
+    proc = subprocess.run(
+        [sys.executable, "-m", "guided.cli", "generate", "--regex", pattern, "--json", "--threads", "1",
+         "When did the Berlin wall fall? Give the date."],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert re.fullmatch(pattern, result["text"])
+    assert result["stats"]["new_tokens"] == len(result["token_ids"])
+    assert "tokens in" in proc.stderr  # timing goes to stderr
+
+
+@pytest.mark.slow
+def test_generate_plain_text_on_stdout():
+    proc = subprocess.run(
+        [sys.executable, "-m", "guided.cli", "generate", "--regex", "(yes|no)", "--threads", "1",
+         "Is the sun a star?"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() in ("yes", "no")
