@@ -9,6 +9,8 @@ Columns:
   ``[batch, V]`` tensor computed beforehand: the floor (no unpacking at all);
 * ``guided same``   ``apply_token_bitmask_`` with the same bitmask every call (on CPU
   the additive-row cache hits: the common decoding case, few distinct masks);
+* ``unpack+fill``   ``guided.unpack_token_bitmask`` + ``masked_fill_``, batched: the
+  tensor path ``apply_token_bitmask_`` takes off the CPU fast path (GPU, non-float32);
 * ``guided fresh``  ``apply_token_bitmask_`` cycling through enough different
   bitmasks that no row repeats within the CPU cache's capacity (256 rows): every
   row is unpacked (the worst case: many sequences, each with a new mask).
@@ -93,7 +95,11 @@ def bench(batch: int, vocab: int, device: torch.device, min_time: float, min_ite
     bitmasks = [masks[0][1]] + [random_masks(torch.Generator().manual_seed(seed + 1 + i), batch, vocab, device)[1]
                                 for i in range(pool - 1)]
     timer = Timer(device)
-    t_base, t_same, t_fresh = [], [], []
+    t_base, t_same, t_fresh, t_unpack = [], [], [], []
+
+    def unpack_fill(bm):
+        logits.masked_fill_(~guided.unpack_token_bitmask(bm, vocab), float("-inf"))
+
     spent, i = 0.0, 0
     # warm-up
     for k in range(3):
@@ -104,10 +110,11 @@ def bench(batch: int, vocab: int, device: torch.device, min_time: float, min_ite
         t_base.append(timer(lambda: logits.masked_fill_(not_allowed[k], float("-inf"))))
         t_same.append(timer(lambda: guided.apply_token_bitmask_(logits, bitmasks[0])))
         t_fresh.append(timer(lambda: guided.apply_token_bitmask_(logits, bitmasks[k])))
-        spent += t_base[-1] + t_same[-1] + t_fresh[-1]
+        t_unpack.append(timer(lambda: unpack_fill(bitmasks[k])))
+        spent += t_base[-1] + t_same[-1] + t_fresh[-1] + t_unpack[-1]
         i += 1
     us = lambda v: float(np.median(v)) * 1e6  # noqa: E731
-    return us(t_base), us(t_same), us(t_fresh), i
+    return us(t_base), us(t_same), us(t_unpack), us(t_fresh), i
 
 
 def main() -> None:
@@ -121,15 +128,15 @@ def main() -> None:
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} thread"
     print(f"apply_token_bitmask_ on {device} ({name}); float32 logits; ~10% allowed; p50 per call")
-    hdr = (f"{'batch':>5} {'vocab':>7} {'masked_fill':>12} {'guided same':>12} {'guided fresh':>13} "
-           f"{'same/base':>10} {'fresh/base':>11} {'iters':>6}")
+    hdr = (f"{'batch':>5} {'vocab':>7} {'masked_fill':>12} {'guided same':>12} {'unpack+fill':>12} "
+           f"{'guided fresh':>13} {'same/base':>10} {'fresh/base':>11} {'iters':>6}")
     print(hdr)
-    print(f"{'':>5} {'':>7} {'us':>12} {'us':>12} {'us':>13}")
+    print(f"{'':>5} {'':>7} {'us':>12} {'us':>12} {'us':>12} {'us':>13}")
     print("-" * len(hdr))
     for vocab in map(int, args.vocabs.split(",")):
         for batch in map(int, args.batches.split(",")):
-            base, same, fresh, iters = bench(batch, vocab, device, args.min_time, args.min_iters, seed=batch + vocab)
-            print(f"{batch:>5} {vocab:>7} {base:>12.1f} {same:>12.1f} {fresh:>13.1f} "
+            base, same, unpack, fresh, iters = bench(batch, vocab, device, args.min_time, args.min_iters, seed=batch + vocab)
+            print(f"{batch:>5} {vocab:>7} {base:>12.1f} {same:>12.1f} {unpack:>12.1f} {fresh:>13.1f} "
                   f"{same / base:>10.2f} {fresh / base:>11.2f} {iters:>6}")
 
 

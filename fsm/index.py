@@ -113,9 +113,10 @@ class TokenIndex:
         self._row_of_state = np.full(dfa.num_states, -1, dtype=np.int64)
         self._rows: list[np.ndarray] = []
         self._row_ids: dict[bytes, int] = {}
-        self._eos = np.zeros(self.words, dtype=np.int32)
+        #: The bits of the EOS tokens alone.
+        self.eos_row = np.zeros(self.words, dtype=np.int32)
         for e in vocab.eos_token_ids:
-            self._eos[e >> 5] |= np.int32(np.uint32(1 << (e & 31)).view(np.int32))
+            self.eos_row[e >> 5] |= np.uint32(1 << (e & 31)).view(np.int32)
         self._token_bytes = vocab.token_bytes
         if eager if eager is not None else dfa.num_states <= EAGER_LIMIT:
             self.build_all()
@@ -178,7 +179,7 @@ class TokenIndex:
             ids = []
             for row, acc in zip(packed, accepting):
                 if acc:
-                    row = row | self._eos
+                    row = row | self.eos_row
                 key = row.tobytes()
                 rid = self._row_ids.get(key)
                 if rid is None:

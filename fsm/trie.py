@@ -63,31 +63,44 @@ def build_trie(symbols: np.ndarray, lengths: np.ndarray, token_ids: np.ndarray, 
     """
     num_rows, max_len = symbols.shape
     node_of_row = np.zeros(num_rows, dtype=np.int64)
-    parents = [np.array([-1], dtype=np.int64)]
-    syms = [np.array([-1], dtype=np.int64)]
-    level_start = [0, 1]
-    n_nodes = 1
-    n_symbols = int(symbols.max()) + 1 if symbols.size else 1
+    levels = _Levels(int(symbols.max()) + 1 if symbols.size else 1)
     active_counts = np.searchsorted(-lengths, -np.arange(1, max_len + 1), side="right")
     for d in range(max_len):
         active = int(active_counts[d])  # rows longer than d
         if active == 0:
             break
-        key = node_of_row[:active] * n_symbols + symbols[:active, d]
-        uniq, inverse = _unique_keys(key, (n_nodes - level_start[-2]) * n_symbols, level_start[-2] * n_symbols)
-        node_of_row[:active] = inverse.reshape(-1) + n_nodes
-        parents.append(uniq // n_symbols)
-        syms.append(uniq % n_symbols)
-        n_nodes += len(uniq)
-        level_start.append(n_nodes)
+        node_of_row[:active] = levels.add(node_of_row[:active], symbols[:active, d])
     token_node = np.full(vocab_size, -1, dtype=np.int32)
     token_node[token_ids] = node_of_row
-    return Trie(
-        np.concatenate(parents).astype(np.int32),
-        np.concatenate(syms).astype(np.int32),
-        np.array(level_start, dtype=np.int64),
-        token_node,
-    )
+    return levels.trie(token_node)
+
+
+class _Levels:
+    """Accumulates a trie level by level: each new node is a distinct
+    (parent, symbol) pair among the items of the level."""
+
+    def __init__(self, n_symbols: int):
+        self.n_symbols = n_symbols
+        self.parents = [np.array([-1], dtype=np.int64)]
+        self.symbols = [np.array([-1], dtype=np.int64)]
+        self.level_start = [0, 1]
+
+    def add(self, parent: np.ndarray, symbol: np.ndarray) -> np.ndarray:
+        """Node id of each item ``(parent[i], symbol[i])`` on a new level."""
+        n, prev, k = self.level_start[-1], self.level_start[-2], self.n_symbols
+        uniq, inverse = _unique_keys(parent * k + symbol, (n - prev) * k, prev * k)
+        self.parents.append(uniq // k)
+        self.symbols.append(uniq % k)
+        self.level_start.append(n + len(uniq))
+        return inverse + n
+
+    def trie(self, token_node: np.ndarray) -> Trie:
+        return Trie(
+            np.concatenate(self.parents).astype(np.int32),
+            np.concatenate(self.symbols).astype(np.int32),
+            np.array(self.level_start, dtype=np.int64),
+            token_node,
+        )
 
 
 def _unique_keys(key: np.ndarray, span: int, base: int):
@@ -140,29 +153,15 @@ def class_trie(vb: VocabularyBytes, byte_to_class: np.ndarray) -> Trie:
     """The vocabulary trie with bytes replaced by a DFA's byte classes.
 
     Derived level by level from the byte trie (whose nodes are far fewer than
-    tokens x length), so its cost is one ``np.unique`` per level over the byte trie.
+    tokens x length), so its cost is one pass over the byte trie's nodes.
     """
     bt = vb.trie
     n_classes = int(byte_to_class.max()) + 1
     cls_of_node = byte_to_class[np.maximum(bt.symbol, 0)]
     cnode = np.zeros(bt.num_nodes, dtype=np.int64)
-    parents = [np.array([-1], dtype=np.int64)]
-    syms = [np.array([-1], dtype=np.int64)]
-    level_start = [0, 1]
-    n = 1
+    levels = _Levels(n_classes)
     for d in range(1, bt.depth + 1):
         lo, hi = bt.level_start[d], bt.level_start[d + 1]
-        key = cnode[bt.parent[lo:hi]] * n_classes + cls_of_node[lo:hi]
-        uniq, inverse = _unique_keys(key, (n - level_start[-2]) * n_classes, level_start[-2] * n_classes)
-        cnode[lo:hi] = inverse.reshape(-1) + n
-        parents.append(uniq // n_classes)
-        syms.append(uniq % n_classes)
-        n += len(uniq)
-        level_start.append(n)
+        cnode[lo:hi] = levels.add(cnode[bt.parent[lo:hi]], cls_of_node[lo:hi])
     token_node = np.where(bt.token_node >= 0, cnode[np.maximum(bt.token_node, 0)], -1).astype(np.int32)
-    return Trie(
-        np.concatenate(parents).astype(np.int32),
-        np.concatenate(syms).astype(np.int32),
-        np.array(level_start, dtype=np.int64),
-        token_node,
-    )
+    return levels.trie(token_node)

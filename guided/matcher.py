@@ -92,9 +92,7 @@ class FSMGuide(Guide):
         self.dfa = dfa
         self.vocab = vocab
         self.index = TokenIndex(dfa, vocab, eager=eager)
-        self._eos_row = np.zeros(bitmask_words(vocab.size), dtype=np.int32)
-        for e in vocab.eos_token_ids:
-            self._eos_row[e >> 5] |= np.uint32(1 << (e & 31)).view(np.int32)
+        self._eos_row = self.index.eos_row
         self._empty_rows: dict[int, bool] = {}
         self._device_rows: dict[torch.device, torch.Tensor] = {}
 
