@@ -165,14 +165,14 @@ def _hopcroft(t: np.ndarray, accepting: np.ndarray, sink: int) -> np.ndarray:
     distinguishing suffix (200 for ``.{0,200}``); Hopcroft does not.
     """
     # Identical columns split nothing differently: keep one of each.
-    t = np.unique(t, axis=1)
-    n, n_classes = t.shape
-    # inverse[c][q] = states p with t[p, c] == q; the sink's (huge) lists are never
-    # needed because the sink block is left out of the work list (see below).
-    inverse: list[dict[int, list[int]]] = [{} for _ in range(n_classes)]
+    t = t[:, _unique_columns(t)[0]]
+    n = t.shape[0]
+    # preds[q] = [(class, [p, ...]), ...]: real edges into q only. The sink's (huge)
+    # lists are never needed because the sink block is left out of the work list.
+    preds: list[dict[int, list[int]]] = [{} for _ in range(n)]
     ps, cs = np.nonzero(t != sink)
     for p, c, q in zip(ps.tolist(), cs.tolist(), t[ps, cs].tolist()):
-        inverse[c].setdefault(q, []).append(p)
+        preds[q].setdefault(c, []).append(p)
     acc = set(np.nonzero(accepting)[0].tolist())
     rest = set(range(n)) - acc - {sink}
     blocks = [b for b in (acc, rest) if b] + [{sink}]
@@ -184,13 +184,14 @@ def _hopcroft(t: np.ndarray, accepting: np.ndarray, sink: int) -> np.ndarray:
     # too, so the sink block need not be a splitter.
     work = set(range(len(blocks) - 1))
     while work:
-        splitter = list(blocks[work.pop()])
-        for c in range(n_classes):
-            inv = inverse[c]
+        into_splitter: dict[int, list[int]] = {}
+        for q in blocks[work.pop()]:
+            for c, ps_ in preds[q].items():
+                into_splitter.setdefault(c, []).extend(ps_)
+        for sources in into_splitter.values():
             touched: dict[int, list[int]] = {}
-            for q in splitter:
-                for p in inv.get(q, ()):
-                    touched.setdefault(block_of[p], []).append(p)
+            for p in sources:
+                touched.setdefault(block_of[p], []).append(p)
             for b, members in touched.items():
                 if len(members) == len(blocks[b]):
                     continue
@@ -230,39 +231,48 @@ def _drop_dead(trans: np.ndarray, accepting: np.ndarray):
     return trans, accepting & live
 
 
+def _unique_columns(mat: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """First index of each distinct column (in order of appearance) and, per column,
+    the rank of its distinct value. Hashes column bytes: ``np.unique(axis=1)`` sorts
+    columns as opaque records and is several times slower on these shapes."""
+    cols = np.ascontiguousarray(mat.T)
+    first: list[int] = []
+    seen: dict[bytes, int] = {}
+    rank = np.empty(cols.shape[0], dtype=np.int64)
+    for i, col in enumerate(cols):
+        key = col.tobytes()
+        r = seen.get(key)
+        if r is None:
+            r = seen[key] = len(first)
+            first.append(i)
+        rank[i] = r
+    return first, rank
+
+
 def _quotient(t: np.ndarray, block: np.ndarray, accepting: np.ndarray, byte_to_class) -> DFA:
-    sink = t.shape[0] - 1
-    sink_block = block[sink]
-    # Renumber blocks in BFS order from the start so numbering is canonical.
-    order = {int(block[0]): 0}
-    queue = [0]
-    rep_of_block = {int(block[0]): 0}
+    """One state per block, numbered in BFS order from the start (a canonical
+    numbering); byte classes recomputed for the merged automaton."""
+    sink_block = int(block[-1])
+    block_list = block.tolist()
+    rows = t.tolist()
+    order = {block_list[0]: 0}
+    reps = [0]
     qi = 0
-    while qi < len(queue):
-        s = queue[qi]
-        qi += 1
-        for nxt in t[s]:
-            b = int(block[nxt])
+    while qi < len(reps):
+        for nxt in rows[reps[qi]]:
+            b = block_list[nxt]
             if b != sink_block and b not in order:
                 order[b] = len(order)
-                rep_of_block[b] = int(nxt)
-                queue.append(int(nxt))
-    n = len(order)
-    reps = np.array([rep_of_block[b] for b, _ in sorted(order.items(), key=lambda kv: kv[1])])
+                reps.append(nxt)
+        qi += 1
     remap = np.full(int(block.max()) + 1, -1, dtype=np.int32)
     for b, i in order.items():
         remap[b] = i
-    new_t = remap[block[t[reps]]]  # [n, classes]; sink block maps to -1
-    acc = np.array([accepting[r] for r in reps], dtype=bool)
-    # Final byte classes: bytes whose columns agree share a class.
+    reps_arr = np.array(reps)
+    new_t = remap[block[t[reps_arr]]]  # [n, classes]; the sink block maps to -1
+    acc = accepting[reps_arr]
+    # Final byte classes: bytes whose columns agree share a class, numbered in order
+    # of first appearance (byte 0 is in class 0).
     cols = new_t[:, byte_to_class]  # [n, 256]
-    _, first, inverse = np.unique(cols, axis=1, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    # Number classes in order of first appearance so byte 0 is class 0, etc.
-    order_cls = np.argsort(first)
-    rank = np.empty_like(order_cls)
-    rank[order_cls] = np.arange(len(order_cls))
-    new_classes = rank[inverse]
-    table = np.empty((n, len(order_cls)), dtype=np.int32)
-    table[:, new_classes] = cols
-    return DFA(table, new_classes, acc)
+    first, new_classes = _unique_columns(cols)
+    return DFA(cols[:, first], new_classes, acc)

@@ -7,11 +7,58 @@ compiler; nothing here knows about regex syntax.
 
 from __future__ import annotations
 
+import functools
+
 from .errors import RegexTooLargeError
 from .utf8 import utf8_sequences
 
 #: Past this many NFA states the pattern is refused rather than exhausting memory.
 MAX_NFA_STATES = 400_000
+
+
+@functools.lru_cache(maxsize=4096)
+def charset_automaton(ranges: tuple) -> tuple[int, list[tuple[int, int, int, int]]]:
+    """The minimal acyclic DFA of a code point set's UTF-8 encodings.
+
+    Returns ``(n_states, edges)``; state 0 is the start and ``n_states - 1`` the only
+    final state. Built as a trie of byte-range sequences, then equal suffixes are
+    merged bottom-up. ``\\d`` alone is 62 ranges whose trie has ~100 nodes but whose
+    minimal DFA has 23; copying the small one keeps subset construction from
+    re-discovering the same suffixes in every repetition.
+    """
+    children: list[dict[tuple[int, int], int]] = [{}]
+    final = -1
+    for seq in utf8_sequences(list(ranges)):
+        node = 0
+        for i, (lo, hi) in enumerate(seq):
+            if i == len(seq) - 1:
+                children[node][(lo, hi)] = final
+            else:
+                nxt = children[node].get((lo, hi))
+                if nxt is None:
+                    nxt = children[node][(lo, hi)] = len(children)
+                    children.append({})
+                node = nxt
+    # Canonical id per node, children first (trie nodes are numbered parent-first).
+    canon: dict[int, int] = {final: 0}
+    ids: dict[tuple, int] = {}
+    for node in range(len(children) - 1, -1, -1):
+        sig = []
+        for (lo, hi), child in sorted(children[node].items()):
+            c = canon[child]
+            if sig and sig[-1][2] == c and sig[-1][1] + 1 == lo:
+                sig[-1] = (sig[-1][0], hi, c)  # adjacent ranges to the same place
+            else:
+                sig.append((lo, hi, c))
+        canon[node] = ids.setdefault(tuple(sig), len(ids) + 1)
+    # Renumber: root 0, final last.
+    n = len(ids) + 1
+    order = {canon[0]: 0}
+    for cid in ids.values():
+        order.setdefault(cid, len(order))
+    order[0] = n - 1
+    edges = [(order[cid], lo, hi, order[c]) for sig, cid in ids.items() for lo, hi, c in sig]
+    return n, edges
 
 
 class NFA:
@@ -53,21 +100,14 @@ class NFA:
         return start, cur
 
     def code_points(self, ranges) -> tuple[int, int]:
-        """One character from a code point set, as UTF-8, with shared byte prefixes."""
-        start, end = self.state(), self.state()
-        prefix: dict[tuple[int, int, int], int] = {}
-        for seq in utf8_sequences(ranges):
-            cur = start
-            for i, (lo, hi) in enumerate(seq):
-                if i == len(seq) - 1:
-                    self.edge(cur, lo, hi, end)
-                else:
-                    key = (cur, lo, hi)
-                    if key not in prefix:
-                        prefix[key] = self.state()
-                        self.edge(cur, lo, hi, prefix[key])
-                    cur = prefix[key]
-        return start, end
+        """One character from a code point set, as UTF-8 (a copy of its minimal DFA)."""
+        n_states, edges = charset_automaton(tuple(ranges))
+        base = len(self.eps)
+        for _ in range(n_states):
+            self.state()
+        for src, lo, hi, dst in edges:
+            self.edge(base + src, lo, hi, base + dst)
+        return base, base + n_states - 1
 
     def concat(self, frags) -> tuple[int, int]:
         frags = list(frags)
