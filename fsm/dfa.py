@@ -65,6 +65,10 @@ class DFA:
                 return -1
         return state
 
+    def next_states(self, state: int) -> list[int]:
+        """The state reached on each byte class (-1 = dead), as a list."""
+        return self._rows[state]
+
     def matches(self, data: bytes) -> bool:
         s = self.step(0, data)
         return s >= 0 and bool(self.accepting[s])

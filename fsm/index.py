@@ -16,7 +16,8 @@ Two modes, chosen by the size of the automaton:
   byte classes, typically 10-100x smaller than the byte trie);
 * **lazy**: a state's row the first time it is asked for. The very first row walks
   the byte trie directly (no per-DFA set-up: that is what makes the first mask fast);
-  later rows use the class trie, built on the second request.
+  a later miss builds the class trie once and computes the missing state together
+  with its nearest uncomputed neighbours in one batched walk.
 
 Where a token leads is not stored (it would be ``states x V`` integers); it is
 ``dfa.step(state, token_bytes)``, a few list lookups per byte.
@@ -35,6 +36,9 @@ from .trie import Trie, class_trie, vocabulary_bytes
 
 #: Automata with at most this many states get every row at compile time.
 EAGER_LIMIT = 256
+
+#: A lazy miss computes up to this many (state x class-trie node) pairs at once.
+LAZY_BATCH_WORK = 2_000_000
 
 # Bound on the (states x trie nodes) boolean scratch matrix of a batched walk.
 _MAX_SCRATCH = 32_000_000
@@ -135,9 +139,35 @@ class TokenIndex:
         """The deduplicated row of ``state``, computing it on first use."""
         r = self._row_of_state[state]
         if r < 0:
-            self._compute([state])
+            if self.num_rows == 0:
+                self._compute([state])
+            else:
+                self._compute(self._neighbourhood(state), use_class_trie=True)
             r = self._row_of_state[state]
         return int(r)
+
+    def _neighbourhood(self, state: int) -> list[int]:
+        """``state`` and the not yet computed states nearest to it (BFS over the DFA).
+
+        One batched walk costs little more than a single-state walk (the per-level
+        numpy overhead dominates a lone state), so a miss computes the states
+        decoding is likely to visit next, as many as keep the walk's work bounded.
+        """
+        if self._class_trie is None:
+            self._class_trie = class_trie(self._bytes, self.dfa.byte_to_class)
+        budget = max(1, min(4096, LAZY_BATCH_WORK // max(self._class_trie.num_nodes, 1)))
+        todo, seen = [state], {state}
+        i = 0
+        while i < len(todo) and len(todo) < budget:
+            for nxt in self.dfa.next_states(todo[i]):
+                if nxt >= 0 and nxt not in seen:
+                    seen.add(nxt)
+                    if self._row_of_state[nxt] < 0:
+                        todo.append(nxt)
+                        if len(todo) >= budget:
+                            break
+            i += 1
+        return todo
 
     def mask(self, state: int) -> np.ndarray:
         return self._rows[self.row_id(state)]

@@ -33,17 +33,29 @@ def allocate_token_bitmask(batch_size: int, vocab_size: int, device="cpu") -> to
     return torch.full((batch_size, bitmask_words(vocab_size)), -1, dtype=torch.int32, device=device)
 
 
-def unpack_token_bitmask(bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """bool ``[..., vocab_size]``; tokens past the bitmask's width are disallowed."""
+def unpack_token_bitmask(bitmask: torch.Tensor, vocab_size: int, *, invert: bool = False) -> torch.Tensor:
+    """bool ``[..., vocab_size]`` (True = allowed, or = disallowed with ``invert``).
+
+    Tokens past the bitmask's width are disallowed.
+    """
     device = bitmask.device
-    shifts = _SHIFTS.get(device)
-    if shifts is None:
-        shifts = _SHIFTS[device] = torch.arange(32, dtype=torch.int32, device=device)
-    bits = ((bitmask.unsqueeze(-1) >> shifts) & 1).bool().flatten(-2)
+    if device.type == "cpu":
+        words = bitmask.contiguous().numpy()
+        if invert:
+            words = ~words
+        bits = np.unpackbits(words.view(np.uint8), axis=-1, bitorder="little").view(bool)
+        bits = torch.from_numpy(bits)
+    else:
+        shifts = _SHIFTS.get(device)
+        if shifts is None:
+            shifts = _SHIFTS[device] = torch.arange(32, dtype=torch.int32, device=device)
+        bits = ((bitmask.unsqueeze(-1) >> shifts) & 1).bool().flatten(-2)
+        if invert:
+            bits = ~bits
     width = bits.shape[-1]
     if width >= vocab_size:
         return bits[..., :vocab_size]
-    pad = torch.zeros(*bits.shape[:-1], vocab_size - width, dtype=torch.bool, device=device)
+    pad = torch.full((*bits.shape[:-1], vocab_size - width), invert, dtype=torch.bool, device=device)
     return torch.cat([bits, pad], dim=-1)
 
 
@@ -68,12 +80,11 @@ def apply_token_bitmask_(logits: torch.Tensor, bitmask: torch.Tensor, indices=No
     if logits.device.type == "cpu" and logits.dtype == torch.float32:
         return _apply_cpu_(logits, bitmask, indices)
     if indices is None:
-        allowed = unpack_token_bitmask(bitmask, vocab_size)
-        logits.masked_fill_(~allowed, float("-inf"))
+        logits.masked_fill_(unpack_token_bitmask(bitmask, vocab_size, invert=True), float("-inf"))
         return logits
     rows = torch.as_tensor(indices, dtype=torch.long, device=logits.device)
-    allowed = unpack_token_bitmask(bitmask[rows], vocab_size)
-    logits[rows] = logits[rows].masked_fill(~allowed, float("-inf"))
+    disallowed = unpack_token_bitmask(bitmask[rows], vocab_size, invert=True)
+    logits[rows] = logits[rows].masked_fill(disallowed, float("-inf"))
     return logits
 
 
@@ -93,9 +104,8 @@ class _AdditiveMasks:
         key = (words.tobytes(), vocab_size)
         row = self._rows.get(key)
         if row is None:
-            allowed = unpack_token_bitmask(torch.from_numpy(words), vocab_size)
-            row = torch.zeros(vocab_size, dtype=torch.float32)
-            row.masked_fill_(~allowed, float("-inf"))
+            disallowed = unpack_token_bitmask(torch.from_numpy(words), vocab_size, invert=True)
+            row = torch.zeros(vocab_size, dtype=torch.float32).masked_fill_(disallowed, float("-inf"))
             self._rows[key] = row
             if len(self._rows) > self.capacity:
                 self._rows.popitem(last=False)
@@ -107,12 +117,24 @@ class _AdditiveMasks:
 _additive = _AdditiveMasks()
 
 
+#: Up to this many rows the CPU path adds cached 0/-inf rows; beyond it, the cache
+#: would thrash and one vectorised unpack + masked_fill_ is cheaper.
+_ADDITIVE_MAX_ROWS = 16
+
+
 def _apply_cpu_(logits: torch.Tensor, bitmask: torch.Tensor, indices) -> torch.Tensor:
     vocab_size = logits.shape[-1]
     host = bitmask.numpy()
     if logits.dim() == 1:
         return logits.add_(_additive.get(host.reshape(-1), vocab_size))
     rows = range(logits.shape[0]) if indices is None else [int(i) for i in indices]
+    if len(rows) > _ADDITIVE_MAX_ROWS:
+        if indices is None:
+            return logits.masked_fill_(unpack_token_bitmask(bitmask, vocab_size, invert=True), float("-inf"))
+        idx = torch.as_tensor(rows, dtype=torch.long)
+        disallowed = unpack_token_bitmask(bitmask[idx], vocab_size, invert=True)
+        logits[idx] = logits[idx].masked_fill(disallowed, float("-inf"))
+        return logits
     for r in rows:
         logits[r].add_(_additive.get(host[r], vocab_size))
     return logits

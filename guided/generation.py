@@ -5,6 +5,7 @@ One step::
     logits = model(last token, cache)          # [1, V_model]
     mask (spec) -> user processors -> temperature / top-k / top-p -> sample
     matcher.accept_token(token)                # stop on EOS or when nothing can follow
+    matcher.fill_next_token_bitmask(...)       # next step's mask, before the next forward
 """
 
 from __future__ import annotations
@@ -135,7 +136,6 @@ def generate(
     stats.prompt_tokens = len(ids)
     device = model.device
     seq = torch.tensor([ids], dtype=torch.long, device=device)
-    bitmask = None
     tokens: list[int] = []
     finish = "length"
 
@@ -143,13 +143,15 @@ def generate(
     out = model(input_ids=seq, use_cache=True)
     stats.prefill_s = time.perf_counter() - t
     t_decode = time.perf_counter()
+    if matcher is not None:
+        t = time.perf_counter()
+        bitmask = allocate_token_bitmask(1, out.logits.shape[-1])
+        matcher.fill_next_token_bitmask(bitmask, 0)
+        stats.mask_s += time.perf_counter() - t
     for step in range(max_new_tokens):
         logits = out.logits[:, -1, :].float()
         if matcher is not None:
             t = time.perf_counter()
-            if bitmask is None:
-                bitmask = allocate_token_bitmask(1, logits.shape[-1])
-            matcher.fill_next_token_bitmask(bitmask, 0)
             apply_token_bitmask_(logits, bitmask)
             stats.mask_s += time.perf_counter() - t
         for proc in logits_processors:
@@ -170,6 +172,10 @@ def generate(
                     "after the mask must not re-allow masked (-inf) tokens"
                 )
             done = matcher.is_terminated()
+            if not done:
+                # The next mask depends only on this token: fill it now, before the
+                # forward pass evicts the matcher's data from the CPU caches.
+                matcher.fill_next_token_bitmask(bitmask, 0)
             stats.mask_s += time.perf_counter() - t
             if done:
                 finish = "complete"

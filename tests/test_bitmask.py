@@ -71,3 +71,20 @@ def test_cpu_fast_path_equals_generic_path():
         got = logits.clone()
         guided.apply_token_bitmask_(got, bm)
         assert torch.equal(got, ref)
+
+
+@pytest.mark.parametrize("batch", [3, 40])  # the cached-row path and the vectorised path
+def test_cpu_batches_equal_generic_path(batch):
+    torch.manual_seed(batch)
+    bm = torch.randint(-(2**31), 2**31 - 1, (batch, 5), dtype=torch.int32)
+    logits = torch.randn(batch, 150)
+    shifts = torch.arange(32, dtype=torch.int32)
+    allowed = ((bm.unsqueeze(-1) >> shifts) & 1).bool().flatten(-2)[:, :150]
+    ref = logits.clone().masked_fill_(~allowed, float("-inf"))
+    got = logits.clone()
+    guided.apply_token_bitmask_(got, bm)
+    assert torch.equal(got, ref)
+    rows = [0, batch - 1]
+    got = logits.clone()
+    guided.apply_token_bitmask_(got, bm, indices=rows)
+    assert torch.equal(got[rows], ref[rows]) and torch.equal(got[1:-1], logits[1:-1])
