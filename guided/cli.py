@@ -107,7 +107,7 @@ def _cmd_generate(args) -> int:
 
 DEMO_TASKS = [
     ("Give me a US phone number for a pizza place.", r"\(\d{3}\) \d{3}-\d{4}"),
-    ("When did Apollo 11 land on the moon? Answer with the date.", r"\d{4}-\d{2}-\d{2}"),
+    ("When did Apollo 11 land on the moon? Answer with the date.", r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"),
     ("Is the sky blue on a clear day? Answer yes or no.", r"(yes|no)"),
     ("Write an email address for Ada Lovelace.", r"[a-z]+(\.[a-z]+)?@[a-z]+\.(com|org|net)"),
     ("Give a JSON object with a person's name and age.", r'\{"name": "[A-Z][a-z]{1,15}", "age": [1-9][0-9]?\}'),

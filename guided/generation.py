@@ -34,7 +34,9 @@ class GenerationStats:
 
     @property
     def tokens_per_s(self) -> float:
-        return self.new_tokens / self.decode_s if self.decode_s > 0 else 0.0
+        """New tokens per second of model time (the first token comes from the prefill)."""
+        t = self.prefill_s + self.decode_s
+        return self.new_tokens / t if t > 0 else 0.0
 
     @property
     def mask_us_per_token(self) -> float:
