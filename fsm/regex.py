@@ -84,20 +84,51 @@ def compile_regex(pattern: str, flags: int = 0) -> DFA:
     return determinize(builder.nfa, start, end)
 
 
-def regex_to_nfa(pattern: str, nfa: NFA, flags: int = 0) -> tuple[int, int]:
-    """Add ``pattern`` to an existing NFA as a fragment (used by spec compilers)."""
+def regex_to_nfa(pattern: str, nfa: NFA, flags: int = 0, *, char_fragment=None, search: bool = False) -> tuple[int, int]:
+    """Add ``pattern`` to an existing NFA as a fragment (used by spec compilers).
+
+    ``char_fragment(ranges)`` builds the fragment for one character from a code
+    point set (default: its UTF-8 bytes; a JSON compiler passes the character's
+    JSON encodings). ``search=True`` gives ``re.search`` semantics: the text must
+    *contain* a match, except that ``^`` / ``$`` at the ends of a top-level
+    alternative pin it to the start / end.
+    """
     try:
         tree = sre_parse.parse(pattern, flags)
     except re.error as e:
         raise RegexSyntaxError(f"invalid regex: {e.msg}", pattern, e.pos) from None
-    builder = _Builder(pattern, nfa)
-    return builder.sequence(tree, tree.state.flags, True, True)
+    except RecursionError:
+        raise RegexSyntaxError("invalid regex: nested too deeply", pattern, None) from None
+    builder = _Builder(pattern, nfa, char_fragment)
+    flags = tree.state.flags
+    if not search:
+        return builder.sequence(tree, flags, True, True)
+    items = list(tree)
+    alternatives = items[0][1][1] if len(items) == 1 and items[0][0] is C.BRANCH else [items]
+    frags = []
+    for alt in alternatives:
+        alt = list(alt)
+        pinned_start = bool(alt) and alt[0][0] is C.AT and str(alt[0][1]) in ("AT_BEGINNING", "AT_BEGINNING_STRING")
+        pinned_end = bool(alt) and alt[-1][0] is C.AT and str(alt[-1][1]) in ("AT_END", "AT_END_STRING")
+        parts = []
+        if not pinned_start:
+            parts.append(builder.any_text())
+        parts.append(builder.sequence(alt, flags, True, True))
+        if not pinned_end:
+            parts.append(builder.any_text())
+        frags.append(nfa.concat(parts))
+    return nfa.union(frags) if len(frags) > 1 else frags[0]
 
 
 class _Builder:
-    def __init__(self, pattern: str, nfa: NFA | None = None):
+    def __init__(self, pattern: str, nfa: NFA | None = None, char_fragment=None):
         self.pattern = pattern
         self.nfa = nfa if nfa is not None else NFA()
+        self.chars = char_fragment if char_fragment is not None else self.nfa.code_points
+
+    def any_text(self):
+        """Any run of characters (the unanchored ends of a search)."""
+        return self.nfa.repeat(lambda: self.chars([(0, MAX_CODE_POINT)]), 0, None)
 
     def fail(self, what: str, markers=()) -> None:
         pos = min((p for p in (self.pattern.find(m) for m in markers) if p >= 0), default=None)
@@ -133,15 +164,15 @@ class _Builder:
                 what = "lookbehind assertion"
             self.fail(what, markers)
         if op is C.LITERAL:
-            return nfa.code_points([(av, av)])
+            return self.chars([(av, av)])
         if op is C.NOT_LITERAL:
-            return nfa.code_points(complement([(av, av)]))
+            return self.chars(complement([(av, av)]))
         if op is C.ANY:
             if flags & re.DOTALL:
-                return nfa.code_points([(0, MAX_CODE_POINT)])
-            return nfa.code_points(complement([(10, 10)]))
+                return self.chars([(0, MAX_CODE_POINT)])
+            return self.chars(complement([(10, 10)]))
         if op is C.IN:
-            return nfa.code_points(self.char_set(av, flags))
+            return self.chars(self.char_set(av, flags))
         if op is C.BRANCH:
             return nfa.union(self.sequence(alt, flags, at_start, at_end) for alt in av[1])
         if op is C.SUBPATTERN:

@@ -16,6 +16,12 @@ from fsm.errors import (
     UnsupportedRegexFeature,
 )
 from fsm.vocabulary import Vocabulary
+from grammars.json_schema import (
+    RecursiveSchemaError,
+    SchemaError,
+    UnsatisfiableSchemaError,
+    UnsupportedSchemaError,
+)
 
 from . import models
 from .bitmask import allocate_token_bitmask, apply_token_bitmask_, unpack_token_bitmask
@@ -23,7 +29,7 @@ from .compiler import compile
 from .generation import GenerationResult, GenerationStats, generate
 from .matcher import FSMGuide, FSMMatcher, Guide, Matcher
 from .processor import LogitsProcessor
-from .specs import Regex
+from .specs import JsonSchema, Regex
 
 __version__ = "0.1.0"
 
@@ -34,12 +40,17 @@ __all__ = [
     "GenerationResult",
     "GenerationStats",
     "Guide",
+    "JsonSchema",
     "LogitsProcessor",
     "Matcher",
     "Regex",
     "RegexError",
     "RegexSyntaxError",
+    "RecursiveSchemaError",
     "RegexTooLargeError",
+    "SchemaError",
+    "UnsatisfiableSchemaError",
+    "UnsupportedSchemaError",
     "UnsupportedRegexFeature",
     "Vocabulary",
     "allocate_token_bitmask",

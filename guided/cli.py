@@ -4,6 +4,8 @@
 
     guided generate --regex '\\d{4}-\\d{2}-\\d{2}' "When did Apollo 11 land?"
     guided generate --regex '(yes|no)' --json "Is water wet?"
+    guided generate --schema person.json "Describe Ada Lovelace."
+    guided generate --pydantic mymodule:Person --whitespace indent=2 "Describe Ada Lovelace."
     guided demo
 
 Generated text goes alone to stdout; progress and timing go to stderr.
@@ -24,6 +26,12 @@ def _build_parser() -> argparse.ArgumentParser:
     gen = sub.add_parser("generate", help="generate text constrained by a spec")
     spec = gen.add_mutually_exclusive_group()
     spec.add_argument("--regex", help="Python regex the whole output must match")
+    spec.add_argument("--schema", metavar="FILE.json", help="JSON Schema file the output must satisfy")
+    spec.add_argument("--pydantic", metavar="MODULE:CLASS", help="pydantic model class the output must satisfy")
+    gen.add_argument("--whitespace", default="flexible",
+                     help='JSON whitespace: "flexible" (default), "compact" or "indent=N"')
+    gen.add_argument("--lenient", action="store_true",
+                     help="drop JSON Schema keywords that cannot be enforced (with a warning) instead of failing")
     gen.add_argument("prompt", help="the prompt ('-' reads it from stdin)")
     gen.add_argument("--model", default=None, help="local Hugging Face model folder (default: SmolLM2-135M-Instruct)")
     gen.add_argument("--max-tokens", type=int, default=256)
@@ -61,21 +69,60 @@ def _load(model_path, threads):
 
 
 def _spec_from_args(args):
-    from .specs import Regex
+    from .specs import JsonSchema, Regex
 
     if args.regex is not None:
         return Regex(args.regex)
+    whitespace = args.whitespace
+    if whitespace.startswith("indent="):
+        whitespace = {"indent": int(whitespace.split("=", 1)[1])}
+    if args.schema is not None:
+        with open(args.schema, encoding="utf-8") as f:
+            text = f.read()
+        return JsonSchema(text, whitespace=whitespace, strict=not args.lenient)
+    if args.pydantic is not None:
+        return JsonSchema(_import_class(args.pydantic), whitespace=whitespace, strict=not args.lenient)
     return None
+
+
+def _import_class(target: str):
+    import importlib
+    import os
+
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise ValueError(f"--pydantic takes MODULE:CLASS, not {target!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ValueError(f"cannot import {module_name!r}: {e}") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ValueError(f"{module_name!r} has no attribute {attr!r}") from None
+
+
+def _check_spec(spec) -> None:
+    """Compile the spec's automaton now, so a bad spec fails before the model loads."""
+    from fsm.regex import compile_regex
+
+    from .specs import JsonSchema, Regex
+
+    if isinstance(spec, Regex):
+        compile_regex(spec.pattern, spec.flags)
+    elif isinstance(spec, JsonSchema):
+        from grammars.json_schema import compile_json_schema
+
+        compile_json_schema(spec.schema, spec.whitespace, spec.strict)
 
 
 def _cmd_generate(args) -> int:
     from .generation import generate
 
-    spec = _spec_from_args(args)  # validate the spec before the slow model load
-    if spec is not None:
-        from fsm.regex import compile_regex
-
-        compile_regex(spec.pattern, spec.flags)
+    spec = _spec_from_args(args)
+    _check_spec(spec)  # a bad spec fails before the slow model load
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     model, tokenizer = _load(args.model, args.threads)
     _log("generating…")
@@ -99,7 +146,7 @@ def _cmd_generate(args) -> int:
         f"finish: {result.finish_reason})"
     )
     if args.json:
-        print(json.dumps(result.as_dict(), ensure_ascii=False))
+        print(json.dumps(result.as_dict(), ensure_ascii=False, default=_jsonable))
     else:
         print(result.text)
     return 0
@@ -136,6 +183,12 @@ def _cmd_demo(args) -> int:
             f"mask {s.mask_us_per_token:.0f} us/token\n"
         )
     return 0
+
+
+def _jsonable(value):
+    if hasattr(value, "model_dump"):  # a pydantic instance in .value
+        return value.model_dump(mode="json")
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
 def main(argv=None) -> int:

@@ -9,7 +9,7 @@ from fsm.regex import compile_regex
 from fsm.vocabulary import Vocabulary
 
 from .matcher import FSMGuide, Guide
-from .specs import Regex
+from .specs import JsonSchema, Regex, as_spec
 
 _CACHE_SIZE = 64
 _cache: "OrderedDict[tuple, Guide]" = OrderedDict()
@@ -25,9 +25,9 @@ def as_vocabulary(tokenizer_or_vocab) -> Vocabulary:
 def compile(spec, tokenizer_or_vocab, *, eager: bool | None = None) -> Guide:  # noqa: A001
     """Compile ``spec`` for a tokenizer's vocabulary; the result is cached.
 
-    ``spec`` is a ``guided.Regex`` (JSON Schema and grammar specs follow the same
-    path). ``eager=True`` computes every state's mask now, ``False`` on first visit,
-    ``None`` decides by automaton size.
+    ``spec`` is a ``guided.Regex``, a ``guided.JsonSchema``, or a JSON Schema given
+    directly as a dict or a pydantic model class. ``eager=True`` computes every
+    state's mask now, ``False`` on first visit, ``None`` decides by automaton size.
 
     Example::
 
@@ -35,6 +35,7 @@ def compile(spec, tokenizer_or_vocab, *, eager: bool | None = None) -> Guide:  #
         >>> matcher = guide.matcher()
     """
     vocab = as_vocabulary(tokenizer_or_vocab)
+    spec = as_spec(spec)
     key = (_spec_key(spec), vocab.fingerprint, eager)
     with _lock:
         guide = _cache.get(key)
@@ -42,6 +43,7 @@ def compile(spec, tokenizer_or_vocab, *, eager: bool | None = None) -> Guide:  #
             _cache.move_to_end(key)
             return guide
     guide = _compile_uncached(spec, vocab, eager)
+    guide.spec = spec
     with _lock:
         _cache[key] = guide
         while len(_cache) > _CACHE_SIZE:
@@ -52,8 +54,11 @@ def compile(spec, tokenizer_or_vocab, *, eager: bool | None = None) -> Guide:  #
 def _spec_key(spec):
     if isinstance(spec, Regex):
         return ("regex", spec.pattern, spec.flags)
+    if isinstance(spec, JsonSchema):
+        return spec.key()
     raise TypeError(
-        f"cannot compile a spec of type {type(spec).__name__}: expected guided.Regex"
+        f"cannot compile a spec of type {type(spec).__name__}: expected guided.Regex, "
+        "guided.JsonSchema, a JSON Schema dict or a pydantic model class"
         + (" (wrap a pattern string as guided.Regex(pattern))" if isinstance(spec, str) else "")
     )
 
@@ -61,4 +66,9 @@ def _spec_key(spec):
 def _compile_uncached(spec, vocab: Vocabulary, eager) -> Guide:
     if isinstance(spec, Regex):
         return FSMGuide(compile_regex(spec.pattern, spec.flags), vocab, eager=eager)
+    if isinstance(spec, JsonSchema):
+        from grammars.json_schema import compile_json_schema
+
+        dfa = compile_json_schema(spec.schema, spec.whitespace, spec.strict)
+        return FSMGuide(dfa, vocab, eager=eager)
     raise TypeError(f"cannot compile {spec!r}")  # unreachable: _spec_key checked the type

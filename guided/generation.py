@@ -20,6 +20,7 @@ from .bitmask import allocate_token_bitmask, apply_token_bitmask_
 from .compiler import as_vocabulary, compile
 from .matcher import Guide
 from .sampling import choose_next_token
+from .specs import JsonSchema
 
 
 @dataclass
@@ -55,7 +56,9 @@ class GenerationResult:
 
     ``finish_reason`` is ``"eos"`` (the model ended, where the spec allows),
     ``"complete"`` (the spec admits nothing more), or ``"length"`` (``max_new_tokens``
-    ran out; the text may then be an unfinished match).
+    ran out; the text may then be an unfinished match). ``value`` is the parsed JSON
+    for a JSON Schema (a validated model instance for a pydantic class; ``None`` when
+    generation stopped at the length limit), and the text for other specs.
     """
 
     text: str
@@ -190,4 +193,15 @@ def generate(
     stats.new_tokens = len(tokens)
     stats.total_s = time.perf_counter() - t_start
     text = vocab.decode(tokens).decode("utf-8", errors="replace")
-    return GenerationResult(text=text, value=text, token_ids=tokens, finish_reason=finish, stats=stats)
+    return GenerationResult(text=text, value=_value(guide, text, finish), token_ids=tokens, finish_reason=finish, stats=stats)
+
+
+def _value(guide, text: str, finish: str):
+    """Parsed JSON (a validated pydantic instance for a model class) for JSON Schema
+    specs, ``None`` if generation stopped early; the text itself for other specs."""
+    spec = getattr(guide, "spec", None)
+    if not isinstance(spec, JsonSchema):
+        return text
+    if finish == "length":
+        return None
+    return spec.parse(text)

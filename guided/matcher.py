@@ -27,6 +27,7 @@ class Guide:
     """A spec compiled against one vocabulary. Make a ``matcher()`` per sequence."""
 
     vocab = None
+    spec = None  # the spec it was compiled from (set by guided.compile)
 
     def matcher(self) -> "Matcher":
         raise NotImplementedError

@@ -1,0 +1,1057 @@
+"""JSON Schema -> minimal byte-level DFA.
+
+::
+
+    schema ──$ref / allOf merge──> one keyword view per node ──fragments──> NFA ──> minimal DFA
+                                   (anyOf: union; oneOf / not / if: exact DFA algebra)
+
+The accepted texts are JSON documents valid against the schema, written with the
+chosen whitespace, object keys in ``properties`` order (optional ones may be left
+out; additional keys, where allowed, come after them). Where the schema asks for
+something an automaton cannot check exactly, the constraint is refused with a
+``SchemaError`` naming the keyword and its JSON pointer (``strict=True``), or dropped
+with a warning (``strict=False``); it is never silently loosened. Values of
+unconstrained type (``{}``, ``true``, additional properties) nest at most
+``ANY_DEPTH`` levels: arbitrary nesting is not regular (the grammar engine lifts this).
+
+Cost notes: one NFA for the whole schema, determinised and minimised once, except
+where DFA algebra needs sub-automata (``oneOf`` overlaps, ``not``, ``if``, several
+patterns on one string); ``$ref`` targets used more than once are compiled once and
+embedded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from typing import Any
+
+from fsm.dfa import DFA, determinize
+from fsm.errors import EmptyLanguageError, RegexError
+from fsm.nfa import NFA
+from fsm.ops import difference, embed, intersect, is_empty_intersection
+
+from . import json_text as jt
+from .json_formats import format_regex
+from .json_numbers import integer_multiple_of_regex, integer_range_regex, number_range_regex
+
+#: Nesting depth of values whose type the schema leaves open.
+ANY_DEPTH = 2
+
+NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
+INTEGER = r"-?(0|[1-9][0-9]*)"
+
+TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+
+ANNOTATIONS = {
+    "title", "description", "default", "examples", "example", "$comment", "$schema", "$id",
+    "id", "readOnly", "writeOnly", "deprecated", "contentMediaType", "contentEncoding",
+    "contentSchema", "$anchor", "$dynamicAnchor", "$vocabulary", "definitions", "$defs",
+}
+HANDLED = {
+    "type", "enum", "const", "properties", "required", "additionalProperties",
+    "patternProperties", "propertyNames", "items", "prefixItems", "additionalItems",
+    "minItems", "maxItems", "contains", "minContains", "maxContains", "minLength", "maxLength",
+    "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+    "multipleOf", "allOf", "anyOf", "oneOf", "not", "if", "then", "else", "$ref",
+    "minProperties", "maxProperties", "uniqueItems", "dependentRequired", "dependencies",
+    "dependentSchemas", "unevaluatedProperties", "unevaluatedItems",
+}
+#: Standard keywords an automaton cannot enforce in general (handled when trivial).
+STANDARD = HANDLED | {"$dynamicRef", "$recursiveRef", "$recursiveAnchor", "disallow", "extends", "divisibleBy"}
+
+
+class SchemaError(ValueError):
+    """A schema that cannot be compiled: names the keyword and its JSON pointer."""
+
+    def __init__(self, message: str, pointer: str = "#", keyword: str | None = None):
+        self.pointer = pointer
+        self.keyword = keyword
+        where = f" at {pointer}" if pointer else ""
+        super().__init__(f"{message}{where}")
+
+
+class UnsupportedSchemaError(SchemaError):
+    """A keyword (or keyword value) that cannot be enforced exactly."""
+
+
+class UnsatisfiableSchemaError(SchemaError):
+    """No JSON value satisfies the schema."""
+
+
+class RecursiveSchemaError(UnsupportedSchemaError):
+    """A ``$ref`` cycle: recursive schemas need the grammar engine."""
+
+
+# -- whitespace ----------------------------------------------------------------------
+
+
+class Whitespace:
+    """Where and what whitespace may appear between JSON tokens.
+
+    ``"flexible"`` (default): at most two spaces or tabs, then at most one newline
+    followed by at most 24 spaces or tabs, between any two tokens: pretty-printing
+    fits, runaway newlines do not. ``"compact"``: none. ``{"indent": n}``: exactly
+    ``json.dumps(value, indent=n)``.
+    """
+
+    FLEXIBLE = r"[ \t]{0,2}(\r?\n[ \t]{0,24})?"
+
+    def __init__(self, spec="flexible"):
+        self.indent = None
+        if spec in (None, "flexible"):
+            self.kind = "flexible"
+        elif spec == "compact":
+            self.kind = "compact"
+        elif isinstance(spec, dict) and set(spec) == {"indent"} and isinstance(spec["indent"], int) and spec["indent"] >= 0:
+            self.kind = "indent"
+            self.indent = spec["indent"]
+        else:
+            raise ValueError(f'whitespace must be "flexible", "compact" or {{"indent": n}}, not {spec!r}')
+
+    def key(self):
+        return (self.kind, self.indent)
+
+    def depth_matters(self) -> bool:
+        return self.kind == "indent"
+
+    def site(self, nfa: NFA, kind: str, depth: int) -> tuple[int, int]:
+        """``kind``: open / close / comma / colon / empty (between ``{`` and ``}``)."""
+        if self.kind == "compact":
+            return nfa.empty()
+        if self.kind == "flexible":
+            return jt.regex_fragment(nfa, self.FLEXIBLE)
+        pad = b" " * self.indent
+        text = {
+            "open": b"\n" + pad * (depth + 1),
+            "comma": b"\n" + pad * (depth + 1),
+            "close": b"\n" + pad * depth,
+            "colon": b" ",
+            "empty": b"",
+        }[kind]
+        return nfa.byte_string(text)
+
+
+def _pointer(path: str, *parts) -> str:
+    out = path
+    for p in parts:
+        out += "/" + str(p).replace("~", "~0").replace("/", "~1")
+    return out
+
+
+def _dumps(value) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+# -- the compiler --------------------------------------------------------------------
+
+
+class SchemaCompiler:
+    """Compiles one root schema; ``compile()`` returns the DFA of valid documents.
+
+    Example::
+
+        >>> dfa = SchemaCompiler({"type": "integer", "minimum": 1}, "compact").compile()
+        >>> dfa.matches(b"12"), dfa.matches(b"0")
+        (True, False)
+    """
+
+    def __init__(self, schema, whitespace="flexible", strict: bool = True):
+        if isinstance(schema, str):
+            try:
+                schema = json.loads(schema)
+            except json.JSONDecodeError as e:
+                raise SchemaError(f"schema is not valid JSON: {e}", "") from None
+        if not isinstance(schema, (dict, bool)):
+            raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", "#")
+        self.root = schema
+        self.ws = Whitespace(whitespace)
+        self.strict = strict
+        self.dropped: list[tuple[str, str]] = []
+        self._ref_stack: list[str] = []
+        self._ref_dfas: dict[tuple, DFA] = {}
+        self._ref_uses: dict[str, int] = {}
+        self._draft4 = isinstance(schema, dict) and "draft-04" in str(schema.get("$schema", ""))
+        self._validator = None
+
+    # -- entry points --------------------------------------------------------------
+
+    def compile(self) -> DFA:
+        dfa = self.dfa(self.root, "#", 0)
+        if self.dropped and not self.strict:
+            listed = ", ".join(f"{k} at {p}" for k, p in self.dropped)
+            warnings.warn(f"JSON Schema keywords not enforced: {listed}", stacklevel=3)
+        return dfa
+
+    def dfa(self, schema, path: str, depth: int) -> DFA:
+        nfa = NFA()
+        s, e = self.value(nfa, schema, path, depth)
+        try:
+            return determinize(nfa, s, e)
+        except EmptyLanguageError:
+            raise UnsatisfiableSchemaError("no JSON value satisfies the schema", path) from None
+
+    # -- problems ------------------------------------------------------------------
+
+    def unsupported(self, keyword: str, path: str, why: str) -> None:
+        if self.strict:
+            raise UnsupportedSchemaError(f"unsupported keyword {keyword!r} ({why})", _pointer(path, keyword), keyword)
+        self.dropped.append((keyword, _pointer(path, keyword)))
+
+    # -- $ref ----------------------------------------------------------------------
+
+    def resolve_pointer(self, ref: str, path: str):
+        if ref == "#" or ref == "":
+            return self.root
+        if not ref.startswith("#/"):
+            raise UnsupportedSchemaError(
+                f"$ref {ref!r} is not a local JSON pointer (only '#/...' references are supported)",
+                _pointer(path, "$ref"), "$ref",
+            )
+        node = self.root
+        for raw in ref[2:].split("/"):
+            part = raw.replace("~1", "/").replace("~0", "~")
+            from urllib.parse import unquote
+
+            part = unquote(part)
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                raise SchemaError(f"$ref {ref!r} does not resolve", _pointer(path, "$ref"), "$ref")
+        return node
+
+    def deref(self, schema, path: str):
+        """Follow ``$ref`` chains. Draft 4-7 ignore a ``$ref``'s siblings; 2019+ add them."""
+        seen = []
+        while isinstance(schema, dict) and "$ref" in schema:
+            ref = schema["$ref"]
+            if not isinstance(ref, str):
+                raise SchemaError("$ref must be a string", _pointer(path, "$ref"), "$ref")
+            if ref in seen:
+                raise RecursiveSchemaError(f"$ref {ref!r} refers to itself", _pointer(path, "$ref"), "$ref")
+            seen.append(ref)
+            target = self.resolve_pointer(ref, path)
+            siblings = {k: v for k, v in schema.items() if k != "$ref" and k not in ANNOTATIONS}
+            if siblings and self._siblings_apply():
+                schema = {"allOf": [target, siblings]}
+            else:
+                schema = target
+        return schema
+
+    def _siblings_apply(self) -> bool:
+        s = str(self.root.get("$schema", "")) if isinstance(self.root, dict) else ""
+        return not any(d in s for d in ("draft-03", "draft-04", "draft-06", "draft-07"))
+
+    # -- values --------------------------------------------------------------------
+
+    def value(self, nfa: NFA, schema, path: str, depth: int) -> tuple[int, int]:
+        if isinstance(schema, dict) and "$ref" in schema:
+            ref = schema["$ref"]
+            if ref in self._ref_stack:
+                raise RecursiveSchemaError(
+                    f"recursive $ref {ref!r}: recursive schemas are not supported by the regular "
+                    "(automaton) compiler", _pointer(path, "$ref"), "$ref",
+                )
+            key = (json.dumps(schema, sort_keys=True, default=str), depth if self.ws.depth_matters() else 0)
+            cached = self._ref_dfas.get(key)
+            if cached is not None:
+                return embed(nfa, cached)
+            self._ref_stack.append(ref)
+            try:
+                target = self.deref(schema, path)
+                sub = NFA()
+                s, e = self.value(sub, target, path, depth)
+                try:
+                    dfa = determinize(sub, s, e)
+                except EmptyLanguageError:
+                    raise UnsatisfiableSchemaError("no JSON value satisfies the schema", path) from None
+            finally:
+                self._ref_stack.pop()
+            self._ref_dfas[key] = dfa
+            return embed(nfa, dfa)
+        if schema is True:
+            return self.any_value(nfa, depth, ANY_DEPTH)
+        if schema is False:
+            raise UnsatisfiableSchemaError("the schema is false: no value is valid", path)
+        if not isinstance(schema, dict):
+            raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", path)
+        self.check_keywords(schema, path)
+        if "allOf" in schema:
+            return self.all_of(nfa, schema, path, depth)
+        if "anyOf" in schema:
+            base = {k: v for k, v in schema.items() if k != "anyOf"}
+            branches = self.list_of_schemas(schema, "anyOf", path)
+            frags = []
+            for i, b in enumerate(branches):
+                try:
+                    frags.append(self.value(nfa, {"allOf": [base, b]} if base else b, _pointer(path, "anyOf", i), depth))
+                except UnsatisfiableSchemaError:
+                    continue
+            if not frags:
+                raise UnsatisfiableSchemaError("no anyOf branch can be satisfied", _pointer(path, "anyOf"))
+            return nfa.union(frags)
+        if "oneOf" in schema:
+            return self.one_of(nfa, schema, path, depth)
+        if "not" in schema or "if" in schema:
+            return embed(nfa, self.logic_dfa(schema, path, depth))
+        if "enum" in schema or "const" in schema:
+            return self.enum(nfa, schema, path)
+        types = self.types_of(schema, path)
+        frags = []
+        errors = []
+        for t in types:
+            try:
+                frags.append(self.typed(nfa, t, schema, path, depth))
+            except UnsatisfiableSchemaError as e:
+                errors.append(e)
+        if not frags:
+            raise errors[0] if errors else UnsatisfiableSchemaError("no type is possible", path)
+        return nfa.union(frags) if len(frags) > 1 else frags[0]
+
+    def check_keywords(self, schema: dict, path: str) -> None:
+        for k in schema:
+            if k in STANDARD and k not in HANDLED:
+                self.unsupported(k, path, "not a keyword this compiler can enforce")
+
+    def list_of_schemas(self, schema, keyword, path):
+        v = schema[keyword]
+        if not isinstance(v, list) or not v:
+            raise SchemaError(f"{keyword} must be a non-empty array of schemas", _pointer(path, keyword), keyword)
+        return v
+
+    def types_of(self, schema: dict, path: str) -> list[str]:
+        t = schema.get("type")
+        if t is None:
+            return list(TYPES)
+        names = t if isinstance(t, list) else [t]
+        for n in names:
+            if n not in TYPES and n != "any":
+                raise SchemaError(f"unknown type {n!r}", _pointer(path, "type"), "type")
+        if "any" in names:
+            return list(TYPES)
+        if "number" in names and "integer" in names:
+            names = [n for n in names if n != "integer"]
+        return [n for n in TYPES if n in names]
+
+    # -- combinators -----------------------------------------------------------------
+
+    def all_of(self, nfa, schema, path, depth):
+        parts = [{k: v for k, v in schema.items() if k != "allOf"}]
+        parts += self.list_of_schemas(schema, "allOf", path)
+        merged = parts[0]
+        leftovers = []
+        for i, p in enumerate(parts[1:]):
+            p = self.deref(p, _pointer(path, "allOf", i))
+            m = merge(merged, p)
+            if m is None:
+                leftovers.append(p)
+            else:
+                merged = m
+        if not leftovers:
+            return self.value(nfa, merged, path, depth)
+        result = self.dfa(merged, path, depth)
+        for i, p in enumerate(leftovers):
+            try:
+                result = intersect(result, self.dfa(p, _pointer(path, "allOf"), depth))
+            except EmptyLanguageError:
+                raise UnsatisfiableSchemaError("the allOf branches contradict each other", _pointer(path, "allOf")) from None
+        return embed(nfa, result)
+
+    def one_of(self, nfa, schema, path, depth):
+        base = {k: v for k, v in schema.items() if k != "oneOf"}
+        dfas = []
+        for i, b in enumerate(self.list_of_schemas(schema, "oneOf", path)):
+            try:
+                dfas.append(self.dfa({"allOf": [base, b]} if base else b, _pointer(path, "oneOf", i), depth))
+            except UnsatisfiableSchemaError:
+                continue
+        if not dfas:
+            raise UnsatisfiableSchemaError("no oneOf branch can be satisfied", _pointer(path, "oneOf"))
+        frags = []
+        for i, d in enumerate(dfas):
+            only = d
+            for j, other in enumerate(dfas):
+                if i != j and not is_empty_intersection(only, other):
+                    try:
+                        only = difference(only, other)
+                    except EmptyLanguageError:
+                        only = None
+                        break
+            if only is not None:
+                frags.append(embed(nfa, only))
+        if not frags:
+            raise UnsatisfiableSchemaError("every oneOf branch overlaps another completely", _pointer(path, "oneOf"))
+        return nfa.union(frags)
+
+    def logic_dfa(self, schema, path, depth) -> DFA:
+        base = {k: v for k, v in schema.items() if k not in ("not", "if", "then", "else")}
+        result = self.dfa(base, path, depth) if base else self.dfa(True, path, depth)
+        try:
+            if "not" in schema:
+                result = difference(result, self.dfa(schema["not"], _pointer(path, "not"), depth))
+            if "if" in schema:
+                cond = self.dfa(schema["if"], _pointer(path, "if"), depth)
+                parts = []
+                for key, side in (("then", True), ("else", False)):
+                    try:
+                        branch = intersect(result, cond) if side else difference(result, cond)
+                        if key in schema:
+                            branch = intersect(branch, self.dfa(schema[key], _pointer(path, key), depth))
+                        parts.append(branch)
+                    except (EmptyLanguageError, UnsatisfiableSchemaError):
+                        continue
+                if not parts:
+                    raise EmptyLanguageError("if/then/else")
+                result = parts[0] if len(parts) == 1 else _union_dfa(parts)
+        except EmptyLanguageError:
+            raise UnsatisfiableSchemaError("not/if/then/else leave no valid value", path) from None
+        return result
+
+    # -- enum / const ----------------------------------------------------------------
+
+    def enum(self, nfa, schema, path):
+        if "const" in schema:
+            values = [schema["const"]]
+        else:
+            values = schema["enum"]
+            if not isinstance(values, list):
+                raise SchemaError("enum must be an array", _pointer(path, "enum"), "enum")
+        rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
+        if "enum" in schema and "const" in schema:
+            values = [v for v in values if _json_equal(v, schema["const"])]
+        keep = [v for v in values if self.is_valid(v, rest)]
+        if not keep:
+            raise UnsatisfiableSchemaError("no enum/const value satisfies the other keywords", path)
+        texts = []
+        for v in keep:
+            texts.append(_dumps(v))
+            if isinstance(v, float) and v.is_integer():
+                texts.append(_dumps(int(v)))  # 1.0 == 1 in JSON Schema
+            elif isinstance(v, int) and not isinstance(v, bool):
+                texts.append(_dumps(float(v)))
+        if self.ws.kind != "compact":
+            texts = [t for t in texts]  # containers in enums keep their compact spelling
+        return nfa.union([nfa.byte_string(t) for t in dict.fromkeys(texts)])
+
+    def is_valid(self, value, schema) -> bool:
+        """Whether ``value`` satisfies ``schema`` (refs resolved against the root),
+        by the reference validator with format checking."""
+        if not schema:
+            return True
+        import jsonschema
+
+        if self._validator is None:
+            root = self.root if isinstance(self.root, dict) else {}
+            cls = jsonschema.validators.validator_for(root, default=jsonschema.Draft202012Validator)
+            self._validator = cls(root, format_checker=cls.FORMAT_CHECKER)
+        try:
+            return self._validator.evolve(schema=schema).is_valid(value)
+        except Exception:
+            return False
+
+    # -- typed values ----------------------------------------------------------------
+
+    def typed(self, nfa, t, schema, path, depth):
+        if t == "null":
+            return nfa.byte_string(b"null")
+        if t == "boolean":
+            return nfa.union([nfa.byte_string(b"true"), nfa.byte_string(b"false")])
+        if t in ("integer", "number"):
+            return jt.regex_fragment(nfa, self.number_regex(t, schema, path))
+        if t == "string":
+            return self.string(nfa, schema, path)
+        if t == "array":
+            return self.array(nfa, schema, path, depth)
+        return self.object(nfa, schema, path, depth)
+
+    def number_regex(self, t, schema, path) -> str:
+        lo, hi = schema.get("minimum"), schema.get("maximum")
+        xlo, xhi = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+        if isinstance(xlo, bool):  # draft 4: a flag on minimum
+            xlo, lo = (lo, None) if xlo else (None, lo)
+        if isinstance(xhi, bool):
+            xhi, hi = (hi, None) if xhi else (None, hi)
+        for k, v in (("minimum", lo), ("maximum", hi), ("exclusiveMinimum", xlo), ("exclusiveMaximum", xhi)):
+            if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v)):
+                raise SchemaError(f"{k} must be a number", _pointer(path, k), k)
+        step = schema.get("multipleOf")
+        try:
+            if t == "integer":
+                ilo = _int_lower(lo, xlo)
+                ihi = _int_upper(hi, xhi)
+                if step is not None:
+                    if isinstance(step, float) and step.is_integer():
+                        step = int(step)
+                    if not isinstance(step, int) or isinstance(step, bool) or step <= 0:
+                        self.unsupported("multipleOf", path, f"non-integer multipleOf {step!r} on integers")
+                        step = None
+                if step is not None and step != 1:
+                    rx = integer_multiple_of_regex(step, ilo, ihi)
+                    if rx is None:
+                        self.unsupported("multipleOf", path, f"multipleOf {step} with these bounds is too large an automaton")
+                    else:
+                        return rx
+                if ilo is None and ihi is None:
+                    return INTEGER
+                return integer_range_regex(ilo, ihi)
+            if step is not None:
+                if isinstance(step, (int, float)) and not isinstance(step, bool) and float(step).is_integer():
+                    rx = integer_multiple_of_regex(int(step), _int_lower(lo, xlo), _int_upper(hi, xhi))
+                    if rx is not None:
+                        return rx
+                self.unsupported("multipleOf", path, f"multipleOf {step!r} on numbers")
+            if all(v is None for v in (lo, hi, xlo, xhi)):
+                return NUMBER
+            return number_range_regex(lo, hi, xlo, xhi)
+        except ValueError as e:
+            if isinstance(e, SchemaError):
+                raise
+            raise UnsatisfiableSchemaError(f"numeric bounds leave no value ({e})", path) from None
+
+    # -- strings ---------------------------------------------------------------------
+
+    def string(self, nfa, schema, path):
+        lo = schema.get("minLength", 0)
+        hi = schema.get("maxLength")
+        for k, v in (("minLength", lo), ("maxLength", hi)):
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+                if isinstance(v, float) and v.is_integer() and v >= 0:
+                    continue
+                raise SchemaError(f"{k} must be a non-negative integer", _pointer(path, k), k)
+        lo = int(lo)
+        hi = None if hi is None else int(hi)
+        if hi is not None and hi < lo:
+            raise UnsatisfiableSchemaError("maxLength is below minLength", path)
+        constraints = []  # sub-automata of the string body, to intersect
+        patterns = schema.get("pattern")
+        for p in patterns if isinstance(patterns, list) else ([patterns] if patterns is not None else []):
+            constraints.append(("pattern", p))
+        fmt = schema.get("format")
+        if fmt is not None:
+            rx = format_regex(fmt)
+            if rx is not None:
+                constraints.append(("format", rx))
+            # Unknown formats are annotations for the validator: nothing to enforce.
+        if not constraints:
+            return jt.quoted(nfa, jt.string_body(nfa, lo, hi))
+        body = None
+        if lo > 0 or hi is not None:
+            body = _body_dfa(lambda n: jt.string_body(n, lo, hi))
+        for kind, rx in constraints:
+            try:
+                if kind == "pattern":
+                    d = _body_dfa(lambda n, rx=rx: jt.pattern_body(n, rx))
+                else:
+                    d = _body_dfa(lambda n, rx=rx: jt.full_match_body(n, rx))
+            except RegexError as e:
+                if self.strict or kind == "format":
+                    raise UnsupportedSchemaError(f"{kind} {rx!r}: {e}", _pointer(path, kind), kind) from None
+                self.dropped.append((kind, _pointer(path, kind)))
+                continue
+            except EmptyLanguageError:
+                raise UnsatisfiableSchemaError(f"{kind} matches no string", _pointer(path, kind)) from None
+            try:
+                body = d if body is None else intersect(body, d)
+            except EmptyLanguageError:
+                raise UnsatisfiableSchemaError("the string constraints contradict each other", path) from None
+        if body is None:
+            return jt.quoted(nfa, jt.string_body(nfa, lo, hi))
+        return jt.quoted(nfa, embed(nfa, body))
+
+    # -- arrays ----------------------------------------------------------------------
+
+    def array(self, nfa, schema, path, depth):
+        lo = int(schema.get("minItems", 0))
+        hi = schema.get("maxItems")
+        hi = None if hi is None else int(hi)
+        if hi is not None and hi < lo:
+            raise UnsatisfiableSchemaError("maxItems is below minItems", path)
+        prefix = schema.get("prefixItems")
+        items = schema.get("items")
+        rest = True
+        if isinstance(items, list):  # draft 4-2019 tuple form
+            prefix = items
+            rest = schema.get("additionalItems", True)
+        elif items is not None:
+            rest = items
+        prefix = list(prefix or [])
+        if schema.get("uniqueItems") and (hi is None or hi > 1):
+            self.unsupported("uniqueItems", path, "distinct elements cannot be checked by an automaton")
+        if "contains" in schema:
+            return embed(nfa, self.contains_dfa(schema, path, depth))
+        if rest is False:
+            hi = len(prefix) if hi is None else min(hi, len(prefix))
+            if lo > hi:
+                raise UnsatisfiableSchemaError("minItems exceeds the number of allowed items", path)
+
+        def element(n, i):
+            if i < len(prefix):
+                return self.value(n, prefix[i], _pointer(path, "prefixItems", i), depth + 1)
+            return self.value(n, rest, _pointer(path, "items"), depth + 1)
+
+        return self.array_body(nfa, element, len(prefix), rest is not False, lo, hi, path, depth)
+
+    def array_body(self, nfa, element, n_prefix, rest_allowed, lo, hi, path, depth):
+        """``[`` e0 ``,`` e1 ... ``]`` with ``element(nfa, i)`` at position i, count in [lo, hi].
+
+        Positions below ``max(lo, n_prefix)`` are spelled out one by one; more
+        elements (of the position-independent ``rest`` kind) repeat after them.
+        """
+        open_ = nfa.byte_string(b"[")
+        close = nfa.byte_string(b"]")
+        if lo == 0:
+            e = self.ws.site(nfa, "empty", depth)
+            nfa.epsilon(open_[1], e[0])
+            nfa.epsilon(e[1], close[0])
+        if hi == 0:
+            return open_[0], close[1]
+        o = self.ws.site(nfa, "open", depth)
+        nfa.epsilon(open_[1], o[0])
+        c = self.ws.site(nfa, "close", depth)
+        nfa.epsilon(c[1], close[0])
+
+        def comma_then(frag):
+            return nfa.concat([nfa.byte_string(b","), self.ws.site(nfa, "comma", depth), frag])
+
+        cur = o[1]
+        spelled = max(lo, n_prefix, 1) if hi is None else min(hi, max(lo, n_prefix, 1))
+        closable = False
+        for i in range(spelled):
+            try:
+                frag = element(nfa, i)
+            except UnsatisfiableSchemaError:
+                if i < lo:
+                    raise
+                return open_[0], close[1]  # position i can never be filled: arrays stop before it
+            frag = comma_then(frag) if i else frag
+            nfa.epsilon(cur, frag[0])
+            cur = frag[1]
+            if i + 1 >= lo:
+                nfa.epsilon(cur, c[0])
+                closable = True
+        more = None if hi is None else hi - spelled
+        if rest_allowed and (more is None or more > 0):
+            try:
+                loop = nfa.repeat(lambda: comma_then(element(nfa, spelled)), 0, more)
+            except UnsatisfiableSchemaError:
+                loop = None
+            if loop is not None:
+                nfa.epsilon(cur, loop[0])
+                nfa.epsilon(loop[1], c[0])
+                closable = True
+        if not closable:
+            raise UnsatisfiableSchemaError("minItems cannot be reached", path)
+        return open_[0], close[1]
+
+    def contains_dfa(self, schema, path, depth) -> DFA:
+        base = {k: v for k, v in schema.items() if k not in ("contains", "minContains", "maxContains")}
+        main = self.dfa(base, path, depth)
+        need = int(schema.get("minContains", 1))
+        most = schema.get("maxContains")
+        if need == 0 and most is None:
+            return main
+        c = schema["contains"]
+        nfa = NFA()
+        inner = depth + 1
+
+        def counted(k_min, k_max):
+            # Arrays of any elements, exactly/at least k contained ones: tracks 0..k.
+            any_el = lambda n: self.any_value(n, inner, ANY_DEPTH)
+            con_el = lambda n: self.value(n, c, _pointer(path, "contains"), inner)
+            return _counting_array(self, nfa, any_el, con_el, k_min, depth)
+
+        s, e = counted(need, None)
+        try:
+            result = intersect(main, determinize(nfa, s, e))
+        except EmptyLanguageError:
+            raise UnsatisfiableSchemaError("no array satisfies contains", _pointer(path, "contains")) from None
+        if most is not None:
+            nfa2 = NFA()
+            s2, e2 = _counting_array(
+                self, nfa2, lambda n: self.any_value(n, inner, ANY_DEPTH),
+                lambda n: self.value(n, c, _pointer(path, "contains"), inner), int(most) + 1, depth,
+            )
+            try:
+                result = difference(result, determinize(nfa2, s2, e2))
+            except EmptyLanguageError:
+                raise UnsatisfiableSchemaError("no array satisfies maxContains", _pointer(path, "maxContains")) from None
+        return result
+
+    # -- objects ---------------------------------------------------------------------
+
+    def object(self, nfa, schema, path, depth):
+        props = schema.get("properties", {}) or {}
+        if not isinstance(props, dict):
+            raise SchemaError("properties must be an object", _pointer(path, "properties"), "properties")
+        required = list(dict.fromkeys(schema.get("required", []) or []))
+        if isinstance(required, bool):
+            required = []
+        additional = schema.get("additionalProperties", True)
+        patterns = schema.get("patternProperties", {}) or {}
+        names_schema = schema.get("propertyNames")
+        inner = depth + 1
+        for k in ("dependentRequired", "dependencies", "dependentSchemas", "unevaluatedProperties"):
+            if k in schema and schema[k] not in ({}, None, True):
+                if k == "unevaluatedProperties" and not patterns and additional is False:
+                    continue  # nothing is unevaluated
+                self.unsupported(k, path, "constraints between keys cannot be checked in property order")
+
+        # Defined keys: properties first (schema order), then required keys not listed.
+        order = list(props)
+        for r in required:
+            if r not in props:
+                order.append(r)
+        entries = []  # (name, schema, required)
+        for name in order:
+            sub = props.get(name)
+            if sub is None:
+                sub = self._extra_schema_for(name, patterns, additional)
+            else:
+                matching = [p for p in patterns if _search(p, name)]
+                if matching:
+                    sub = {"allOf": [sub] + [patterns[p] for p in matching]}
+            if names_schema is not None and not self.is_valid(name, names_schema):
+                sub = False
+            is_req = name in required
+            if sub is False:
+                if is_req:
+                    raise UnsatisfiableSchemaError(f"required property {name!r} is not allowed", path)
+                continue
+            entries.append((name, sub, is_req))
+
+        # Extra keys (additional / pattern properties), after the defined ones.
+        extras = self.extra_entries(nfa, schema, [n for n, _, _ in entries] + [n for n in order], patterns, additional, names_schema, path, inner)
+
+        n_req = sum(1 for _, _, r in entries if r)
+        lo_p = schema.get("minProperties", 0)
+        hi_p = schema.get("maxProperties")
+        if lo_p and lo_p > n_req:
+            self.unsupported("minProperties", path, "counting optional keys is not supported")
+        if hi_p is not None and (extras is not None or hi_p < len(entries)):
+            if hi_p < n_req:
+                raise UnsatisfiableSchemaError("maxProperties is below the number of required keys", path)
+            self.unsupported("maxProperties", path, "counting optional keys is not supported")
+
+        open_ = nfa.byte_string(b"{")
+        close = nfa.byte_string(b"}")
+        if n_req == 0:
+            e = self.ws.site(nfa, "empty", depth)
+            nfa.epsilon(open_[1], e[0])
+            nfa.epsilon(e[1], close[0])
+        if not entries and extras is None:
+            return open_[0], close[1]
+        o = self.ws.site(nfa, "open", depth)
+        nfa.epsilon(open_[1], o[0])
+        # Two tracks: A = nothing written yet, B = something written (so the next key
+        # needs a comma). Both tracks share each entry's fragment: A --> entry,
+        # B --","--> entry, entry --> B.
+        a = o[1]
+        b = nfa.state()
+        for name, sub, is_req in entries:
+            key = json.dumps(name, ensure_ascii=False).encode("utf-8")
+            ent = self.entry(nfa, nfa.byte_string(key), sub, _pointer(path, "properties", name), depth)
+            a2, b2 = nfa.state(), nfa.state()
+            self._join(nfa, a, b, ent, b2, depth)
+            if not is_req:
+                nfa.epsilon(a, a2)
+                nfa.epsilon(b, b2)
+            a, b = a2, b2
+        if extras is not None:
+            ent = extras()
+            self._join(nfa, a, b, ent, b, depth)
+        c = self.ws.site(nfa, "close", depth)
+        nfa.epsilon(b, c[0])
+        nfa.epsilon(c[1], close[0])
+        return open_[0], close[1]
+
+    def _join(self, nfa, a, b, entry, after, depth):
+        """``a`` (nothing written) and ``b`` (a comma first) both lead into ``entry``."""
+        comma = nfa.concat([nfa.byte_string(b","), self.ws.site(nfa, "comma", depth)])
+        nfa.epsilon(a, entry[0])
+        nfa.epsilon(b, comma[0])
+        nfa.epsilon(comma[1], entry[0])
+        nfa.epsilon(entry[1], after)
+
+    def entry(self, nfa, key_frag, sub, path, depth):
+        parts = [key_frag, self.ws.site(nfa, "empty", depth), nfa.byte_string(b":"), self.ws.site(nfa, "colon", depth)]
+        parts.append(self.value(nfa, sub, path, depth + 1))
+        return nfa.concat(parts)
+
+    def _extra_schema_for(self, name, patterns, additional):
+        matching = [p for p in patterns if _search(p, name)]
+        if matching:
+            return {"allOf": [patterns[p] for p in matching]} if len(matching) > 1 else patterns[matching[0]]
+        return additional
+
+    def extra_entries(self, nfa, schema, defined, patterns, additional, names_schema, path, inner):
+        """A builder ``f() -> fragment`` for one extra key/value entry, or None."""
+        if not patterns and additional is False:
+            return None
+        defined = list(dict.fromkeys(defined))
+        kinds = []  # (key DFA, value schema, pointer)
+        try:
+            excluded = _key_dfa(lambda n: jt.key_excluding(n, defined))
+        except EmptyLanguageError:
+            return None
+        pattern_keys = []
+        for p, sub in patterns.items():
+            try:
+                kd = intersect(excluded, _key_dfa(lambda n, p=p: jt.quoted(n, jt.pattern_body(n, p))))
+            except EmptyLanguageError:
+                continue
+            except RegexError as e:
+                raise UnsupportedSchemaError(f"patternProperties key {p!r}: {e}", _pointer(path, "patternProperties"), "patternProperties") from None
+            pattern_keys.append((p, kd, sub))
+        for i, (p, kd, sub) in enumerate(pattern_keys):
+            for q, kq, _ in pattern_keys[i + 1 :]:
+                if not is_empty_intersection(kd, kq):
+                    self.unsupported("patternProperties", path, f"keys can match both {p!r} and {q!r}")
+            kinds.append((kd, sub, _pointer(path, "patternProperties", p)))
+        if additional is not False:
+            rest = excluded
+            for _, kd, _ in pattern_keys:
+                try:
+                    rest = difference(rest, kd)
+                except EmptyLanguageError:
+                    rest = None
+                    break
+            if rest is not None:
+                kinds.append((rest, additional, _pointer(path, "additionalProperties")))
+        if names_schema is not None:
+            names = _key_dfa(lambda n: self.value(n, names_schema, _pointer(path, "propertyNames"), 0))
+            narrowed = []
+            for kd, sub, ptr in kinds:
+                try:
+                    narrowed.append((intersect(kd, names), sub, ptr))
+                except EmptyLanguageError:
+                    continue
+            kinds = narrowed
+        usable = []
+        for kd, sub, ptr in kinds:
+            if sub is False:
+                continue
+            usable.append((kd, sub, ptr))
+        if not usable:
+            return None
+        depth = inner - 1
+
+        def build():
+            frags = []
+            for kd, sub, ptr in usable:
+                try:
+                    frags.append(self.entry(nfa, embed(nfa, kd), sub, ptr, depth))
+                except UnsatisfiableSchemaError:
+                    continue
+            if not frags:
+                raise UnsatisfiableSchemaError("no additional property value is possible", path)
+            return nfa.union(frags)
+
+        return build
+
+    # -- values of open type -----------------------------------------------------------
+
+    def any_value(self, nfa, depth, levels):
+        """Any JSON value nesting at most ``levels`` more containers."""
+        key = (self.ws.key(), depth if self.ws.depth_matters() else 0, levels)
+        dfa = _ANY_CACHE.get(key)
+        if dfa is None:
+            sub = NFA()
+            s, e = self._any(sub, depth, levels)
+            dfa = _ANY_CACHE[key] = determinize(sub, s, e)
+        return embed(nfa, dfa)
+
+    def _any(self, nfa, depth, levels):
+        frags = [
+            nfa.byte_string(b"null"), nfa.byte_string(b"true"), nfa.byte_string(b"false"),
+            jt.regex_fragment(nfa, NUMBER), jt.quoted(nfa, jt.string_body(nfa)),
+        ]
+        if levels > 0:
+            inner = depth + 1
+            frags.append(self.array_body(nfa, lambda n, i: self._any(n, inner, levels - 1), 0, True, 0, None, "#", depth))
+            # Objects: any keys (duplicates are harmless: every value is allowed).
+            frags.append(_object_of(self, nfa, lambda: self.entry_any(nfa, inner, levels), depth))
+        return nfa.union(frags)
+
+    def entry_any(self, nfa, inner, levels):
+        parts = [jt.quoted(nfa, jt.string_body(nfa)), self.ws.site(nfa, "empty", inner - 1),
+                  nfa.byte_string(b":"), self.ws.site(nfa, "colon", inner - 1),
+                  self._any(nfa, inner, levels - 1)]
+        return nfa.concat(parts)
+
+
+_ANY_CACHE: dict[tuple, DFA] = {}
+
+
+def _object_of(compiler, nfa, entry, depth):
+    """``{}`` or ``{ entry (, entry)* }`` with the compiler's whitespace."""
+    ws = compiler.ws
+    open_ = nfa.byte_string(b"{")
+    close = nfa.byte_string(b"}")
+    e = ws.site(nfa, "empty", depth)
+    nfa.epsilon(open_[1], e[0])
+    nfa.epsilon(e[1], close[0])
+    o = ws.site(nfa, "open", depth)
+    nfa.epsilon(open_[1], o[0])
+    after = nfa.state()
+    compiler._join(nfa, o[1], after, entry(), after, depth)
+    c = ws.site(nfa, "close", depth)
+    nfa.epsilon(after, c[0])
+    nfa.epsilon(c[1], close[0])
+    return open_[0], close[1]
+
+
+def _counting_array(compiler, nfa, any_el, con_el, k_min, depth):
+    """Arrays of any elements of which at least ``k_min`` are ``con_el`` elements."""
+    ws = compiler.ws
+    open_ = nfa.byte_string(b"[")
+    close = nfa.byte_string(b"]")
+    if k_min == 0:
+        e = ws.site(nfa, "empty", depth)
+        nfa.epsilon(open_[1], e[0])
+        nfa.epsilon(e[1], close[0])
+    o = ws.site(nfa, "open", depth)
+    nfa.epsilon(open_[1], o[0])
+    # track[k][first?]: k contained elements so far (capped at k_min)
+    first = [nfa.state() for _ in range(k_min + 1)]
+    later = [nfa.state() for _ in range(k_min + 1)]
+    nfa.epsilon(o[1], first[0])
+    for k in range(k_min + 1):
+        for src, comma in ((first[k], False), (later[k], True)):
+            for el, nk in ((any_el, k), (con_el, min(k + 1, k_min))):
+                parts = []
+                if comma:
+                    parts += [nfa.byte_string(b","), ws.site(nfa, "comma", depth)]
+                parts.append(el(nfa))
+                s, e = nfa.concat(parts)
+                nfa.epsilon(src, s)
+                nfa.epsilon(e, later[nk])
+    c = ws.site(nfa, "close", depth)
+    nfa.epsilon(later[k_min], c[0])
+    nfa.epsilon(c[1], close[0])
+    return open_[0], close[1]
+
+
+def _body_dfa(build) -> DFA:
+    nfa = NFA()
+    s, e = build(nfa)
+    return determinize(nfa, s, e)
+
+
+_key_dfa = _body_dfa
+
+
+def _union_dfa(dfas):
+    nfa = NFA()
+    s, e = nfa.union([embed(nfa, d) for d in dfas])
+    return determinize(nfa, s, e)
+
+
+def _search(pattern: str, text: str) -> bool:
+    import re
+
+    try:
+        return re.search(pattern, text) is not None
+    except re.error:
+        return False
+
+
+def _json_equal(a, b) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    return a == b
+
+
+def _int_lower(lo, xlo):
+    vals = []
+    if lo is not None:
+        vals.append(math.ceil(lo))
+    if xlo is not None:
+        vals.append(math.floor(xlo) + 1)
+    return max(vals) if vals else None
+
+
+def _int_upper(hi, xhi):
+    vals = []
+    if hi is not None:
+        vals.append(math.floor(hi))
+    if xhi is not None:
+        vals.append(math.ceil(xhi) - 1)
+    return min(vals) if vals else None
+
+
+# -- allOf merging ---------------------------------------------------------------------
+
+
+def merge(a, b):
+    """The keyword-level conjunction of two schemas, or None when that is not exact
+    (the caller then intersects automata instead)."""
+    if a is True or a == {}:
+        return b
+    if b is True or b == {}:
+        return a
+    if a is False or b is False:
+        return False
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return None
+    if "$ref" in a or "$ref" in b:
+        return None
+    out = dict(a)
+    for k, v in b.items():
+        if k in ANNOTATIONS:
+            out.setdefault(k, v)
+            continue
+        if k not in out:
+            out[k] = v
+            continue
+        w = out[k]
+        if w == v:
+            continue
+        if k == "type":
+            ta = set(w if isinstance(w, list) else [w])
+            tb = set(v if isinstance(v, list) else [v])
+            both = (ta & tb) | ({"integer"} if ("integer" in ta and "number" in tb) or ("number" in ta and "integer" in tb) else set())
+            if not both:
+                return False
+            out[k] = sorted(both)
+        elif k == "required":
+            out[k] = list(dict.fromkeys(list(w) + list(v)))
+        elif k in ("minimum", "minLength", "minItems", "minProperties", "exclusiveMinimum") and not isinstance(v, bool) and not isinstance(w, bool):
+            out[k] = max(w, v)
+        elif k in ("maximum", "maxLength", "maxItems", "maxProperties", "exclusiveMaximum") and not isinstance(v, bool) and not isinstance(w, bool):
+            out[k] = min(w, v)
+        elif k == "properties":
+            props = dict(w)
+            for name, sub in v.items():
+                props[name] = {"allOf": [props[name], sub]} if name in props else sub
+            out[k] = props
+        elif k == "enum":
+            out[k] = [x for x in w if any(_json_equal(x, y) for y in v)]
+        elif k in ("items", "additionalProperties", "propertyNames", "contains") and isinstance(w, (dict, bool)) and isinstance(v, (dict, bool)):
+            out[k] = {"allOf": [w, v]}
+        elif k == "pattern":
+            out[k] = (w if isinstance(w, list) else [w]) + [v]
+        elif k in ("anyOf", "oneOf", "allOf"):
+            out[k] = None
+            return None
+        else:
+            return None
+    # additionalProperties of one side restricts the other's properties.
+    for x, y in ((a, b), (b, a)):
+        if "additionalProperties" in x and "properties" in y:
+            extra = [n for n in y["properties"] if n not in x.get("properties", {})]
+            if extra and x.get("patternProperties"):
+                return None
+            if extra and x["additionalProperties"] is not True:
+                props = dict(out["properties"])
+                for n in extra:
+                    props[n] = {"allOf": [props[n], x["additionalProperties"]]} if x["additionalProperties"] is not False else False
+                out["properties"] = props
+    return out
+
+
+def compile_json_schema(schema, whitespace="flexible", strict: bool = True) -> DFA:
+    """The minimal DFA of JSON documents valid against ``schema``."""
+    return SchemaCompiler(schema, whitespace, strict).compile()

@@ -1,0 +1,152 @@
+"""JSON text building blocks as byte automata: string characters, keys, whitespace.
+
+A JSON string constraint speaks about the *decoded* value (``maxLength``, ``pattern``,
+``format``), while the model writes the *encoded* text. Here each decoded character
+class becomes the automaton of its encodings:
+
+* characters that need no escape: their UTF-8 bytes;
+* ``"`` and ``\\``: ``\\"`` and ``\\\\``; ``/``: ``/`` or ``\\/``;
+* control characters: ``\\b \\f \\n \\r \\t`` or ``\\u00XX`` (as ``json.dumps`` writes them).
+
+Other ``\\uXXXX`` spellings of ordinary characters are not accepted (a model can write
+the character itself), and surrogates never are, so one encoded unit is always one
+code point and lengths count exactly as the validator counts them.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from fsm.dfa import DFA, determinize
+from fsm.nfa import NFA
+from fsm.ops import embed
+from fsm.regex import regex_to_nfa
+from fsm.utf8 import MAX_CODE_POINT, normalize
+
+ANY_CHAR = ((0, MAX_CODE_POINT),)
+_SHORT_ESCAPES = {0x08: b"\\b", 0x09: b"\\t", 0x0A: b"\\n", 0x0C: b"\\f", 0x0D: b"\\r"}
+
+
+def _contains(ranges, cp: int) -> bool:
+    return any(lo <= cp <= hi for lo, hi in ranges)
+
+
+@functools.lru_cache(maxsize=2048)
+def json_char_dfa(ranges: tuple) -> DFA:
+    """Minimal DFA of the JSON encodings of one character from ``ranges``."""
+    nfa = NFA()
+    parts = []
+    raw = [r for r in _subtract(ranges, ((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)))]
+    if raw:
+        parts.append(nfa.code_points(raw))
+    if _contains(ranges, 0x22):
+        parts.append(nfa.byte_string(b'\\"'))
+    if _contains(ranges, 0x5C):
+        parts.append(nfa.byte_string(b"\\\\"))
+    if _contains(ranges, 0x2F):
+        parts.append(nfa.byte_string(b"\\/"))
+    for cp in range(0x20):
+        if _contains(ranges, cp):
+            if cp in _SHORT_ESCAPES:
+                parts.append(nfa.byte_string(_SHORT_ESCAPES[cp]))
+            for digits in {f"{cp:04x}", f"{cp:04X}"}:
+                parts.append(nfa.byte_string(b"\\u" + digits.encode()))
+    if not parts:
+        raise ValueError("empty character class")
+    start, end = nfa.union(parts)
+    return determinize(nfa, start, end)
+
+
+def _subtract(ranges, remove) -> list[tuple[int, int]]:
+    out = []
+    for lo, hi in normalize(list(ranges)):
+        pieces = [(lo, hi)]
+        for rlo, rhi in remove:
+            nxt = []
+            for a, b in pieces:
+                if rhi < a or rlo > b:
+                    nxt.append((a, b))
+                    continue
+                if a < rlo:
+                    nxt.append((a, rlo - 1))
+                if b > rhi:
+                    nxt.append((rhi + 1, b))
+            pieces = nxt
+        out.extend(pieces)
+    return out
+
+
+def json_char(nfa: NFA, ranges) -> tuple[int, int]:
+    """Fragment: one encoded character from the code point set ``ranges``."""
+    return embed(nfa, json_char_dfa(tuple(normalize(list(ranges)))))
+
+
+def string_body(nfa: NFA, min_length: int = 0, max_length: int | None = None) -> tuple[int, int]:
+    """Fragment: the encoded characters of a string (no quotes), length-bounded."""
+    return nfa.repeat(lambda: json_char(nfa, ANY_CHAR), min_length, max_length)
+
+
+def pattern_body(nfa: NFA, pattern: str) -> tuple[int, int]:
+    """Fragment: encoded string contents in which ``re.search(pattern, value)`` succeeds
+    (JSON Schema patterns are unanchored), with Python ``re`` meaning as the validator has."""
+    return regex_to_nfa(pattern, nfa, char_fragment=lambda ranges: json_char(nfa, ranges), search=True)
+
+
+def full_match_body(nfa: NFA, pattern: str) -> tuple[int, int]:
+    """Fragment: encoded string contents whose value fully matches ``pattern``."""
+    return regex_to_nfa(pattern, nfa, char_fragment=lambda ranges: json_char(nfa, ranges))
+
+
+def regex_fragment(nfa: NFA, pattern: str) -> tuple[int, int]:
+    """Fragment: raw bytes fully matching ``pattern`` (numbers, whitespace)."""
+    return regex_to_nfa(pattern, nfa)
+
+
+def quoted(nfa: NFA, body: tuple[int, int]) -> tuple[int, int]:
+    return nfa.concat([nfa.byte_string(b'"'), body, nfa.byte_string(b'"')])
+
+
+def key_excluding(nfa: NFA, names) -> tuple[int, int]:
+    """Fragment: a quoted JSON string whose *value* is none of ``names``.
+
+    A character trie over the names tracks how much of a name has been written;
+    leaving the trie means the key can no longer be a name. Each trie edge is a
+    decoded character, so ``"a\\/b"`` is recognised as the name ``a/b``.
+    """
+    names = set(names)
+    children: list[dict[int, int]] = [{}]
+    terminal = [False]
+    for name in names:
+        node = 0
+        for ch in name:
+            cp = ord(ch)
+            if cp not in children[node]:
+                children[node][cp] = len(children)
+                children.append({})
+                terminal.append(False)
+            node = children[node][cp]
+        terminal[node] = True
+    open_quote = nfa.byte_string(b'"')
+    close = nfa.state()
+    states = [nfa.state() for _ in children]
+    diverged = nfa.state()
+    nfa.epsilon(open_quote[1], states[0])
+    s, e = json_char(nfa, ANY_CHAR)
+    nfa.epsilon(diverged, s)
+    nfa.epsilon(e, diverged)
+    for node, kids in enumerate(children):
+        for cp, child in kids.items():
+            s, e = json_char(nfa, ((cp, cp),))
+            nfa.epsilon(states[node], s)
+            nfa.epsilon(e, states[child])
+        others = _subtract(ANY_CHAR, [(cp, cp) for cp in kids])
+        if others:
+            s, e = json_char(nfa, others)
+            nfa.epsilon(states[node], s)
+            nfa.epsilon(e, diverged)
+        if not terminal[node]:
+            nfa.epsilon(states[node], close)
+    nfa.epsilon(diverged, close)
+    q = nfa.byte_string(b'"')
+    nfa.epsilon(close, q[0])
+    return open_quote[0], q[1]
