@@ -49,7 +49,6 @@ __all__ = [
 
 JSON_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 JSON_INTEGER = r"-?(?:0|[1-9][0-9]*)"
-_NONNEG_INTEGER = "(?:0|[1-9][0-9]*)"
 
 MAX_MULTIPLE_OF_REGEX = 20_000  # characters; above this integer_multiple_of_regex gives None
 MAX_MOD_K = 50  # largest divisor (not a divisor of a power of ten) tried by state elimination
