@@ -91,6 +91,12 @@ class NFA:
         s = self.state()
         return s, s
 
+    def any_bytes(self) -> tuple[int, int]:
+        """Any byte string, the empty one included."""
+        s = self.state()
+        self.edge(s, 0, 255, s)
+        return s, s
+
     def byte_string(self, data: bytes) -> tuple[int, int]:
         start = cur = self.state()
         for b in data:

@@ -103,21 +103,33 @@ def regex_to_nfa(pattern: str, nfa: NFA, flags: int = 0, *, char_fragment=None, 
     flags = tree.state.flags
     if not search:
         return builder.sequence(tree, flags, True, True)
-    items = list(tree)
-    alternatives = items[0][1][1] if len(items) == 1 and items[0][0] is C.BRANCH else [items]
+    # Search: text = [pad] match [pad]. A "^" (or "$") standing where the match
+    # starts (ends) holds only when there is no padding on that side, so the
+    # pattern is built once per padding combination, with those anchors either
+    # satisfied or impossible. Without such anchors one copy suffices.
+    variants = [(True, True), (False, True), (True, False), (False, False)] if _has_anchor(tree) else [(False, False)]
     frags = []
-    for alt in alternatives:
-        alt = list(alt)
-        pinned_start = bool(alt) and alt[0][0] is C.AT and str(alt[0][1]) in ("AT_BEGINNING", "AT_BEGINNING_STRING")
-        pinned_end = bool(alt) and alt[-1][0] is C.AT and str(alt[-1][1]) in ("AT_END", "AT_END_STRING")
-        parts = []
-        if not pinned_start:
-            parts.append(builder.any_text())
-        parts.append(builder.sequence(alt, flags, True, True))
-        if not pinned_end:
+    for anchored_start, anchored_end in variants:
+        builder.allow_start, builder.allow_end = anchored_start, anchored_end
+        parts = [] if anchored_start else [builder.any_text()]
+        parts.append(builder.sequence(tree, flags, True, True))
+        if not anchored_end:
             parts.append(builder.any_text())
         frags.append(nfa.concat(parts))
     return nfa.union(frags) if len(frags) > 1 else frags[0]
+
+
+def _has_anchor(items) -> bool:
+    for op, av in items:
+        if op is C.AT:
+            return True
+        if op is C.BRANCH and any(_has_anchor(alt) for alt in av[1]):
+            return True
+        if op is C.SUBPATTERN and _has_anchor(av[3]):
+            return True
+        if op in (C.MAX_REPEAT, C.MIN_REPEAT) and _has_anchor(av[2]):
+            return True
+    return False
 
 
 class _Builder:
@@ -125,6 +137,13 @@ class _Builder:
         self.pattern = pattern
         self.nfa = nfa if nfa is not None else NFA()
         self.chars = char_fragment if char_fragment is not None else self.nfa.code_points
+        # In search mode: whether a start (end) anchor can hold in this copy.
+        self.allow_start = True
+        self.allow_end = True
+
+    def never(self):
+        """A fragment no input can cross."""
+        return self.nfa.state(), self.nfa.state()
 
     def any_text(self):
         """Any run of characters (the unanchored ends of a search)."""
@@ -189,9 +208,9 @@ class _Builder:
     def anchor(self, av, at_start: bool, at_end: bool):
         kind = str(av)
         if kind in ("AT_BEGINNING", "AT_BEGINNING_STRING") and at_start:
-            return self.nfa.empty()
+            return self.nfa.empty() if self.allow_start else self.never()
         if kind in ("AT_END", "AT_END_STRING") and at_end:
-            return self.nfa.empty()
+            return self.nfa.empty() if self.allow_end else self.never()
         if kind in ("AT_BOUNDARY", "AT_NON_BOUNDARY"):
             self.fail("word boundary \\b / \\B", ("\\b", "\\B"))
         symbol = {"AT_BEGINNING": "^", "AT_BEGINNING_STRING": "\\A", "AT_END": "$"}.get(kind, "\\Z")

@@ -7,7 +7,14 @@
 
 The accepted texts are JSON documents valid against the schema, written with the
 chosen whitespace, object keys in ``properties`` order (optional ones may be left
-out; additional keys, where allowed, come after them). Where the schema asks for
+out; additional keys, where allowed, come after them).
+
+Polarity: the normal ("under") compile accepts a *subset* of the valid texts (key
+order, bounded nesting of open values, format subsets). Whatever is subtracted --
+``not X``, the ``else`` side of ``if``, the other branches of ``oneOf`` -- is
+compiled by a partner in "over" mode, which accepts a *superset* (objects become
+``{...}`` containing their required keys, arrays ``[...]``, open values any text),
+so that ``under - over`` is again a subset: stricter than the schema, never looser. Where the schema asks for
 something an automaton cannot check exactly, the constraint is refused with a
 ``SchemaError`` naming the keyword and its JSON pointer (``strict=True``), or dropped
 with a warning (``strict=False``); it is never silently loosened. Values of
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import warnings
 from typing import Any
 
@@ -40,7 +48,12 @@ from .json_numbers import integer_multiple_of_regex, integer_range_regex, number
 ANY_DEPTH = 2
 
 NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
+NUMBER_EXP = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?[eE][+-]?[0-9]+"
 INTEGER = r"-?(0|[1-9][0-9]*)"
+
+#: Formats whose regex is exactly the checker's language (the others are subsets, so
+#: an over-approximation must not use them).
+EXACT_FORMATS = {"date", "time", "date-time", "ipv4", "ipv6"}
 
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 
@@ -157,7 +170,15 @@ class SchemaCompiler:
         (True, False)
     """
 
-    def __init__(self, schema, whitespace="flexible", strict: bool = True):
+    def __init__(self, schema, whitespace="flexible", strict: bool = True, *, over: bool = False, partner=None):
+        self.over = over
+        self._partner = partner
+        if partner is not None:  # share the schema, settings and bookkeeping
+            self.root, self.ws, self.strict = partner.root, partner.ws, partner.strict
+            self.dropped, self._validator = partner.dropped, None
+            self._ref_stack, self._ref_dfas = [], {}
+            self._draft4 = partner._draft4
+            return
         if isinstance(schema, str):
             try:
                 schema = json.loads(schema)
@@ -191,6 +212,16 @@ class SchemaCompiler:
             return determinize(nfa, s, e)
         except EmptyLanguageError:
             raise UnsatisfiableSchemaError("no JSON value satisfies the schema", path) from None
+
+    def opposite(self) -> "SchemaCompiler":
+        """The compiler of the other polarity (see the module docstring)."""
+        if self._partner is None:
+            self._partner = SchemaCompiler(None, over=not self.over, partner=self)
+        return self._partner
+
+    def negated_dfa(self, schema, path: str, depth: int) -> DFA:
+        """What a subtraction may remove: a superset when we are the subset compiler."""
+        return self.opposite().dfa(schema, path, depth)
 
     # -- problems ------------------------------------------------------------------
 
@@ -251,6 +282,8 @@ class SchemaCompiler:
         if isinstance(schema, dict) and "$ref" in schema:
             ref = schema["$ref"]
             if ref in self._ref_stack:
+                if self.over:
+                    return nfa.any_bytes()  # a superset of any recursive structure
                 raise RecursiveSchemaError(
                     f"recursive $ref {ref!r}: recursive schemas are not supported by the regular "
                     "(automaton) compiler", _pointer(path, "$ref"), "$ref",
@@ -361,48 +394,51 @@ class SchemaCompiler:
         return embed(nfa, result)
 
     def one_of(self, nfa, schema, path, depth):
+        """Exactly one branch: each branch minus (a superset of) all the others.
+        In over mode, the union of the branches is superset enough."""
         base = {k: v for k, v in schema.items() if k != "oneOf"}
-        dfas = []
-        for i, b in enumerate(self.list_of_schemas(schema, "oneOf", path)):
-            try:
-                dfas.append(self.dfa({"allOf": [base, b]} if base else b, _pointer(path, "oneOf", i), depth))
-            except UnsatisfiableSchemaError:
-                continue
-        if not dfas:
-            raise UnsatisfiableSchemaError("no oneOf branch can be satisfied", _pointer(path, "oneOf"))
+        branches = [({"allOf": [base, b]} if base else b, _pointer(path, "oneOf", i))
+                    for i, b in enumerate(self.list_of_schemas(schema, "oneOf", path))]
         frags = []
-        for i, d in enumerate(dfas):
-            only = d
-            for j, other in enumerate(dfas):
-                if i != j and not is_empty_intersection(only, other):
-                    try:
-                        only = difference(only, other)
-                    except EmptyLanguageError:
-                        only = None
-                        break
-            if only is not None:
-                frags.append(embed(nfa, only))
+        for i, (b, ptr) in enumerate(branches):
+            try:
+                only = self.dfa(b, ptr, depth)
+                if not self.over:
+                    for j, (other, optr) in enumerate(branches):
+                        if i != j:
+                            only = difference(only, self.negated_dfa(other, optr, depth))
+            except (UnsatisfiableSchemaError, EmptyLanguageError):
+                continue
+            frags.append(embed(nfa, only))
         if not frags:
-            raise UnsatisfiableSchemaError("every oneOf branch overlaps another completely", _pointer(path, "oneOf"))
+            raise UnsatisfiableSchemaError("no value satisfies exactly one oneOf branch", _pointer(path, "oneOf"))
         return nfa.union(frags)
 
     def logic_dfa(self, schema, path, depth) -> DFA:
+        """``not`` and ``if``/``then``/``else`` by automaton algebra; every subtracted
+        language comes from the opposite-polarity compiler."""
         base = {k: v for k, v in schema.items() if k not in ("not", "if", "then", "else")}
-        result = self.dfa(base, path, depth) if base else self.dfa(True, path, depth)
+        result = self.dfa(base if base else True, path, depth)
         try:
             if "not" in schema:
-                result = difference(result, self.dfa(schema["not"], _pointer(path, "not"), depth))
+                result = difference(result, self.negated_dfa(schema["not"], _pointer(path, "not"), depth))
             if "if" in schema:
-                cond = self.dfa(schema["if"], _pointer(path, "if"), depth)
+                cond = _pointer(path, "if")
                 parts = []
-                for key, side in (("then", True), ("else", False)):
-                    try:
-                        branch = intersect(result, cond) if side else difference(result, cond)
-                        if key in schema:
-                            branch = intersect(branch, self.dfa(schema[key], _pointer(path, key), depth))
-                        parts.append(branch)
-                    except (EmptyLanguageError, UnsatisfiableSchemaError):
-                        continue
+                try:  # the "then" side: the condition holds
+                    branch = intersect(result, self.dfa(schema["if"], cond, depth))
+                    if "then" in schema:
+                        branch = intersect(branch, self.dfa(schema["then"], _pointer(path, "then"), depth))
+                    parts.append(branch)
+                except (EmptyLanguageError, UnsatisfiableSchemaError):
+                    pass
+                try:  # the "else" side: the condition fails
+                    branch = difference(result, self.negated_dfa(schema["if"], cond, depth))
+                    if "else" in schema:
+                        branch = intersect(branch, self.dfa(schema["else"], _pointer(path, "else"), depth))
+                    parts.append(branch)
+                except (EmptyLanguageError, UnsatisfiableSchemaError):
+                    pass
                 if not parts:
                     raise EmptyLanguageError("if/then/else")
                 result = parts[0] if len(parts) == 1 else _union_dfa(parts)
@@ -425,6 +461,8 @@ class SchemaCompiler:
         keep = [v for v in values if self.is_valid(v, rest)]
         if not keep:
             raise UnsatisfiableSchemaError("no enum/const value satisfies the other keywords", path)
+        if self.over:
+            return nfa.union([self.value_superset(nfa, v) for v in keep])
         texts = []
         for v in keep:
             texts.append(_dumps(v))
@@ -435,6 +473,17 @@ class SchemaCompiler:
         if self.ws.kind != "compact":
             texts = [t for t in texts]  # containers in enums keep their compact spelling
         return nfa.union([nfa.byte_string(t) for t in dict.fromkeys(texts)])
+
+    def value_superset(self, nfa, v):
+        """Every text of the value ``v`` the subset compiler could write, and more."""
+        if isinstance(v, str):
+            return jt.quoted(nfa, jt.full_match_body(nfa, re.escape(v)))  # any escaping
+        if isinstance(v, bool) or v is None:
+            return nfa.byte_string(_dumps(v))
+        if isinstance(v, (int, float)):
+            return jt.regex_fragment(nfa, _number_spellings(v))
+        return nfa.concat([nfa.byte_string(b"[" if isinstance(v, list) else b"{"), nfa.any_bytes(),
+                           nfa.byte_string(b"]" if isinstance(v, list) else b"}")])
 
     def is_valid(self, value, schema) -> bool:
         """Whether ``value`` satisfies ``schema`` (refs resolved against the root),
@@ -468,6 +517,13 @@ class SchemaCompiler:
         return self.object(nfa, schema, path, depth)
 
     def number_regex(self, t, schema, path) -> str:
+        if self.over:
+            # Superset: exponent forms and integer-valued decimals are never excluded.
+            bounded = self.number_regex_exact("number", {k: v for k, v in schema.items() if k != "multipleOf"}, path)
+            return f"(?:{bounded})|{NUMBER_EXP}|{INTEGER}\\.0+"
+        return self.number_regex_exact(t, schema, path)
+
+    def number_regex_exact(self, t, schema, path) -> str:
         lo, hi = schema.get("minimum"), schema.get("maximum")
         xlo, xhi = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
         if isinstance(xlo, bool):  # draft 4: a flag on minimum
@@ -530,7 +586,7 @@ class SchemaCompiler:
         for p in patterns if isinstance(patterns, list) else ([patterns] if patterns is not None else []):
             constraints.append(("pattern", p))
         fmt = schema.get("format")
-        if fmt is not None:
+        if fmt is not None and (not self.over or fmt in EXACT_FORMATS):
             rx = format_regex(fmt)
             if rx is not None:
                 constraints.append(("format", rx))
@@ -564,6 +620,8 @@ class SchemaCompiler:
     # -- arrays ----------------------------------------------------------------------
 
     def array(self, nfa, schema, path, depth):
+        if self.over:  # a superset: any bracketed text
+            return nfa.concat([nfa.byte_string(b"["), nfa.any_bytes(), nfa.byte_string(b"]")])
         lo = int(schema.get("minItems", 0))
         hi = schema.get("maxItems")
         hi = None if hi is None else int(hi)
@@ -669,20 +727,14 @@ class SchemaCompiler:
         except EmptyLanguageError:
             raise UnsatisfiableSchemaError("no array satisfies contains", _pointer(path, "contains")) from None
         if most is not None:
-            nfa2 = NFA()
-            s2, e2 = _counting_array(
-                self, nfa2, lambda n: self.any_value(n, inner, ANY_DEPTH),
-                lambda n: self.value(n, c, _pointer(path, "contains"), inner), int(most) + 1, depth,
-            )
-            try:
-                result = difference(result, determinize(nfa2, s2, e2))
-            except EmptyLanguageError:
-                raise UnsatisfiableSchemaError("no array satisfies maxContains", _pointer(path, "maxContains")) from None
+            self.unsupported("maxContains", path, "an upper bound on matching elements needs their exact complement")
         return result
 
     # -- objects ---------------------------------------------------------------------
 
     def object(self, nfa, schema, path, depth):
+        if self.over:
+            return self.object_superset(nfa, schema)
         props = schema.get("properties", {}) or {}
         if not isinstance(props, dict):
             raise SchemaError("properties must be an object", _pointer(path, "properties"), "properties")
@@ -775,6 +827,17 @@ class SchemaCompiler:
         nfa.epsilon(comma[1], entry[0])
         nfa.epsilon(entry[1], after)
 
+    def object_superset(self, nfa, schema):
+        """``{`` any text ``}`` containing each required key (in any of its spellings)."""
+        body = _body_dfa(lambda n: n.any_bytes())
+        for name in schema.get("required", []) or []:
+            if not isinstance(name, str):
+                continue
+            contains = _body_dfa(lambda n, name=name: n.concat(
+                [n.any_bytes(), jt.quoted(n, jt.full_match_body(n, re.escape(name))), n.any_bytes()]))
+            body = intersect(body, contains)
+        return nfa.concat([nfa.byte_string(b"{"), embed(nfa, body), nfa.byte_string(b"}")])
+
     def entry(self, nfa, key_frag, sub, path, depth):
         parts = [key_frag, self.ws.site(nfa, "empty", depth), nfa.byte_string(b":"), self.ws.site(nfa, "colon", depth)]
         parts.append(self.value(nfa, sub, path, depth + 1))
@@ -854,7 +917,9 @@ class SchemaCompiler:
     # -- values of open type -----------------------------------------------------------
 
     def any_value(self, nfa, depth, levels):
-        """Any JSON value nesting at most ``levels`` more containers."""
+        """Any JSON value nesting at most ``levels`` more containers (over mode: any text)."""
+        if self.over:
+            return nfa.any_bytes()
         key = (self.ws.key(), depth if self.ws.depth_matters() else 0, levels)
         dfa = _ANY_CACHE.get(key)
         if dfa is None:
@@ -962,6 +1027,21 @@ def _json_equal(a, b) -> bool:
     if isinstance(a, bool) or isinstance(b, bool):
         return a is b
     return a == b
+
+
+def _number_spellings(v) -> str:
+    """A regex for the plain spellings of the number ``v`` (trailing zeros allowed),
+    plus every exponent spelling of any number: a superset of how ``v`` is written."""
+    if isinstance(v, float) and not v.is_integer():
+        text = repr(v)
+        if "e" in text or "E" in text:
+            return NUMBER_EXP
+        plain = re.escape(text) + "0*"
+    else:
+        plain = re.escape(str(int(v))) + r"(\.0+)?"
+    if v == 0:
+        plain = r"-?0(\.0+)?"
+    return f"{plain}|{NUMBER_EXP}"
 
 
 def _int_lower(lo, xlo):

@@ -316,3 +316,21 @@ def test_dict_spec_value_is_parsed(tiny_model, smollm2_tokenizer):
     schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": False}
     r = guided.generate(tiny_model, smollm2_tokenizer, "x", schema, max_new_tokens=20)
     assert r.value in ({"ok": True}, {"ok": False})
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$|^[0-9a-f]{16}$",  # Python factors out the shared ^
+        r"^ab|cd$", r"(^a|b)c", r"x(y$|z)", r"^$", r"a", r"^(a|b)+$", r"(?:^|,)x(?:,|$)", r"\d{2}",
+    ],
+)
+def test_pattern_has_re_search_semantics(pattern):
+    import re
+
+    dfa = compile_json_schema({"type": "string", "pattern": pattern}, "compact")
+    rng = random.Random(pattern)
+    alphabet = "abcdxyz,0f-19/\"é"
+    for _ in range(1500):
+        value = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 18)))
+        assert dfa.matches(compact(value)) == bool(re.search(pattern, value)), value
