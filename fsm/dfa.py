@@ -76,6 +76,14 @@ class DFA:
     def has_successors(self, state: int) -> bool:
         return bool((self.transitions[state] >= 0).any())
 
+    def is_accepting(self, state: int) -> bool:
+        return bool(self.accepting[state])
+
+    def ensure_rows(self, states) -> None:
+        """Every row is known (a ``LazyDFA`` computes them here)."""
+
+    lazy = False
+
     def __repr__(self) -> str:
         return f"DFA(states={self.num_states}, byte_classes={self.num_classes})"
 

@@ -58,11 +58,11 @@ def pack_bits(allowed: np.ndarray) -> np.ndarray:
 
 
 def walk(trie: Trie, symbol_class: np.ndarray, dfa: DFA, starts: np.ndarray) -> np.ndarray:
-    """bool [len(starts), trie.num_nodes]: node n alive when walked from starts[i]."""
-    n_states = dfa.num_states
-    # One extra row: the dead state, absorbing.
-    table = np.vstack([dfa.transitions, np.full((1, dfa.num_classes), -1, dtype=np.int32)])
-    table[table < 0] = n_states
+    """bool [len(starts), trie.num_nodes]: node n alive when walked from starts[i].
+
+    Works on a ``DFA`` or a ``LazyDFA``: before each level, the rows the frontier
+    needs are made to exist (a no-op for an eager DFA).
+    """
     alive = np.zeros((len(starts), trie.num_nodes), dtype=bool)
     f_start = np.arange(len(starts))
     f_node = np.zeros(len(starts), dtype=np.int64)
@@ -74,12 +74,13 @@ def walk(trie: Trie, symbol_class: np.ndarray, dfa: DFA, starts: np.ndarray) -> 
         total = int(count.sum())
         if total == 0:
             break
+        dfa.ensure_rows(f_state)
         rep = np.repeat(np.arange(len(f_node)), count)
         offset = np.arange(total) - np.repeat(np.cumsum(count) - count, count)
         child = first[rep] + offset
-        state = table[f_state[rep], sym_cls[child]]
-        keep = state != n_states
-        f_start, f_node, f_state = f_start[rep][keep], child[keep], state[keep]
+        state = dfa.transitions[f_state[rep], sym_cls[child]]
+        keep = state >= 0
+        f_start, f_node, f_state = f_start[rep][keep], child[keep], state[keep].astype(np.int64)
         alive[f_start, f_node] = True
     return alive
 
@@ -114,7 +115,7 @@ class TokenIndex:
         self.words = bitmask_words(vocab.size)
         self._bytes = vocabulary_bytes(vocab)
         self._class_trie: Trie | None = None
-        self._row_of_state = np.full(dfa.num_states, -1, dtype=np.int64)
+        self._row_of_state = np.full(max(dfa.num_states, 64), -1, dtype=np.int64)
         self._rows: list[np.ndarray] = []
         self._row_ids: dict[bytes, int] = {}
         #: The bits of the EOS tokens alone.
@@ -122,14 +123,14 @@ class TokenIndex:
         for e in vocab.eos_token_ids:
             self.eos_row[e >> 5] |= np.uint32(1 << (e & 31)).view(np.int32)
         self._token_bytes = vocab.token_bytes
-        if eager if eager is not None else dfa.num_states <= EAGER_LIMIT:
+        if eager if eager is not None else (not dfa.lazy and dfa.num_states <= EAGER_LIMIT):
             self.build_all()
 
     # -- rows --------------------------------------------------------------------
 
     @property
     def complete(self) -> bool:
-        return bool((self._row_of_state >= 0).all())
+        return bool((self._row_of_state[: self.dfa.num_states] >= 0).all())
 
     @property
     def num_rows(self) -> int:
@@ -137,6 +138,8 @@ class TokenIndex:
 
     def row_id(self, state: int) -> int:
         """The deduplicated row of ``state``, computing it on first use."""
+        if state >= len(self._row_of_state):
+            self._grow()
         r = self._row_of_state[state]
         if r < 0:
             if self.num_rows == 0:
@@ -145,6 +148,13 @@ class TokenIndex:
                 self._compute(self._neighbourhood(state), use_class_trie=True)
             r = self._row_of_state[state]
         return int(r)
+
+    def _grow(self) -> None:
+        """A lazy DFA found new states: make room for their rows."""
+        n = max(2 * len(self._row_of_state), self.dfa.num_states)
+        grown = np.full(n, -1, dtype=np.int64)
+        grown[: len(self._row_of_state)] = self._row_of_state
+        self._row_of_state = grown
 
     def _neighbourhood(self, state: int) -> list[int]:
         """``state`` and the not yet computed states nearest to it (BFS over the DFA).
@@ -162,6 +172,8 @@ class TokenIndex:
             for nxt in self.dfa.next_states(todo[i]):
                 if nxt >= 0 and nxt not in seen:
                     seen.add(nxt)
+                    if nxt >= len(self._row_of_state):
+                        self._grow()
                     if self._row_of_state[nxt] < 0:
                         todo.append(nxt)
                         if len(todo) >= budget:
@@ -176,8 +188,19 @@ class TokenIndex:
         return self._rows
 
     def build_all(self) -> "TokenIndex":
-        """Compute every remaining row (one batched walk over the class trie)."""
-        todo = np.nonzero(self._row_of_state < 0)[0]
+        """Compute every remaining row (one batched walk over the class trie).
+
+        For a lazy DFA this first discovers every reachable state."""
+        if self.dfa.lazy:
+            seen, stack = {0}, [0]
+            while stack:
+                for nxt in self.dfa.next_states(stack.pop()):
+                    if nxt >= 0 and nxt not in seen:
+                        seen.add(nxt)
+                        stack.append(nxt)
+            if self.dfa.num_states > len(self._row_of_state):
+                self._grow()
+        todo = np.nonzero(self._row_of_state[: self.dfa.num_states] < 0)[0]
         if len(todo):
             self._compute(todo.tolist(), use_class_trie=True)
         return self
@@ -202,12 +225,12 @@ class TokenIndex:
             pattern = alive[:, np.maximum(end_nodes, 0)]
             if has_text:
                 pattern[:, 0] = False
-            pattern = np.column_stack([pattern, self.dfa.accepting[batch]])
+            state_accepts = np.array([self.dfa.is_accepting(s) for s in batch.tolist()], dtype=bool)
+            pattern = np.column_stack([pattern, state_accepts])
             uniq, which = _unique_rows(pattern)
             packed = pack_bits(uniq[:, token_col])
-            accepting = uniq[:, -1]
             ids = []
-            for row, acc in zip(packed, accepting):
+            for row, acc in zip(packed, uniq[:, -1]):
                 if acc:
                     row = row | self.eos_row
                 key = row.tobytes()

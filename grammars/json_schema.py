@@ -21,14 +21,16 @@ with a warning (``strict=False``); it is never silently loosened. Values of
 unconstrained type (``{}``, ``true``, additional properties) nest at most
 ``ANY_DEPTH`` levels: arbitrary nesting is not regular (the grammar engine lifts this).
 
-Cost notes: one NFA for the whole schema, determinised and minimised once, except
-where DFA algebra needs sub-automata (``oneOf`` overlaps, ``not``, ``if``, several
-patterns on one string); ``$ref`` targets used more than once are compiled once and
-embedded.
+Cost notes: one NFA for the whole schema (``$ref`` targets inlined), determinised
+lazily (``fsm.lazy``): compile time grows with the schema's size, not with its DFA's,
+and only the states decoding visits are ever built. Sub-automata are built eagerly
+(and minimised) only where DFA algebra needs them: ``oneOf`` overlaps, ``not``,
+``if``, ``allOf`` parts that do not merge, several patterns on one string, keys.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -37,6 +39,7 @@ from typing import Any
 
 from fsm.dfa import DFA, determinize
 from fsm.errors import EmptyLanguageError, RegexError
+from fsm.lazy import LazyDFA
 from fsm.nfa import NFA
 from fsm.ops import difference, embed, intersect, is_empty_intersection
 
@@ -176,7 +179,7 @@ class SchemaCompiler:
         if partner is not None:  # share the schema, settings and bookkeeping
             self.root, self.ws, self.strict = partner.root, partner.ws, partner.strict
             self.dropped, self._validator = partner.dropped, None
-            self._ref_stack, self._ref_dfas = [], {}
+            self._ref_stack, self._dfas = [], {}
             self._draft4 = partner._draft4
             return
         if isinstance(schema, str):
@@ -191,21 +194,36 @@ class SchemaCompiler:
         self.strict = strict
         self.dropped: list[tuple[str, str]] = []
         self._ref_stack: list[str] = []
-        self._ref_dfas: dict[tuple, DFA] = {}
-        self._ref_uses: dict[str, int] = {}
+        self._dfas: dict[tuple, DFA] = {}
         self._draft4 = isinstance(schema, dict) and "draft-04" in str(schema.get("$schema", ""))
         self._validator = None
 
     # -- entry points --------------------------------------------------------------
 
-    def compile(self) -> DFA:
-        dfa = self.dfa(self.root, "#", 0)
+    def compile(self) -> LazyDFA:
+        """The automaton of valid documents, determinised on demand (a large schema's
+        full DFA can have thousands of states, of which decoding visits a few)."""
+        nfa = NFA()
+        s, e = self.value(nfa, self.root, "#", 0)
+        try:
+            dfa = LazyDFA(nfa, s, e)
+        except EmptyLanguageError:
+            raise UnsatisfiableSchemaError("no JSON value satisfies the schema", "#") from None
         if self.dropped and not self.strict:
             listed = ", ".join(f"{k} at {p}" for k, p in self.dropped)
             warnings.warn(f"JSON Schema keywords not enforced: {listed}", stacklevel=3)
         return dfa
 
     def dfa(self, schema, path: str, depth: int) -> DFA:
+        """A sub-schema's minimal DFA (memoised per compile: ``oneOf`` and ``not``
+        ask for the same branches again and again)."""
+        key = (json.dumps(schema, sort_keys=True, default=str), depth if self.ws.depth_matters() else 0)
+        got = self._dfas.get(key)
+        if got is None:
+            got = self._dfas[key] = self._build_dfa(schema, path, depth)
+        return got
+
+    def _build_dfa(self, schema, path: str, depth: int) -> DFA:
         nfa = NFA()
         s, e = self.value(nfa, schema, path, depth)
         try:
@@ -288,23 +306,11 @@ class SchemaCompiler:
                     f"recursive $ref {ref!r}: recursive schemas are not supported by the regular "
                     "(automaton) compiler", _pointer(path, "$ref"), "$ref",
                 )
-            key = (json.dumps(schema, sort_keys=True, default=str), depth if self.ws.depth_matters() else 0)
-            cached = self._ref_dfas.get(key)
-            if cached is not None:
-                return embed(nfa, cached)
             self._ref_stack.append(ref)
             try:
-                target = self.deref(schema, path)
-                sub = NFA()
-                s, e = self.value(sub, target, path, depth)
-                try:
-                    dfa = determinize(sub, s, e)
-                except EmptyLanguageError:
-                    raise UnsatisfiableSchemaError("no JSON value satisfies the schema", path) from None
+                return self.value(nfa, self.deref(schema, path), path, depth)
             finally:
                 self._ref_stack.pop()
-            self._ref_dfas[key] = dfa
-            return embed(nfa, dfa)
         if schema is True:
             return self.any_value(nfa, depth, ANY_DEPTH)
         if schema is False:
@@ -593,15 +599,24 @@ class SchemaCompiler:
             # Unknown formats are annotations for the validator: nothing to enforce.
         if not constraints:
             return jt.quoted(nfa, jt.string_body(nfa, lo, hi))
+        if len(constraints) == 1 and lo == 0 and hi is None:
+            # One constraint and no length bounds: no intersection, so no DFA needed;
+            # the fragment goes straight into the (lazily determinised) automaton.
+            kind, rx = constraints[0]
+            try:
+                build = jt.pattern_body if kind == "pattern" else jt.full_match_body
+                return jt.quoted(nfa, build(nfa, rx))
+            except RegexError as e:
+                if self.strict or kind == "format":
+                    raise UnsupportedSchemaError(f"{kind} {rx!r}: {e}", _pointer(path, kind), kind) from None
+                self.dropped.append((kind, _pointer(path, kind)))
+                return jt.quoted(nfa, jt.string_body(nfa, lo, hi))
         body = None
         if lo > 0 or hi is not None:
             body = _body_dfa(lambda n: jt.string_body(n, lo, hi))
         for kind, rx in constraints:
             try:
-                if kind == "pattern":
-                    d = _body_dfa(lambda n, rx=rx: jt.pattern_body(n, rx))
-                else:
-                    d = _body_dfa(lambda n, rx=rx: jt.full_match_body(n, rx))
+                d = _constraint_dfa(kind, rx)
             except RegexError as e:
                 if self.strict or kind == "format":
                     raise UnsupportedSchemaError(f"{kind} {rx!r}: {e}", _pointer(path, kind), kind) from None
@@ -1008,6 +1023,13 @@ def _body_dfa(build) -> DFA:
 _key_dfa = _body_dfa
 
 
+@functools.lru_cache(maxsize=512)
+def _constraint_dfa(kind: str, rx: str) -> DFA:
+    """The string-body DFA of a pattern (search) or a format regex (full match)."""
+    build = jt.pattern_body if kind == "pattern" else jt.full_match_body
+    return _body_dfa(lambda n: build(n, rx))
+
+
 def _union_dfa(dfas):
     nfa = NFA()
     s, e = nfa.union([embed(nfa, d) for d in dfas])
@@ -1132,6 +1154,6 @@ def merge(a, b):
     return out
 
 
-def compile_json_schema(schema, whitespace="flexible", strict: bool = True) -> DFA:
-    """The minimal DFA of JSON documents valid against ``schema``."""
+def compile_json_schema(schema, whitespace="flexible", strict: bool = True) -> LazyDFA:
+    """The automaton of JSON documents valid against ``schema`` (determinised lazily)."""
     return SchemaCompiler(schema, whitespace, strict).compile()

@@ -106,7 +106,73 @@ def quoted(nfa: NFA, body: tuple[int, int]) -> tuple[int, int]:
     return nfa.concat([nfa.byte_string(b'"'), body, nfa.byte_string(b'"')])
 
 
+#: Characters with more than one JSON spelling (or none raw).
+_ESCAPABLE = {'"', "\\", "/"} | {chr(c) for c in range(0x20)}
+
+
+@functools.lru_cache(maxsize=8)
+def _string_body_dfa() -> DFA:
+    nfa = NFA()
+    s, e = string_body(nfa)
+    return determinize(nfa, s, e)
+
+
 def key_excluding(nfa: NFA, names) -> tuple[int, int]:
+    """Fragment: a quoted JSON string whose *value* is none of ``names``."""
+    names = set(names)
+    if any(ch in _ESCAPABLE for name in names for ch in name):
+        return _key_excluding_by_char(nfa, names)
+    return _key_excluding_by_byte(nfa, names)
+
+
+def _key_excluding_by_byte(nfa: NFA, names) -> tuple[int, int]:
+    """Names whose characters each have one spelling (their UTF-8 bytes): a byte trie
+    of the names, leaving it into one copy of the generic string-body DFA on the
+    first byte that no name continues with. No determinisation needed."""
+    body = _string_body_dfa()
+    base, body_end = embed(nfa, body)  # body state k is NFA state base + k
+    from fsm.ops import class_byte_ranges
+
+    ranges = class_byte_ranges(body)
+    rows = body.transitions.tolist()
+    open_quote = nfa.byte_string(b'"')
+    close = nfa.byte_string(b'"')
+    nfa.epsilon(body_end, close[0])
+    # Trie over the names' bytes; each node remembers the body-DFA state it stands for.
+    root = nfa.state()
+    nfa.epsilon(open_quote[1], root)
+    children: dict[int, dict[int, int]] = {root: {}}
+    body_state = {root: 0}
+    terminal: set[int] = set()
+    for name in sorted(names):
+        node = root
+        for byte in name.encode("utf-8"):
+            nxt = children[node].get(byte)
+            if nxt is None:
+                nxt = nfa.state()
+                children[node][byte] = nxt
+                children[nxt] = {}
+                body_state[nxt] = body.step(body_state[node], bytes([byte]))
+                nfa.edge(node, byte, byte, nxt)
+            node = nxt
+        terminal.add(node)
+    for node, kids in children.items():
+        bstate = body_state[node]
+        for c, target in enumerate(rows[bstate]):
+            if target < 0:
+                continue
+            for lo, hi in ranges[c]:
+                lo_ = lo
+                for b in sorted(k for k in kids if lo <= k <= hi) + [hi + 1]:
+                    if lo_ <= b - 1:
+                        nfa.edge(node, lo_, b - 1, base + target)
+                    lo_ = b + 1
+        if node not in terminal and body.is_accepting(bstate):
+            nfa.epsilon(node, close[0])
+    return open_quote[0], close[1]
+
+
+def _key_excluding_by_char(nfa: NFA, names) -> tuple[int, int]:
     """Fragment: a quoted JSON string whose *value* is none of ``names``.
 
     A character trie over the names tracks how much of a name has been written;

@@ -172,7 +172,7 @@ class FSMMatcher(Matcher):
         if state == _EOS_ACCEPTED:
             return False
         if token_id in self.guide.vocab.eos_token_ids:
-            if not self.guide.dfa.accepting[state]:
+            if not self.guide.dfa.is_accepting(state):
                 return False
             self._states.append(_EOS_ACCEPTED)
             return True
@@ -184,14 +184,14 @@ class FSMMatcher(Matcher):
 
     def is_accepting(self) -> bool:
         s = self.state
-        return s == _EOS_ACCEPTED or bool(self.guide.dfa.accepting[s])
+        return s == _EOS_ACCEPTED or self.guide.dfa.is_accepting(s)
 
     def is_terminated(self) -> bool:
         """EOS was accepted, or the match is complete and nothing more can follow."""
         s = self.state
         if s == _EOS_ACCEPTED:
             return True
-        return bool(self.guide.dfa.accepting[s]) and not self.guide.dfa.has_successors(s)
+        return self.guide.dfa.is_accepting(s) and not self.guide.dfa.has_successors(s)
 
     def rollback(self, num_tokens: int = 1) -> None:
         if not 0 <= num_tokens <= self.num_tokens:

@@ -1,0 +1,190 @@
+"""A DFA determinised on demand: a state's row is built the first time it is needed.
+
+::
+
+    NFA --prune states that cannot reach the end--> LazyDFA
+        state 0 = closure(start); row(s) = subset construction for s alone, on first use
+
+Large specs (a JSON Schema with many objects) have DFAs of thousands of states, of
+which decoding visits a few dozen; building and minimising all of them up front
+costs seconds. A ``LazyDFA`` has the interface of ``DFA`` (``transitions``,
+``byte_to_class``, ``accepting``, ``step``, ``matches``, ``next_states``,
+``has_successors``) plus ``ensure_rows(states)``, which the token index calls before
+reading rows. It is not minimised: equivalent states stay apart, but their mask rows
+are deduplicated by the index, so masks cost the same.
+
+Cost notes: one row costs the union of its NFA states' moves plus a closure per
+target, in Python (tens of microseconds for JSON-sized subsets). Every state is
+live (the NFA is pruned first), so "alive" still means "a prefix of some match".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .dfa import MAX_DFA_STATES, nfa_byte_classes
+from .errors import EmptyLanguageError, RegexTooLargeError
+from .nfa import NFA
+
+UNKNOWN = -2  # a transition not computed yet
+
+
+class LazyDFA:
+    """Subset construction on demand over a pruned NFA.
+
+    Example::
+
+        >>> nfa = NFA(); s, e = nfa.byte_string(b"ab")
+        >>> dfa = LazyDFA(nfa, s, e)
+        >>> dfa.matches(b"ab"), dfa.num_states   # only the states visited exist
+        (True, 3)
+    """
+
+    start = 0
+    lazy = True
+
+    def __init__(self, nfa: NFA, start: int, final: int):
+        live = _co_reachable(nfa, final)
+        if not live[start]:
+            raise EmptyLanguageError("the pattern matches no string at all")
+        self.byte_to_class = nfa_byte_classes(nfa)
+        self._n_classes = int(self.byte_to_class[-1]) + 1
+        self._nfa = nfa
+        self._live = live
+        self._final = final
+        self._moves: dict[int, dict[int, list[int]]] = {}
+        self._closures: dict[int, frozenset[int]] = {}
+        self._ids: dict[frozenset[int], int] = {}
+        self._sets: list[frozenset[int]] = []
+        self._rows: list[list[int] | None] = []
+        self._accepting: list[bool] = []
+        self.transitions = np.full((64, self._n_classes), UNKNOWN, dtype=np.int32)
+        self._classes = self.byte_to_class.tolist()
+        self._add(self._closure(start))
+
+    # -- interface shared with DFA ------------------------------------------------------
+
+    @property
+    def num_states(self) -> int:
+        return len(self._sets)
+
+    @property
+    def num_classes(self) -> int:
+        return self._n_classes
+
+    @property
+    def accepting(self) -> np.ndarray:
+        return np.array(self._accepting, dtype=bool)
+
+    def is_accepting(self, state: int) -> bool:
+        return self._accepting[state]
+
+    def next_states(self, state: int) -> list[int]:
+        row = self._rows[state]
+        return row if row is not None else self._expand(state)
+
+    def step(self, state: int, data: bytes) -> int:
+        classes = self._classes
+        for b in data:
+            row = self._rows[state]
+            if row is None:
+                row = self._expand(state)
+            state = row[classes[b]]
+            if state < 0:
+                return -1
+        return state
+
+    def matches(self, data: bytes) -> bool:
+        s = self.step(0, data)
+        return s >= 0 and self._accepting[s]
+
+    def has_successors(self, state: int) -> bool:
+        return any(t >= 0 for t in self.next_states(state))
+
+    def ensure_rows(self, states) -> None:
+        """Compute the rows of ``states`` that are not known yet."""
+        rows = self._rows
+        for s in np.unique(states).tolist():
+            if rows[s] is None:
+                self._expand(s)
+
+    def __repr__(self) -> str:
+        expanded = sum(r is not None for r in self._rows)
+        return f"LazyDFA(states={self.num_states}, expanded={expanded}, byte_classes={self._n_classes})"
+
+    # -- subset construction, one state at a time -----------------------------------
+
+    def _moves_of(self, s: int) -> dict[int, list[int]]:
+        m = self._moves.get(s)
+        if m is None:
+            classes, live = self.byte_to_class, self._live
+            m = {}
+            for lo, hi, t in self._nfa.edges[s]:
+                if live[t]:
+                    for c in range(classes[lo], classes[hi] + 1):
+                        m.setdefault(c, []).append(t)
+            self._moves[s] = m
+        return m
+
+    def _closure(self, s: int) -> frozenset[int]:
+        got = self._closures.get(s)
+        if got is None:
+            eps, live = self._nfa.eps, self._live
+            seen = {s}
+            stack = [s]
+            while stack:
+                for t in eps[stack.pop()]:
+                    if t not in seen and live[t]:
+                        seen.add(t)
+                        stack.append(t)
+            # Keep only what matters: states with byte moves, and the end state.
+            got = self._closures[s] = frozenset(x for x in seen if x == self._final or self._nfa.edges[x])
+        return got
+
+    def _add(self, subset: frozenset[int]) -> int:
+        j = self._ids.get(subset)
+        if j is None:
+            if len(self._sets) >= MAX_DFA_STATES:
+                raise RegexTooLargeError(f"automaton needs more than {MAX_DFA_STATES} states")
+            j = self._ids[subset] = len(self._sets)
+            self._sets.append(subset)
+            self._rows.append(None)
+            self._accepting.append(self._final in subset)
+            if j >= self.transitions.shape[0]:
+                grown = np.full((2 * self.transitions.shape[0], self._n_classes), UNKNOWN, dtype=np.int32)
+                grown[: self.transitions.shape[0]] = self.transitions
+                self.transitions = grown
+        return j
+
+    def _expand(self, state: int) -> list[int]:
+        by_class: dict[int, set[int]] = {}
+        for s in self._sets[state]:
+            for c, targets in self._moves_of(s).items():
+                by_class.setdefault(c, set()).update(targets)
+        row = [-1] * self._n_classes
+        for c, targets in by_class.items():
+            subset = frozenset().union(*(self._closure(t) for t in targets))
+            row[c] = self._add(subset)
+        self._rows[state] = row
+        self.transitions[state] = row
+        return row
+
+
+def _co_reachable(nfa: NFA, final: int) -> np.ndarray:
+    """NFA states from which ``final`` can be reached."""
+    n = len(nfa)
+    back: list[list[int]] = [[] for _ in range(n)]
+    for s in range(n):
+        for t in nfa.eps[s]:
+            back[t].append(s)
+        for _, _, t in nfa.edges[s]:
+            back[t].append(s)
+    live = np.zeros(n, dtype=bool)
+    live[final] = True
+    stack = [final]
+    while stack:
+        for s in back[stack.pop()]:
+            if not live[s]:
+                live[s] = True
+                stack.append(s)
+    return live
