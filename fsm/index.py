@@ -39,6 +39,8 @@ EAGER_LIMIT = 256
 
 #: A lazy miss computes up to this many (state x class-trie node) pairs at once.
 LAZY_BATCH_WORK = 2_000_000
+#: ... and, over a lazily determinised DFA, at most this many states.
+LAZY_DFA_NEIGHBOURS = 32
 
 # Bound on the (states x trie nodes) boolean scratch matrix of a batched walk.
 _MAX_SCRATCH = 32_000_000
@@ -166,6 +168,8 @@ class TokenIndex:
         if self._class_trie is None:
             self._class_trie = class_trie(self._bytes, self.dfa.byte_to_class)
         budget = max(1, min(4096, LAZY_BATCH_WORK // max(self._class_trie.num_nodes, 1)))
+        if self.dfa.lazy:
+            budget = min(budget, LAZY_DFA_NEIGHBOURS)  # each neighbour costs a subset construction
         todo, seen = [state], {state}
         i = 0
         while i < len(todo) and len(todo) < budget:

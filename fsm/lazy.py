@@ -59,6 +59,7 @@ class LazyDFA:
         self._rows: list[list[int] | None] = []
         self._accepting: list[bool] = []
         self.transitions = np.full((64, self._n_classes), UNKNOWN, dtype=np.int32)
+        self._expanded = np.zeros(64, dtype=bool)
         self._classes = self.byte_to_class.tolist()
         self._add(self._closure(start))
 
@@ -103,10 +104,11 @@ class LazyDFA:
 
     def ensure_rows(self, states) -> None:
         """Compute the rows of ``states`` that are not known yet."""
-        rows = self._rows
-        for s in np.unique(states).tolist():
-            if rows[s] is None:
-                self._expand(s)
+        missing = states[~self._expanded[states]]
+        if len(missing):
+            for s in np.unique(missing).tolist():
+                if self._rows[s] is None:
+                    self._expand(s)
 
     def __repr__(self) -> str:
         expanded = sum(r is not None for r in self._rows)
@@ -154,6 +156,7 @@ class LazyDFA:
                 grown = np.full((2 * self.transitions.shape[0], self._n_classes), UNKNOWN, dtype=np.int32)
                 grown[: self.transitions.shape[0]] = self.transitions
                 self.transitions = grown
+                self._expanded = np.concatenate([self._expanded, np.zeros(len(self._expanded), dtype=bool)])
         return j
 
     def _expand(self, state: int) -> list[int]:
@@ -167,6 +170,7 @@ class LazyDFA:
             row[c] = self._add(subset)
         self._rows[state] = row
         self.transitions[state] = row
+        self._expanded[state] = True
         return row
 
 
