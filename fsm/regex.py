@@ -73,15 +73,9 @@ def compile_regex(pattern: str, flags: int = 0) -> DFA:
     """
     if not isinstance(pattern, str):
         raise TypeError(f"regex pattern must be a str, not {type(pattern).__name__}")
-    try:
-        tree = sre_parse.parse(pattern, flags)
-    except re.error as e:
-        raise RegexSyntaxError(f"invalid regex: {e.msg}", pattern, e.pos) from None
-    except RecursionError:
-        raise RegexSyntaxError("invalid regex: nested too deeply", pattern, None) from None
-    builder = _Builder(pattern)
-    start, end = builder.sequence(tree, tree.state.flags, True, True)
-    return determinize(builder.nfa, start, end)
+    nfa = NFA()
+    start, end = regex_to_nfa(pattern, nfa, flags)
+    return determinize(nfa, start, end)
 
 
 def regex_to_nfa(pattern: str, nfa: NFA, flags: int = 0, *, char_fragment=None, search: bool = False) -> tuple[int, int]:
@@ -93,12 +87,7 @@ def regex_to_nfa(pattern: str, nfa: NFA, flags: int = 0, *, char_fragment=None, 
     *contain* a match, except that ``^`` / ``$`` at the ends of a top-level
     alternative pin it to the start / end.
     """
-    try:
-        tree = sre_parse.parse(pattern, flags)
-    except re.error as e:
-        raise RegexSyntaxError(f"invalid regex: {e.msg}", pattern, e.pos) from None
-    except RecursionError:
-        raise RegexSyntaxError("invalid regex: nested too deeply", pattern, None) from None
+    tree = _parse(pattern, flags)
     builder = _Builder(pattern, nfa, char_fragment)
     flags = tree.state.flags
     if not search:
@@ -117,6 +106,16 @@ def regex_to_nfa(pattern: str, nfa: NFA, flags: int = 0, *, char_fragment=None, 
             parts.append(builder.any_text())
         frags.append(nfa.concat(parts))
     return nfa.union(frags) if len(frags) > 1 else frags[0]
+
+
+def _parse(pattern: str, flags: int):
+    """Python's own parse tree; its errors become ``RegexSyntaxError`` with the position."""
+    try:
+        return sre_parse.parse(pattern, flags)
+    except re.error as e:
+        raise RegexSyntaxError(f"invalid regex: {e.msg}", pattern, e.pos) from None
+    except RecursionError:
+        raise RegexSyntaxError("invalid regex: nested too deeply", pattern, None) from None
 
 
 def _has_anchor(items) -> bool:

@@ -31,17 +31,32 @@ def normalize(ranges) -> Ranges:
 
 
 def _without_surrogates(ranges: Ranges) -> Ranges:
-    s_lo, s_hi = SURROGATES
+    return _cut(ranges, [SURROGATES])
+
+
+def _cut(ranges, remove) -> Ranges:
+    """``ranges`` minus the code points in ``remove`` (both lists of ranges)."""
     out: Ranges = []
     for lo, hi in ranges:
-        if hi < s_lo or lo > s_hi:
-            out.append((lo, hi))
-            continue
-        if lo < s_lo:
-            out.append((lo, s_lo - 1))
-        if hi > s_hi:
-            out.append((s_hi + 1, hi))
+        pieces = [(lo, hi)]
+        for rlo, rhi in remove:
+            nxt = []
+            for a, b in pieces:
+                if rhi < a or rlo > b:
+                    nxt.append((a, b))
+                    continue
+                if a < rlo:
+                    nxt.append((a, rlo - 1))
+                if b > rhi:
+                    nxt.append((rhi + 1, b))
+            pieces = nxt
+        out.extend(pieces)
     return out
+
+
+def subtract(ranges, remove) -> Ranges:
+    """The code points of ``ranges`` not in ``remove``, normalised."""
+    return _cut(normalize(list(ranges)), list(remove))
 
 
 def complement(ranges: Ranges) -> Ranges:

@@ -35,7 +35,6 @@ import json
 import math
 import re
 import warnings
-from typing import Any
 
 from fsm.dfa import DFA, determinize
 from fsm.errors import EmptyLanguageError, RegexError
@@ -57,6 +56,13 @@ INTEGER = r"-?(0|[1-9][0-9]*)"
 #: Formats whose regex is exactly the checker's language (the others are subsets, so
 #: an over-approximation must not use them).
 EXACT_FORMATS = {"date", "time", "date-time", "ipv4", "ipv6"}
+
+#: Formats the reference validator (jsonschema, draft 2020-12 checker) checks.
+VALIDATED_FORMATS = {
+    "date", "date-time", "duration", "email", "hostname", "idn-email", "idn-hostname", "ipv4",
+    "ipv6", "iri", "iri-reference", "json-pointer", "regex", "relative-json-pointer", "time",
+    "uri", "uri-reference", "uri-template", "uuid",
+}
 
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 
@@ -180,7 +186,6 @@ class SchemaCompiler:
             self.root, self.ws, self.strict = partner.root, partner.ws, partner.strict
             self.dropped, self._validator = partner.dropped, None
             self._ref_stack, self._dfas = [], {}
-            self._draft4 = partner._draft4
             return
         if isinstance(schema, str):
             try:
@@ -195,7 +200,6 @@ class SchemaCompiler:
         self.dropped: list[tuple[str, str]] = []
         self._ref_stack: list[str] = []
         self._dfas: dict[tuple, DFA] = {}
-        self._draft4 = isinstance(schema, dict) and "draft-04" in str(schema.get("$schema", ""))
         self._validator = None
 
     # -- entry points --------------------------------------------------------------
@@ -476,8 +480,6 @@ class SchemaCompiler:
                 texts.append(_dumps(int(v)))  # 1.0 == 1 in JSON Schema
             elif isinstance(v, int) and not isinstance(v, bool):
                 texts.append(_dumps(float(v)))
-        if self.ws.kind != "compact":
-            texts = [t for t in texts]  # containers in enums keep their compact spelling
         return nfa.union([nfa.byte_string(t) for t in dict.fromkeys(texts)])
 
     def value_superset(self, nfa, v):
@@ -596,7 +598,9 @@ class SchemaCompiler:
             rx = format_regex(fmt)
             if rx is not None:
                 constraints.append(("format", rx))
-            # Unknown formats are annotations for the validator: nothing to enforce.
+            elif fmt in VALIDATED_FORMATS and not self.over:
+                self.unsupported("format", path, f"format {fmt!r} is checked by validators but not enforced here")
+            # Formats validators do not know are annotations: nothing to enforce.
         if not constraints:
             return jt.quoted(nfa, jt.string_body(nfa, lo, hi))
         if len(constraints) == 1 and lo == 0 and hi is None:
@@ -1156,4 +1160,7 @@ def merge(a, b):
 
 def compile_json_schema(schema, whitespace="flexible", strict: bool = True) -> LazyDFA:
     """The automaton of JSON documents valid against ``schema`` (determinised lazily)."""
-    return SchemaCompiler(schema, whitespace, strict).compile()
+    try:
+        return SchemaCompiler(schema, whitespace, strict).compile()
+    except RecursionError:
+        raise UnsupportedSchemaError("the schema nests too deeply for this compiler", "#") from None

@@ -21,7 +21,7 @@ from fsm.dfa import DFA, determinize
 from fsm.nfa import NFA
 from fsm.ops import embed
 from fsm.regex import regex_to_nfa
-from fsm.utf8 import MAX_CODE_POINT, normalize
+from fsm.utf8 import MAX_CODE_POINT, normalize, subtract
 
 ANY_CHAR = ((0, MAX_CODE_POINT),)
 _SHORT_ESCAPES = {0x08: b"\\b", 0x09: b"\\t", 0x0A: b"\\n", 0x0C: b"\\f", 0x0D: b"\\r"}
@@ -36,7 +36,7 @@ def json_char_dfa(ranges: tuple) -> DFA:
     """Minimal DFA of the JSON encodings of one character from ``ranges``."""
     nfa = NFA()
     parts = []
-    raw = [r for r in _subtract(ranges, ((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)))]
+    raw = subtract(ranges, ((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)))
     if raw:
         parts.append(nfa.code_points(raw))
     if _contains(ranges, 0x22):
@@ -55,25 +55,6 @@ def json_char_dfa(ranges: tuple) -> DFA:
         raise ValueError("empty character class")
     start, end = nfa.union(parts)
     return determinize(nfa, start, end)
-
-
-def _subtract(ranges, remove) -> list[tuple[int, int]]:
-    out = []
-    for lo, hi in normalize(list(ranges)):
-        pieces = [(lo, hi)]
-        for rlo, rhi in remove:
-            nxt = []
-            for a, b in pieces:
-                if rhi < a or rlo > b:
-                    nxt.append((a, b))
-                    continue
-                if a < rlo:
-                    nxt.append((a, rlo - 1))
-                if b > rhi:
-                    nxt.append((rhi + 1, b))
-            pieces = nxt
-        out.extend(pieces)
-    return out
 
 
 def json_char(nfa: NFA, ranges) -> tuple[int, int]:
@@ -205,7 +186,7 @@ def _key_excluding_by_char(nfa: NFA, names) -> tuple[int, int]:
             s, e = json_char(nfa, ((cp, cp),))
             nfa.epsilon(states[node], s)
             nfa.epsilon(e, states[child])
-        others = _subtract(ANY_CHAR, [(cp, cp) for cp in kids])
+        others = subtract(ANY_CHAR, [(cp, cp) for cp in kids])
         if others:
             s, e = json_char(nfa, others)
             nfa.epsilon(states[node], s)
