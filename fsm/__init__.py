@@ -1,10 +1,12 @@
-"""Byte-level automata: regex -> minimal DFA, token vocabularies, token indexes.
+"""Byte-level automata: regex -> minimal DFA (or a lazily determinised one for large
+specs), DFA algebra, token vocabularies, token indexes.
 
 Nothing in this package knows about torch models or spec formats other than regex;
 ``grammars`` and ``guided`` build on it.
 """
 
 from .dfa import DFA
+from .lazy import LazyDFA
 from .errors import (
     EmptyLanguageError,
     RegexError,
@@ -16,6 +18,7 @@ from .regex import compile_regex
 
 __all__ = [
     "DFA",
+    "LazyDFA",
     "EmptyLanguageError",
     "RegexError",
     "RegexSyntaxError",
