@@ -57,6 +57,10 @@ INTEGER = r"-?(0|[1-9][0-9]*)"
 #: an over-approximation must not use them).
 EXACT_FORMATS = {"date", "time", "date-time", "ipv4", "ipv6"}
 
+DEPENDENCY_KEYWORDS = ("dependentRequired", "dependentSchemas", "dependencies")
+#: Key dependencies expand into 2**n branches; more trigger keys than this are refused.
+MAX_DEPENDENCY_TRIGGERS = 4
+
 #: Formats the reference validator (jsonschema, draft 2020-12 checker) checks.
 VALIDATED_FORMATS = {
     "date", "date-time", "duration", "email", "hostname", "idn-email", "idn-hostname", "ipv4",
@@ -294,9 +298,13 @@ class SchemaCompiler:
                 schema = target
         return schema
 
-    def _siblings_apply(self) -> bool:
+    def _legacy_draft(self) -> bool:
+        """Draft 3-7 (by ``$schema``): ``dependencies`` exists, ``$ref`` hides its siblings."""
         s = str(self.root.get("$schema", "")) if isinstance(self.root, dict) else ""
-        return not any(d in s for d in ("draft-03", "draft-04", "draft-06", "draft-07"))
+        return any(d in s for d in ("draft-03", "draft-04", "draft-06", "draft-07"))
+
+    def _siblings_apply(self) -> bool:
+        return not self._legacy_draft()
 
     # -- values --------------------------------------------------------------------
 
@@ -322,6 +330,8 @@ class SchemaCompiler:
         if not isinstance(schema, dict):
             raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", path)
         self.check_keywords(schema, path)
+        if any(k in schema for k in DEPENDENCY_KEYWORDS):
+            return self.value(nfa, self.expand_dependencies(schema, path), path, depth)
         if "allOf" in schema:
             return self.all_of(nfa, schema, path, depth)
         if "anyOf" in schema:
@@ -358,6 +368,60 @@ class SchemaCompiler:
         for k in schema:
             if k in STANDARD and k not in HANDLED:
                 self.unsupported(k, path, "not a keyword this compiler can enforce")
+
+    def expand_dependencies(self, schema: dict, path: str) -> dict:
+        """Key dependencies as an ``anyOf`` over which trigger keys are present.
+
+        ``{"dependentRequired": {"a": ["b"]}}`` holds exactly when either "a" is absent,
+        or "a" and "b" are both present (likewise a dependent schema applies when its
+        key is present). Each combination becomes one branch with the trigger keys
+        forbidden or required, so the object chain stays in ``properties`` order.
+        """
+        rules: dict[str, list] = {}  # trigger -> [required names..., schemas...]
+        for k in DEPENDENCY_KEYWORDS:
+            v = schema.get(k)
+            if v is None or (k == "dependencies" and not self._legacy_draft()):
+                continue  # 2019-09 and later replaced "dependencies": the validator ignores it
+            if not isinstance(v, dict):
+                raise SchemaError(f"{k} must be an object", _pointer(path, k), k)
+            for trigger, dep in v.items():
+                rules.setdefault(trigger, []).append(dep)
+        base = {k: v for k, v in schema.items() if k not in DEPENDENCY_KEYWORDS}
+        if not rules:
+            return base
+        if len(rules) > MAX_DEPENDENCY_TRIGGERS:
+            self.unsupported("dependencies", path, f"more than {MAX_DEPENDENCY_TRIGGERS} trigger keys")
+            return base
+        branches = []
+        triggers = list(rules)
+        for mask in range(1 << len(triggers)):
+            required = list(base.get("required", []) or [])
+            props = dict(base.get("properties", {}) or {})
+            extra = []
+            for i, trigger in enumerate(triggers):
+                if mask >> i & 1:
+                    required.append(trigger)
+                    for dep in rules[trigger]:
+                        if isinstance(dep, list):
+                            required.extend(dep)
+                        else:
+                            extra.append(dep)
+                else:
+                    if trigger in required:
+                        break  # the key is required: the "absent" branch is impossible
+                    props[trigger] = False
+            else:
+                branch = dict(base, required=list(dict.fromkeys(required)), properties=props)
+                if not props:
+                    branch.pop("properties")
+                branches.append({"allOf": [branch] + extra} if extra else branch)
+        if not branches:
+            raise UnsatisfiableSchemaError("the key dependencies cannot all hold", path)
+        # The branches only constrain objects; other types stay as the base allows.
+        non_object = [t for t in self.types_of(base, path) if t != "object"]
+        if non_object:
+            branches.append(dict(base, type=non_object))
+        return {"anyOf": branches}
 
     def list_of_schemas(self, schema, keyword, path):
         v = schema[keyword]
@@ -764,7 +828,7 @@ class SchemaCompiler:
         patterns = schema.get("patternProperties", {}) or {}
         names_schema = schema.get("propertyNames")
         inner = depth + 1
-        for k in ("dependentRequired", "dependencies", "dependentSchemas", "unevaluatedProperties"):
+        for k in ("unevaluatedProperties",):
             if k in schema and schema[k] not in ({}, None, True):
                 if k == "unevaluatedProperties" and not patterns and additional is False:
                     continue  # nothing is unevaluated

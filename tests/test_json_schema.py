@@ -63,6 +63,19 @@ FAMILIES = {
     "type_list": {"type": ["string", "null"], "maxLength": 4},
     "if_then_else": {"type": "integer", "if": {"minimum": 10}, "then": {"maximum": 12}, "else": {"minimum": 5}},
     "property_names": {"type": "object", "propertyNames": {"maxLength": 3}, "additionalProperties": {"type": "null"}},
+    "dependent_required": {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "boolean"}},
+        "dependentRequired": {"a": ["b"]},
+        "additionalProperties": False,
+    },
+    "dependencies_schema": {
+        "$schema": "http://json-schema.org/draft-07/schema#",  # "dependencies" is draft 4-7
+        "type": "object",
+        "properties": {"credit": {"type": "integer"}, "billing": {"type": "string", "maxLength": 3}},
+        "dependencies": {"credit": {"required": ["billing"]}},
+        "additionalProperties": False,
+    },
     "ref": {"$defs": {"pos": {"type": "integer", "minimum": 1}}, "type": "array", "items": {"$ref": "#/$defs/pos"}, "maxItems": 3},
     "nested": {
         "type": "object",
