@@ -58,6 +58,8 @@ INTEGER = r"-?(0|[1-9][0-9]*)"
 EXACT_FORMATS = {"date", "time", "date-time", "ipv4", "ipv6"}
 
 DEPENDENCY_KEYWORDS = ("dependentRequired", "dependentSchemas", "dependencies")
+#: minProperties / maxProperties count keys in states; larger counts are refused.
+MAX_COUNTED_PROPERTIES = 24
 #: Key dependencies expand into 2**n branches; more trigger keys than this are refused.
 MAX_DEPENDENCY_TRIGGERS = 4
 
@@ -861,18 +863,35 @@ class SchemaCompiler:
         extras = self.extra_entries(nfa, schema, [n for n, _, _ in entries] + [n for n in order], patterns, additional, names_schema, path, inner)
 
         n_req = sum(1 for _, _, r in entries if r)
-        lo_p = schema.get("minProperties", 0)
+        lo_p = int(schema.get("minProperties", 0) or 0)
         hi_p = schema.get("maxProperties")
-        if lo_p and lo_p > n_req:
-            self.unsupported("minProperties", path, "counting optional keys is not supported")
-        if hi_p is not None and (extras is not None or hi_p < len(entries)):
+        possible = None if extras is not None else len(entries)
+        if hi_p is not None:
+            hi_p = int(hi_p)
             if hi_p < n_req:
                 raise UnsatisfiableSchemaError("maxProperties is below the number of required keys", path)
-            self.unsupported("maxProperties", path, "counting optional keys is not supported")
+            if possible is not None and hi_p >= possible:
+                hi_p = None  # cannot be exceeded
+        if lo_p <= n_req:
+            lo_p = 0  # the required keys already make it
+        if possible is not None and lo_p > possible:
+            raise UnsatisfiableSchemaError("minProperties exceeds the number of allowed keys", path)
+        # Count tracks: track c = "c keys written so far", capped at k (or stopping at
+        # maxProperties). Without count keywords k = 1: "nothing yet" / "some keys".
+        k = hi_p if hi_p is not None else max(lo_p, 1)
+        if k > MAX_COUNTED_PROPERTIES:
+            word = "maxProperties" if hi_p is not None else "minProperties"
+            self.unsupported(word, path, f"counting up to {k} keys (at most {MAX_COUNTED_PROPERTIES})")
+            k, hi_p, lo_p = 1, None, 0
+
+        def after(c: int):
+            if c + 1 <= k:
+                return c + 1
+            return None if hi_p is not None else k  # at the cap: stay (or stop at max)
 
         open_ = nfa.byte_string(b"{")
         close = nfa.byte_string(b"}")
-        if n_req == 0:
+        if n_req == 0 and lo_p == 0:
             e = self.ws.site(nfa, "empty", depth)
             nfa.epsilon(open_[1], e[0])
             nfa.epsilon(e[1], close[0])
@@ -880,27 +899,44 @@ class SchemaCompiler:
             return open_[0], close[1]
         o = self.ws.site(nfa, "open", depth)
         nfa.epsilon(open_[1], o[0])
-        # Two tracks: A = nothing written yet, B = something written (so the next key
-        # needs a comma). Both tracks share each entry's fragment: A --> entry,
-        # B --","--> entry, entry --> B.
-        a = o[1]
-        b = nfa.state()
+        tracks = [o[1]] + [nfa.state() for _ in range(k)]
         for name, sub, is_req in entries:
             key = json.dumps(name, ensure_ascii=False).encode("utf-8")
-            ent = self.entry(nfa, nfa.byte_string(key), sub, _pointer(path, "properties", name), depth)
-            a2, b2 = nfa.state(), nfa.state()
-            self._join(nfa, a, b, ent, b2, depth)
+            nxt = [nfa.state() for _ in range(k + 1)]
+            self._step(nfa, tracks, nxt, after, lambda: self.entry(
+                nfa, nfa.byte_string(key), sub, _pointer(path, "properties", name), depth), depth)
             if not is_req:
-                nfa.epsilon(a, a2)
-                nfa.epsilon(b, b2)
-            a, b = a2, b2
+                for c in range(k + 1):
+                    nfa.epsilon(tracks[c], nxt[c])
+            tracks = nxt
         if extras is not None:
-            ent = extras()
-            self._join(nfa, a, b, ent, b, depth)
-        c = self.ws.site(nfa, "close", depth)
-        nfa.epsilon(b, c[0])
-        nfa.epsilon(c[1], close[0])
+            self._step(nfa, tracks, tracks, after, extras, depth)
+        c_ws = self.ws.site(nfa, "close", depth)
+        for c in range(max(lo_p, 1), k + 1):
+            nfa.epsilon(tracks[c], c_ws[0])
+        nfa.epsilon(c_ws[1], close[0])
         return open_[0], close[1]
+
+    def _step(self, nfa, tracks, nxt, after, make_entry, depth):
+        """One more key: track c leads through an entry to track ``after(c)``. Sources
+        sharing a target share one entry fragment (with or without a comma)."""
+        by_target: dict[int, list[int]] = {}
+        for c in range(len(tracks)):
+            t = after(c)
+            if t is not None:
+                by_target.setdefault(t, []).append(c)
+        for t, sources in by_target.items():
+            entry = make_entry()
+            comma = None
+            for c in sources:
+                if c == 0:
+                    nfa.epsilon(tracks[0], entry[0])
+                else:
+                    if comma is None:
+                        comma = nfa.concat([nfa.byte_string(b","), self.ws.site(nfa, "comma", depth)])
+                        nfa.epsilon(comma[1], entry[0])
+                    nfa.epsilon(tracks[c], comma[0])
+            nfa.epsilon(entry[1], nxt[t])
 
     def _join(self, nfa, a, b, entry, after, depth):
         """``a`` (nothing written) and ``b`` (a comma first) both lead into ``entry``."""

@@ -76,6 +76,13 @@ FAMILIES = {
         "dependencies": {"credit": {"required": ["billing"]}},
         "additionalProperties": False,
     },
+    "counted_properties": {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "null"}, "c": {"type": "boolean"}},
+        "minProperties": 1,
+        "maxProperties": 2,
+        "additionalProperties": {"type": "integer"},
+    },
     "ref": {"$defs": {"pos": {"type": "integer", "minimum": 1}}, "type": "array", "items": {"$ref": "#/$defs/pos"}, "maxItems": 3},
     "nested": {
         "type": "object",
