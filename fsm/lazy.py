@@ -52,7 +52,7 @@ class LazyDFA:
         self._nfa = nfa
         self._live = live
         self._final = final
-        self._moves: dict[int, dict[int, list[int]]] = {}
+        self._moves: dict[int, list[tuple[int, int, int]]] = {}
         self._closures: dict[int, frozenset[int]] = {}
         self._ids: dict[frozenset[int], int] = {}
         self._sets: list[frozenset[int]] = []
@@ -116,17 +116,13 @@ class LazyDFA:
 
     # -- subset construction, one state at a time -----------------------------------
 
-    def _moves_of(self, s: int) -> dict[int, list[int]]:
-        m = self._moves.get(s)
-        if m is None:
-            classes, live = self.byte_to_class, self._live
-            m = {}
-            for lo, hi, t in self._nfa.edges[s]:
-                if live[t]:
-                    for c in range(classes[lo], classes[hi] + 1):
-                        m.setdefault(c, []).append(t)
-            self._moves[s] = m
-        return m
+    def _intervals_of(self, s: int) -> list[tuple[int, int, int]]:
+        """NFA state ``s``'s byte moves as ``(first class, last class, target)``."""
+        got = self._moves.get(s)
+        if got is None:
+            classes, live = self._classes, self._live
+            got = self._moves[s] = [(classes[lo], classes[hi], t) for lo, hi, t in self._nfa.edges[s] if live[t]]
+        return got
 
     def _closure(self, s: int) -> frozenset[int]:
         got = self._closures.get(s)
@@ -160,14 +156,24 @@ class LazyDFA:
         return j
 
     def _expand(self, state: int) -> list[int]:
-        by_class: dict[int, set[int]] = {}
+        # Sweep over the class intervals of the member states: between two cut points
+        # the set of targets is constant, so the cost follows the number of edges,
+        # not the number of byte classes.
+        intervals = []
         for s in self._sets[state]:
-            for c, targets in self._moves_of(s).items():
-                by_class.setdefault(c, set()).update(targets)
+            intervals.extend(self._intervals_of(s))
         row = [-1] * self._n_classes
-        for c, targets in by_class.items():
-            subset = frozenset().union(*(self._closure(t) for t in targets))
-            row[c] = self._add(subset)
+        if intervals:
+            cuts = sorted({lo for lo, _, _ in intervals} | {hi + 1 for _, hi, _ in intervals})
+            done: dict[frozenset[int], int] = {}
+            for a, b in zip(cuts, cuts[1:]):
+                key = frozenset(t for lo, hi, t in intervals if lo <= a and hi >= b - 1)
+                if not key:
+                    continue
+                j = done.get(key)
+                if j is None:
+                    j = done[key] = self._add(frozenset().union(*(self._closure(t) for t in key)))
+                row[a:b] = [j] * (b - a)
         self._rows[state] = row
         self.transitions[state] = row
         self._expanded[state] = True
