@@ -43,6 +43,8 @@ from fsm.nfa import NFA
 from fsm.ops import difference, embed, intersect, is_empty_intersection
 
 from . import json_text as jt
+from .json_merge import ANNOTATIONS, merge
+from .json_merge import json_equal as _json_equal
 from .json_formats import format_regex
 from .json_numbers import integer_multiple_of_regex, integer_range_regex, number_range_regex
 
@@ -72,11 +74,6 @@ VALIDATED_FORMATS = {
 
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
 
-ANNOTATIONS = {
-    "title", "description", "default", "examples", "example", "$comment", "$schema", "$id",
-    "id", "readOnly", "writeOnly", "deprecated", "contentMediaType", "contentEncoding",
-    "contentSchema", "$anchor", "$dynamicAnchor", "$vocabulary", "definitions", "$defs",
-}
 HANDLED = {
     "type", "enum", "const", "properties", "required", "additionalProperties",
     "patternProperties", "propertyNames", "items", "prefixItems", "additionalItems",
@@ -1149,12 +1146,6 @@ def _search(pattern: str, text: str) -> bool:
         return False
 
 
-def _json_equal(a, b) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    return a == b
-
-
 def _number_spellings(v) -> str:
     """A regex for the plain spellings of the number ``v`` (trailing zeros allowed),
     plus every exponent spelling of any number: a superset of how ``v`` is written."""
@@ -1186,76 +1177,6 @@ def _int_upper(hi, xhi):
     if xhi is not None:
         vals.append(math.ceil(xhi) - 1)
     return min(vals) if vals else None
-
-
-# -- allOf merging ---------------------------------------------------------------------
-
-
-def merge(a, b):
-    """The keyword-level conjunction of two schemas, or None when that is not exact
-    (the caller then intersects automata instead)."""
-    if a is True or a == {}:
-        return b
-    if b is True or b == {}:
-        return a
-    if a is False or b is False:
-        return False
-    if not isinstance(a, dict) or not isinstance(b, dict):
-        return None
-    if "$ref" in a or "$ref" in b:
-        return None
-    out = dict(a)
-    for k, v in b.items():
-        if k in ANNOTATIONS:
-            out.setdefault(k, v)
-            continue
-        if k not in out:
-            out[k] = v
-            continue
-        w = out[k]
-        if w == v:
-            continue
-        if k == "type":
-            ta = set(w if isinstance(w, list) else [w])
-            tb = set(v if isinstance(v, list) else [v])
-            both = (ta & tb) | ({"integer"} if ("integer" in ta and "number" in tb) or ("number" in ta and "integer" in tb) else set())
-            if not both:
-                return False
-            out[k] = sorted(both)
-        elif k == "required":
-            out[k] = list(dict.fromkeys(list(w) + list(v)))
-        elif k in ("minimum", "minLength", "minItems", "minProperties", "exclusiveMinimum") and not isinstance(v, bool) and not isinstance(w, bool):
-            out[k] = max(w, v)
-        elif k in ("maximum", "maxLength", "maxItems", "maxProperties", "exclusiveMaximum") and not isinstance(v, bool) and not isinstance(w, bool):
-            out[k] = min(w, v)
-        elif k == "properties":
-            props = dict(w)
-            for name, sub in v.items():
-                props[name] = {"allOf": [props[name], sub]} if name in props else sub
-            out[k] = props
-        elif k == "enum":
-            out[k] = [x for x in w if any(_json_equal(x, y) for y in v)]
-        elif k in ("items", "additionalProperties", "propertyNames", "contains") and isinstance(w, (dict, bool)) and isinstance(v, (dict, bool)):
-            out[k] = {"allOf": [w, v]}
-        elif k == "pattern":
-            out[k] = (w if isinstance(w, list) else [w]) + [v]
-        elif k in ("anyOf", "oneOf", "allOf"):
-            out[k] = None
-            return None
-        else:
-            return None
-    # additionalProperties of one side restricts the other's properties.
-    for x, y in ((a, b), (b, a)):
-        if "additionalProperties" in x and "properties" in y:
-            extra = [n for n in y["properties"] if n not in x.get("properties", {})]
-            if extra and x.get("patternProperties"):
-                return None
-            if extra and x["additionalProperties"] is not True:
-                props = dict(out["properties"])
-                for n in extra:
-                    props[n] = {"allOf": [props[n], x["additionalProperties"]]} if x["additionalProperties"] is not False else False
-                out["properties"] = props
-    return out
 
 
 def compile_json_schema(schema, whitespace="flexible", strict: bool = True) -> LazyDFA:
