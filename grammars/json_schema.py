@@ -857,7 +857,7 @@ class SchemaCompiler:
             entries.append((name, sub, is_req))
 
         # Extra keys (additional / pattern properties), after the defined ones.
-        extras = self.extra_entries(nfa, schema, [n for n, _, _ in entries] + [n for n in order], patterns, additional, names_schema, path, inner)
+        extras = self.extra_entries(nfa, schema, order, patterns, additional, names_schema, path, inner)
 
         n_req = sum(1 for _, _, r in entries if r)
         lo_p = int(schema.get("minProperties", 0) or 0)
@@ -969,16 +969,15 @@ class SchemaCompiler:
         """A builder ``f() -> fragment`` for one extra key/value entry, or None."""
         if not patterns and additional is False:
             return None
-        defined = list(dict.fromkeys(defined))
         kinds = []  # (key DFA, value schema, pointer)
         try:
-            excluded = _key_dfa(lambda n: jt.key_excluding(n, defined))
+            excluded = _body_dfa(lambda n: jt.key_excluding(n, defined))
         except EmptyLanguageError:
             return None
         pattern_keys = []
         for p, sub in patterns.items():
             try:
-                kd = intersect(excluded, _key_dfa(lambda n, p=p: jt.quoted(n, jt.pattern_body(n, p))))
+                kd = intersect(excluded, _body_dfa(lambda n, p=p: jt.quoted(n, jt.pattern_body(n, p))))
             except EmptyLanguageError:
                 continue
             except RegexError as e:
@@ -1000,7 +999,7 @@ class SchemaCompiler:
             if rest is not None:
                 kinds.append((rest, additional, _pointer(path, "additionalProperties")))
         if names_schema is not None:
-            names = _key_dfa(lambda n: self.value(n, names_schema, _pointer(path, "propertyNames"), 0))
+            names = _body_dfa(lambda n: self.value(n, names_schema, _pointer(path, "propertyNames"), 0))
             narrowed = []
             for kd, sub, ptr in kinds:
                 try:
@@ -1120,8 +1119,6 @@ def _body_dfa(build) -> DFA:
     s, e = build(nfa)
     return determinize(nfa, s, e)
 
-
-_key_dfa = _body_dfa
 
 
 @functools.lru_cache(maxsize=512)
