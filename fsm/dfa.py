@@ -92,6 +92,7 @@ def nfa_byte_classes(nfa: NFA) -> np.ndarray:
     """Bytes that no NFA edge tells apart share a class."""
     cuts = np.zeros(257, dtype=bool)
     cuts[0] = True
+    cuts[list(nfa.cuts)] = True  # what deferred fragments will need
     for edges in nfa.edges:
         for lo, hi, _ in edges:
             cuts[lo] = True
@@ -101,6 +102,8 @@ def nfa_byte_classes(nfa: NFA) -> np.ndarray:
 
 def determinize(nfa: NFA, start: int, final: int) -> DFA:
     """Subset construction, then dead-state removal and minimisation."""
+    if nfa.pending:
+        raise ValueError("an NFA with deferred fragments is determinised by LazyDFA only")
     classes = nfa_byte_classes(nfa)
     n_classes = int(classes[-1]) + 1
     # Per NFA state: class -> targets.

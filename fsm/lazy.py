@@ -13,6 +13,10 @@ costs seconds. A ``LazyDFA`` has the interface of ``DFA`` (``transitions``,
 reading rows. It is not minimised: equivalent states stay apart, but their mask rows
 are deduplicated by the index, so masks cost the same.
 
+Deferred fragments (``NFA.deferred``: open JSON values, huge counted repetitions) are
+built into the NFA when a closure first reaches them, so the NFA grows with what
+decoding visits; byte classes were fixed in advance from the fragments' ``cuts``.
+
 Cost notes: one row costs the union of its NFA states' moves plus a closure per
 target, in Python (tens of microseconds for JSON-sized subsets). Every state is
 live (the NFA is pruned first), so "alive" still means "a prefix of some match".
@@ -44,7 +48,7 @@ class LazyDFA:
     lazy = True
 
     def __init__(self, nfa: NFA, start: int, final: int):
-        live = _co_reachable(nfa, final)
+        live = _co_reachable(nfa, final).tolist()
         if not live[start]:
             raise EmptyLanguageError("the pattern matches no string at all")
         self.byte_to_class = nfa_byte_classes(nfa)
@@ -130,14 +134,31 @@ class LazyDFA:
             eps, live = self._nfa.eps, self._live
             seen = {s}
             stack = [s]
+            pending = self._nfa.pending
             while stack:
-                for t in eps[stack.pop()]:
+                x = stack.pop()
+                if x in pending:
+                    self._materialize(x)
+                    live = self._live
+                for t in eps[x]:
                     if t not in seen and live[t]:
                         seen.add(t)
                         stack.append(t)
             # Keep only what matters: states with byte moves, and the end state.
             got = self._closures[s] = frozenset(x for x in seen if x == self._final or self._nfa.edges[x])
         return got
+
+    def _materialize(self, s: int) -> None:
+        """Build deferred fragment ``s`` and extend liveness to its new states."""
+        nfa = self._nfa
+        n0 = len(nfa)
+        nfa.materialize(s)
+        classes = self._classes
+        for edges in nfa.edges[n0:]:
+            for lo, hi, _ in edges:
+                if (lo and classes[lo - 1] == classes[lo]) or (hi < 255 and classes[hi + 1] == classes[hi]):
+                    raise AssertionError(f"deferred fragment uses byte range {lo}-{hi} missing from its cuts")
+        self._live.extend(_co_reachable_new(nfa, n0, self._live))
 
     def _add(self, subset: frozenset[int]) -> int:
         j = self._ids.get(subset)
@@ -189,6 +210,8 @@ def _co_reachable(nfa: NFA, final: int) -> np.ndarray:
             back[t].append(s)
         for _, _, t in nfa.edges[s]:
             back[t].append(s)
+    for s, (_, e) in nfa.pending.items():  # a deferred fragment will lead from s to e
+        back[e].append(s)
     live = np.zeros(n, dtype=bool)
     live[final] = True
     stack = [final]
@@ -198,3 +221,27 @@ def _co_reachable(nfa: NFA, final: int) -> np.ndarray:
                 live[s] = True
                 stack.append(s)
     return live
+
+
+def _co_reachable_new(nfa: NFA, n0: int, live: list[bool]) -> list[bool]:
+    """Liveness of the states numbered from ``n0`` on (just built), given the rest."""
+    n = len(nfa)
+    new_live = [False] * (n - n0)
+    back: list[list[int]] = [[] for _ in range(n - n0)]
+    stack = []
+    for s in range(n0, n):
+        targets = list(nfa.eps[s]) + [t for _, _, t in nfa.edges[s]]
+        if s in nfa.pending:
+            targets.append(nfa.pending[s][1])
+        for t in targets:
+            if t >= n0:
+                back[t - n0].append(s)
+            elif live[t] and not new_live[s - n0]:
+                new_live[s - n0] = True
+                stack.append(s)
+    while stack:
+        for s in back[stack.pop() - n0]:
+            if not new_live[s - n0]:
+                new_live[s - n0] = True
+                stack.append(s)
+    return new_live

@@ -61,10 +61,35 @@ def charset_automaton(ranges: tuple) -> tuple[int, list[tuple[int, int, int, int
     return n, edges
 
 
+#: On a lazy NFA, counted repetitions with more copies than this are built as reached.
+LAZY_REPEAT_ABOVE = 64
+#: Copies built per deferred step of a lazy repetition.
+LAZY_REPEAT_CHUNK = 16
+
+
 class NFA:
-    def __init__(self) -> None:
+    """Byte-level Thompson NFA.
+
+    ``NFA(lazy=True)`` is for automata determinised by ``LazyDFA``: it may hold
+    *deferred* fragments (``deferred``), built only when the subset construction first
+    reaches them. That is what lets unbounded nesting (open JSON values) and very large
+    counted repetitions (``x{0,65535}``) cost only what decoding actually visits.
+
+    Example::
+
+        >>> nfa = NFA(); s, e = nfa.concat([nfa.byte_string(b"a"), nfa.byte_string(b"b")])
+        >>> len(nfa)
+        5
+    """
+
+    def __init__(self, lazy: bool = False) -> None:
         self.eps: list[list[int]] = []
         self.edges: list[list[tuple[int, int, int]]] = []
+        self.lazy = lazy
+        #: deferred start state -> (build() -> fragment, the end state it links to)
+        self.pending: dict[int, tuple] = {}
+        #: byte-class boundaries that deferred fragments will need (see ``deferred``)
+        self.cuts: set[int] = set()
 
     def __len__(self) -> int:
         return len(self.eps)
@@ -84,6 +109,38 @@ class NFA:
 
     def edge(self, a: int, lo: int, hi: int, b: int) -> None:
         self.edges[a].append((lo, hi, b))
+
+    # -- deferred fragments (lazy NFAs only) -------------------------------------
+
+    def deferred(self, build, cuts) -> tuple[int, int]:
+        """A fragment ``build()`` added only when an automaton first reaches it.
+
+        Byte classes are fixed before deferred fragments exist, so ``cuts`` must hold
+        every boundary (``lo`` and ``hi + 1``) of the byte ranges ``build`` will use
+        (``edge_cuts`` of a sample copy).
+        """
+        if not self.lazy:
+            raise ValueError("deferred fragments need NFA(lazy=True) and a LazyDFA")
+        s, e = self.state(), self.state()
+        self.pending[s] = (build, e)
+        self.cuts.update(cuts)
+        return s, e
+
+    def materialize(self, s: int) -> None:
+        """Build the deferred fragment that starts at ``s`` and link it in."""
+        build, e = self.pending.pop(s)
+        fs, fe = build()
+        self.epsilon(s, fs)
+        self.epsilon(fe, e)
+
+    def edge_cuts(self, first_state: int) -> set[int]:
+        """Byte-range boundaries used by the states numbered from ``first_state`` on."""
+        cuts = set()
+        for edges in self.edges[first_state:]:
+            for lo, hi, _ in edges:
+                cuts.add(lo)
+                cuts.add(hi + 1)
+        return cuts
 
     # -- fragments -------------------------------------------------------------
 
@@ -132,6 +189,8 @@ class NFA:
 
     def repeat(self, make, lo: int, hi: int | None) -> tuple[int, int]:
         """``make()`` builds a fresh copy of the item; ``hi=None`` means unbounded."""
+        if self.lazy and max(lo, hi or 0) > LAZY_REPEAT_ABOVE:
+            return self._lazy_repeat(make, lo, hi)
         parts = [make() for _ in range(lo)]
         if hi is None:
             s, e = make()
@@ -154,3 +213,46 @@ class NFA:
                 cur = e
             parts.append((opt_start, end))
         return self.concat(parts)
+
+    def _lazy_repeat(self, make, lo: int, hi: int | None) -> tuple[int, int]:
+        """``repeat`` whose copies past the first are built ``LAZY_REPEAT_CHUNK`` at a
+        time, when the automaton reaches them."""
+        n0 = len(self)
+        first = make()
+        cuts = self.edge_cuts(n0)
+
+        def rest(done: int) -> tuple[int, int]:
+            # Copies number done, done + 1, ...: optional once lo are written.
+            start = cur = self.state()
+            end = self.state()
+            n = done
+            while n < done + LAZY_REPEAT_CHUNK and (hi is None or n < hi):
+                if n >= lo:
+                    if hi is None:  # past the minimum of an unbounded run: a plain loop
+                        s, e = make()
+                        self.epsilon(cur, s)
+                        self.epsilon(e, s)
+                        self.epsilon(e, end)
+                        self.epsilon(cur, end)
+                        return start, end
+                    self.epsilon(cur, end)
+                s, e = make()
+                self.epsilon(cur, s)
+                cur = e
+                n += 1
+            if hi is not None and n >= hi:
+                self.epsilon(cur, end)
+            else:
+                ds, de = self.deferred(lambda: rest(n), cuts)
+                self.epsilon(cur, ds)
+                self.epsilon(de, end)
+            return start, end
+
+        start, end = self.state(), self.state()
+        if lo == 0:
+            self.epsilon(start, end)
+        self.epsilon(start, first[0])
+        tail = self.deferred(lambda: rest(1), cuts)
+        self.epsilon(first[1], tail[0])
+        self.epsilon(tail[1], end)
+        return start, end

@@ -18,8 +18,11 @@ so that ``under - over`` is again a subset: stricter than the schema, never loos
 something an automaton cannot check exactly, the constraint is refused with a
 ``SchemaError`` naming the keyword and its JSON pointer (``strict=True``), or dropped
 with a warning (``strict=False``); it is never silently loosened. Values of
-unconstrained type (``{}``, ``true``, additional properties) nest at most
-``ANY_DEPTH`` levels: arbitrary nesting is not regular (the grammar engine lifts this).
+unconstrained type (``{}``, ``true``, additional properties) nest up to
+``OPEN_DEPTH`` levels in the top-level automaton, where each level is a deferred NFA
+fragment built only when decoding opens a container (``NFA.deferred``). Inside the
+eagerly built sub-automata of DFA algebra they nest at most ``ANY_DEPTH`` levels (the
+nesting is not regular, so a full DFA of it grows exponentially).
 
 Cost notes: one NFA for the whole schema (``$ref`` targets inlined), determinised
 lazily (``fsm.lazy``): compile time grows with the schema's size, not with its DFA's,
@@ -48,8 +51,10 @@ from .json_merge import json_equal as _json_equal
 from .json_formats import format_regex
 from .json_numbers import integer_multiple_of_regex, integer_range_regex, number_range_regex
 
-#: Nesting depth of values whose type the schema leaves open.
+#: Nesting depth of open values inside eagerly built sub-automata (DFA algebra).
 ANY_DEPTH = 2
+#: Nesting depth of open values in the top-level (lazily built) automaton.
+OPEN_DEPTH = 64
 
 NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
 NUMBER_EXP = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?[eE][+-]?[0-9]+"
@@ -210,7 +215,7 @@ class SchemaCompiler:
     def compile(self) -> LazyDFA:
         """The automaton of valid documents, determinised on demand (a large schema's
         full DFA can have thousands of states, of which decoding visits a few)."""
-        nfa = NFA()
+        nfa = NFA(lazy=True)
         s, e = self.value(nfa, self.root, "#", 0)
         try:
             dfa = LazyDFA(nfa, s, e)
@@ -1032,37 +1037,62 @@ class SchemaCompiler:
     # -- values of open type -----------------------------------------------------------
 
     def any_value(self, nfa, depth, levels):
-        """Any JSON value nesting at most ``levels`` more containers (over mode: any text)."""
+        """Any JSON value (over mode: any text). In a lazy NFA it nests up to
+        ``OPEN_DEPTH`` containers, each built when reached; elsewhere at most
+        ``levels`` more containers, from a cached DFA."""
         if self.over:
             return nfa.any_bytes()
+        if nfa.lazy:
+            return self._deferred_any(nfa, depth, OPEN_DEPTH)
         key = (self.ws.key(), depth if self.ws.depth_matters() else 0, levels)
         dfa = _ANY_CACHE.get(key)
         if dfa is None:
             sub = NFA()
-            s, e = self._any(sub, depth, levels)
+            s, e = self._bounded_any(sub, depth, levels)
             dfa = _ANY_CACHE[key] = determinize(sub, s, e)
         return embed(nfa, dfa)
 
-    def _any(self, nfa, depth, levels):
+    def _deferred_any(self, nfa, depth, levels):
+        cuts = _ANY_CUTS.get(self.ws.key())
+        if cuts is None:
+            sample = NFA()
+            self._bounded_any(sample, 0, 1)
+            cuts = _ANY_CUTS[self.ws.key()] = sample.edge_cuts(0)
+
+        def build():
+            child = None
+            if levels > 0:
+                def child(n, i=0):
+                    return self._deferred_any(n, depth + 1, levels - 1)
+            return self._any(nfa, depth, levels, child)
+
+        return nfa.deferred(build, cuts)
+
+    def _bounded_any(self, nfa, depth, levels):
+        return self._any(nfa, depth, levels, lambda n, i=0: self._bounded_any(n, depth + 1, levels - 1))
+
+    def _any(self, nfa, depth, levels, child):
+        """Any value at ``depth``; ``child(nfa, i)`` builds a value one level deeper."""
         frags = [
             nfa.byte_string(b"null"), nfa.byte_string(b"true"), nfa.byte_string(b"false"),
             jt.regex_fragment(nfa, NUMBER), jt.quoted(nfa, jt.string_body(nfa)),
         ]
         if levels > 0:
             inner = depth + 1
-            frags.append(self.array_body(nfa, lambda n, i: self._any(n, inner, levels - 1), 0, True, 0, None, "#", depth))
+            frags.append(self.array_body(nfa, child, 0, True, 0, None, "#", depth))
             # Objects: any keys (duplicates are harmless: every value is allowed).
-            frags.append(_object_of(self, nfa, lambda: self.entry_any(nfa, inner, levels), depth))
+            frags.append(_object_of(self, nfa, lambda: self.entry_any(nfa, inner, child), depth))
         return nfa.union(frags)
 
-    def entry_any(self, nfa, inner, levels):
+    def entry_any(self, nfa, inner, child):
         parts = [jt.quoted(nfa, jt.string_body(nfa)), self.ws.site(nfa, "empty", inner - 1),
                   nfa.byte_string(b":"), self.ws.site(nfa, "colon", inner - 1),
-                  self._any(nfa, inner, levels - 1)]
+                  child(nfa, 0)]
         return nfa.concat(parts)
 
 
 _ANY_CACHE: dict[tuple, DFA] = {}
+_ANY_CUTS: dict[tuple, set[int]] = {}
 
 
 def _object_of(compiler, nfa, entry, depth):
