@@ -53,6 +53,8 @@ from .json_numbers import integer_multiple_of_regex, integer_range_regex, number
 
 #: Nesting depth of open values inside eagerly built sub-automata (DFA algebra).
 ANY_DEPTH = 2
+#: Most key regions (sets of matching patterns) one patternProperties may split into.
+MAX_PATTERN_REGIONS = 16
 #: Nesting depth of open values in the top-level (lazily built) automaton.
 OPEN_DEPTH = 64
 
@@ -988,18 +990,34 @@ class SchemaCompiler:
             except RegexError as e:
                 raise UnsupportedSchemaError(f"patternProperties key {p!r}: {e}", _pointer(path, "patternProperties"), "patternProperties") from None
             pattern_keys.append((p, kd, sub))
-        for i, (p, kd, sub) in enumerate(pattern_keys):
-            for q, kq, _ in pattern_keys[i + 1 :]:
-                if not is_empty_intersection(kd, kq):
-                    self.unsupported("patternProperties", path, f"keys can match both {p!r} and {q!r}")
-            kinds.append((kd, sub, _pointer(path, "patternProperties", p)))
+        # A key matching several patterns must satisfy all their schemas: split the
+        # keys into regions by the set of patterns they match.
+        regions: list[tuple[DFA, list]] = []  # (keys, [(pattern, schema)])
+        for p, kd, sub in pattern_keys:
+            refined, fresh = [], kd
+            for rd, members in regions:
+                if is_empty_intersection(rd, kd):
+                    refined.append((rd, members))
+                    continue
+                refined.append((intersect(rd, kd), members + [(p, sub)]))
+                only = _minus(rd, kd)
+                if only is not None:
+                    refined.append((only, members))
+                fresh = None if fresh is None else _minus(fresh, rd)
+            if fresh is not None:
+                refined.append((fresh, [(p, sub)]))
+            regions = refined
+            if len(regions) > MAX_PATTERN_REGIONS:
+                self.unsupported("patternProperties", path, f"keys match more than {MAX_PATTERN_REGIONS} pattern combinations")
+                break
+        for rd, members in regions:
+            sub = members[0][1] if len(members) == 1 else {"allOf": [m for _, m in members]}
+            kinds.append((rd, sub, _pointer(path, "patternProperties", members[0][0])))
         if additional is not False:
             rest = excluded
             for _, kd, _ in pattern_keys:
-                try:
-                    rest = difference(rest, kd)
-                except EmptyLanguageError:
-                    rest = None
+                rest = _minus(rest, kd)
+                if rest is None:
                     break
             if rest is not None:
                 kinds.append((rest, additional, _pointer(path, "additionalProperties")))
@@ -1142,6 +1160,14 @@ def _counting_array(compiler, nfa, any_el, con_el, k_min, depth):
     nfa.epsilon(later[k_min], c[0])
     nfa.epsilon(c[1], close[0])
     return open_[0], close[1]
+
+
+def _minus(a: DFA, b: DFA) -> DFA | None:
+    """``a - b``, or None when nothing is left."""
+    try:
+        return difference(a, b)
+    except EmptyLanguageError:
+        return None
 
 
 def _body_dfa(build) -> DFA:

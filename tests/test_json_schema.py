@@ -43,6 +43,12 @@ FAMILIES = {
         "properties": {"a": {"type": "boolean"}},
         "additionalProperties": {"type": "integer"},
     },
+    "overlapping_patterns": {
+        "type": "object",
+        "properties": {"ab": {"type": "integer"}},
+        "patternProperties": {"^a": {"type": "integer"}, "b$": {"minimum": 3, "maximum": 1000}, "^c": False},
+        "additionalProperties": {"type": "string"},
+    },
     "pattern_properties": {
         "type": "object",
         "patternProperties": {"^x-": {"type": "string", "maxLength": 4}},
