@@ -63,6 +63,11 @@ class LogitsProcessor:
                 m.fill_next_token_bitmask(self._bitmask, i)
         return apply_token_bitmask_(scores, self._bitmask)
 
+    @property
+    def bitmask(self) -> torch.Tensor | None:
+        """The int32 bitmask ``[batch, words]`` the last call applied (host memory)."""
+        return self._bitmask
+
     def _advance(self, input_ids: torch.Tensor) -> None:
         generated = input_ids[:, self._prompt_len :].tolist()
         new_matchers, new_histories = [], []

@@ -1,4 +1,22 @@
-"""Red-green watermarking and its detector (see the open issues).
+"""Red-green watermarking (Kirchenbauer et al. 2023) that knows the grammar.
 
-Nothing is exported yet; the package exists so the distribution's layout is fixed.
+``WatermarkLogitsProcessor`` biases a keyed pseudo-random green list at each step
+(drawn among the grammar's allowed tokens when given a guide);
+``WatermarkDetector`` runs the z-test, naive or grammar-aware (forced tokens are not
+scored, each position uses its true null probability), with exact p-values and a
+windowed search for watermarked spans in mixed text.
+
+Example::
+
+    from watermark import WatermarkDetector, WatermarkLogitsProcessor, load_key
+    key = load_key("wm.key")
+    out = model.generate(**inputs, do_sample=True,
+                         logits_processor=[WatermarkLogitsProcessor(len(tokenizer), key)])
+    WatermarkDetector(tokenizer, key).detect(text).z_score
 """
+
+from .config import WatermarkConfig, load_key
+from .detector import DetectionResult, WatermarkDetector
+from .processor import WatermarkLogitsProcessor
+
+__all__ = ["DetectionResult", "WatermarkConfig", "WatermarkDetector", "WatermarkLogitsProcessor", "load_key"]

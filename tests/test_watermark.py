@@ -1,0 +1,273 @@
+"""Watermarking: the keyed PRF, the processor, the detector's statistics, grammar-aware
+detection, and agreement with Hugging Face's WatermarkDetector."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import guided
+from watermark import WatermarkDetector, WatermarkLogitsProcessor
+from watermark.prf import green_count_among, keyed_tables, mix32, values
+from watermark.stats import binomial_sf, normal_sf, poisson_binomial_sf
+
+KEY = b"test-key-0123456789abcdef"
+OTHER_KEY = b"another-key-9876543210fedcba"
+V = 49152
+
+
+def sample_loop(step_logits, processor, n_tokens, prompt, seed=0, temperature=1.0):
+    """Sample ``n_tokens`` ids with ``processor`` applied to ``step_logits(ids)``."""
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.tensor([prompt])
+    for _ in range(n_tokens):
+        scores = processor(ids, step_logits(ids))
+        probs = torch.softmax(scores[0] / temperature, dim=-1)
+        nxt = torch.multinomial(probs, 1, generator=gen)
+        ids = torch.cat([ids, nxt[None]], dim=1)
+    return ids[0, len(prompt):].tolist()
+
+
+def random_logits(seed=0, width=V, scale=3.0):
+    gen = torch.Generator().manual_seed(seed)
+    return lambda ids: torch.randn(1, width, generator=gen) * scale
+
+
+# -- the PRF ---------------------------------------------------------------------------
+
+
+def test_mix32_is_a_bijection_on_a_sample_and_agrees_across_backends():
+    xs = np.arange(0, 1 << 20, dtype=np.int64) * 4093 % (1 << 32)
+    ys = mix32(xs)
+    assert len(np.unique(ys)) == len(xs) and ys.max() < 2**32 and ys.min() >= 0
+    assert np.array_equal(mix32(torch.from_numpy(xs)).numpy(), ys)
+    assert mix32(int(xs[123])) == ys[123]
+
+
+@pytest.mark.parametrize("seeding", ["lefthash", "selfhash"])
+def test_green_fraction_is_gamma_and_depends_on_key_and_context(seeding):
+    ctx, cand = keyed_tables(KEY, V)
+    all_tokens = np.arange(V, dtype=np.int64)[None, :]
+    fractions, greens = [], []
+    for prev in (5, 77, 40000):
+        vals = values(ctx, cand, np.array([[prev]]), all_tokens, seeding)[0]
+        green = vals < 0.25 * 2**32
+        fractions.append(green.mean())
+        greens.append(green)
+    assert all(abs(f - 0.25) < 0.01 for f in fractions)
+    overlap = (greens[0] & greens[1]).mean()
+    assert abs(overlap - 0.25 * 0.25) < 0.01  # different contexts: independent lists
+    ctx2, cand2 = keyed_tables(OTHER_KEY, V)
+    vals2 = values(ctx2, cand2, np.array([[5]]), all_tokens, seeding)[0]
+    assert abs(((vals2 < 0.25 * 2**32) & greens[0]).mean() - 0.0625) < 0.01
+
+
+# -- statistics ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("g,t,p", [(5, 10, 0.25), (60, 200, 0.25), (120, 200, 0.25), (0, 5, 0.3), (3, 3, 0.5)])
+def test_binomial_tail_is_exact(g, t, p):
+    ref = sum(math.comb(t, k) * p**k * (1 - p) ** (t - k) for k in range(g, t + 1))
+    assert binomial_sf(g, t, p) == pytest.approx(ref, rel=1e-9, abs=1e-300)
+
+
+def test_poisson_binomial_tail_is_exact():
+    probs = [0.5, 0.25, 0.5, 0.9, 0.1, 0.75]
+    for g in range(len(probs) + 2):
+        ref = 0.0
+        for bits in itertools.product([0, 1], repeat=len(probs)):
+            if sum(bits) >= g:
+                ref += math.prod(p if b else 1 - p for b, p in zip(bits, probs))
+        assert poisson_binomial_sf(g, probs) == pytest.approx(ref, rel=1e-9, abs=1e-15)
+
+
+# -- processor -------------------------------------------------------------------------
+
+
+def test_processor_is_vectorised_over_the_batch_and_never_greens_padding():
+    wm = WatermarkLogitsProcessor(V, KEY)
+    ids = torch.tensor([[1, 2, 3], [9, 8, 7], [4, 4, 4]])
+    scores = torch.zeros(3, V + 64)
+    out = wm(ids, scores)
+    for row in range(3):
+        single = wm(ids[row : row + 1], scores[row : row + 1])
+        assert torch.equal(out[row], single[0])
+    assert (out[:, V:] == 0).all()
+    assert set(out.unique().tolist()) == {0.0, 2.0}
+    frac = (out[:, :V] == 2.0).float().mean().item()
+    assert abs(frac - 0.25) < 0.01
+
+
+def test_hard_mode_leaves_only_green_tokens():
+    wm = WatermarkLogitsProcessor(V, KEY, hard=True)
+    out = wm(torch.tensor([[11]]), torch.zeros(1, V))
+    assert abs(torch.isfinite(out).float().mean().item() - 0.25) < 0.01
+
+
+def test_guided_processor_draws_green_among_allowed(smollm2_tokenizer):
+    guide = guided.compile(guided.Regex(r"(yes|no|maybe)"), smollm2_tokenizer)
+    wm = WatermarkLogitsProcessor(len(smollm2_tokenizer), KEY, guide=guide)
+    out = wm(torch.tensor([[5]]), torch.zeros(1, V + 64))
+    allowed = torch.isfinite(out[0])
+    n = int(allowed.sum())
+    assert n >= 2
+    green = out[0] == 2.0
+    assert bool((green <= allowed).all())
+    assert int(green.sum()) == green_count_among(n, 0.25)
+
+
+def test_processor_rejects_bad_settings():
+    with pytest.raises(ValueError, match="gamma"):
+        WatermarkLogitsProcessor(V, KEY, gamma=1.5)
+    with pytest.raises(ValueError, match="seeding"):
+        WatermarkLogitsProcessor(V, KEY, seeding="middlehash")
+    with pytest.raises(ValueError, match="16 bytes"):
+        WatermarkLogitsProcessor(V, b"short")
+
+
+# -- detector --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def detector(smollm2_tokenizer):
+    return WatermarkDetector(smollm2_tokenizer, KEY)
+
+
+@pytest.mark.parametrize("seeding,width", [("lefthash", 1), ("selfhash", 1), ("lefthash", 3), ("selfhash", 2)])
+def test_watermarked_sampling_is_detected_and_wrong_key_is_not(smollm2_tokenizer, seeding, width):
+    wm = WatermarkLogitsProcessor(V, KEY, seeding=seeding, context_width=width)
+    ids = sample_loop(random_logits(1), wm, 200, prompt=[1, 2, 3])
+    right = WatermarkDetector(smollm2_tokenizer, KEY, seeding=seeding, context_width=width).detect(ids)
+    wrong = WatermarkDetector(smollm2_tokenizer, OTHER_KEY, seeding=seeding, context_width=width).detect(ids)
+    assert right.is_watermarked and right.z_score > 6 and right.p_value < 1e-9
+    assert not wrong.is_watermarked and abs(wrong.z_score) < 4
+    assert right.num_tokens_scored == 200 - width
+    assert right.config["key_id"] and KEY.hex() not in repr(right.as_dict()) and str(KEY) not in repr(right.as_dict())
+
+
+def test_unwatermarked_text_calibration(detector):
+    """z on 3,000 random 200-token sequences: the normal tail at 2 and 3, none above 4."""
+    rng = np.random.default_rng(0)
+    texts = [rng.integers(0, V, size=200).tolist() for _ in range(3000)]
+    z = np.array([r.z_score for r in detector.detect_batch(texts)])
+    assert abs(z.mean()) < 0.1 and abs(z.std() - 1) < 0.1
+    for cut in (2.0, 3.0):
+        expected = normal_sf(cut)
+        sd = math.sqrt(expected * (1 - expected) / len(z))
+        assert abs((z > cut).mean() - expected) < 4 * sd + 0.003
+    assert (z > 4).sum() <= 2  # expected 0.1
+
+
+def test_detect_batch_equals_detect(detector):
+    rng = np.random.default_rng(1)
+    texts = [rng.integers(0, V, size=n).tolist() for n in (0, 1, 5, 50, 300)]
+    texts.append([7, 8] * 40)  # repeated bigrams
+    for one, many in zip([detector.detect(t) for t in texts], detector.detect_batch(texts)):
+        assert (one.z_score, one.num_green, one.num_tokens_scored, one.green_flags) == (
+            many.z_score, many.num_green, many.num_tokens_scored, many.green_flags)
+
+
+def test_repeated_ngrams_are_scored_once(smollm2_tokenizer, detector):
+    ids = [7, 8] * 40
+    r = detector.detect(ids)
+    assert r.num_tokens_scored == 2  # (7, 8) and (8, 7)
+    every = WatermarkDetector(smollm2_tokenizer, KEY, ignore_repeated_ngrams=False).detect(ids)
+    assert every.num_tokens_scored == 79
+
+
+def test_text_input_and_flags(smollm2_tokenizer, detector):
+    wm = WatermarkLogitsProcessor(V, KEY)
+    ids = sample_loop(random_logits(2), wm, 120, prompt=[1])
+    text = smollm2_tokenizer.decode(ids)
+    retok = smollm2_tokenizer.encode(text, add_special_tokens=False)
+    r = detector.detect(text)
+    assert r.num_tokens == len(retok)
+    assert r.green_flags[0] is None  # no context for the first token
+    assert sum(f is True for f in r.green_flags) == r.num_green
+
+
+def test_window_finds_the_watermarked_span(detector):
+    wm = WatermarkLogitsProcessor(V, KEY)
+    marked = sample_loop(random_logits(3), wm, 150, prompt=[1])
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, V, 400).tolist() + marked + rng.integers(0, V, 400).tolist()
+    whole = detector.detect(ids)
+    r = detector.detect(ids, window=True, min_window=32)
+    lo, hi = r.span
+    overlap = max(0, min(hi, 550) - max(lo, 400))
+    assert overlap >= 0.8 * (hi - lo)
+    assert r.windows_searched > 1 and r.is_watermarked
+    assert r.z_score > whole.z_score
+
+
+# -- grammar-aware detection -------------------------------------------------------------
+
+
+LONG_KEYS = {
+    "type": "object",
+    "properties": {
+        "the_first_rather_long_property_name": {"type": "string", "maxLength": 40},
+        "another_extremely_long_property_name_here": {"type": "integer"},
+        "yet_one_more_long_descriptive_field_name": {"type": "string", "maxLength": 40},
+    },
+    "required": ["the_first_rather_long_property_name", "another_extremely_long_property_name_here",
+                 "yet_one_more_long_descriptive_field_name"],
+    "additionalProperties": False,
+}
+
+
+def test_grammar_aware_detection_skips_forced_tokens(smollm2_tokenizer, detector, tiny_model):
+    guide = guided.compile(guided.JsonSchema(LONG_KEYS, whitespace="compact"), smollm2_tokenizer)
+    wm = WatermarkLogitsProcessor(V, KEY, guide=guide)
+    prompt = smollm2_tokenizer.encode("JSON:", add_special_tokens=False)
+
+    def step(ids):
+        with torch.no_grad():
+            return tiny_model(ids).logits[:, -1, :] / 40.0 * 3.0
+
+    ids = sample_loop(step, wm, 60, prompt=prompt, seed=5)
+    # Which positions were forced (exactly one allowed token)? Replay independently.
+    matcher = guide.matcher()
+    forced = []
+    for i, t in enumerate(ids):
+        allowed = matcher.allowed_token_ids()
+        if len(allowed) == 1:
+            forced.append(i)
+        if not matcher.accept_token(t):
+            ids = ids[:i]
+            break
+    assert len(forced) >= 10  # the long keys are forced
+    aware = detector.detect(ids, guide=guide)
+    naive = detector.detect(ids)
+    assert aware.mode == "grammar" and aware.num_forced == len(forced)
+    assert all(aware.green_flags[i] is None for i in forced)
+    assert aware.num_tokens_scored < naive.num_tokens_scored
+    assert aware.z_score > naive.z_score
+    assert aware.grammar_mismatch_at is None
+
+
+# -- Hugging Face agreement -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ignore_repeated", [False, True])
+def test_z_equals_hugging_face_detector(tiny_model, ignore_repeated):
+    from transformers.generation import WatermarkDetector as HFDetector
+    from transformers.generation import WatermarkLogitsProcessor as HFProcessor
+
+    cfg = {"greenlist_ratio": 0.25, "bias": 2.0, "hashing_key": 15485863, "seeding_scheme": "lefthash", "context_width": 1}
+    vocab = tiny_model.config.vocab_size
+    hf_proc = HFProcessor(vocab_size=vocab, device="cpu", **cfg)
+    ids = sample_loop(random_logits(4, width=vocab), hf_proc, 120, prompt=[5])
+    ids = ids[:60] + ids[:30] + ids[60:]  # some repeated n-grams
+    hf = HFDetector(tiny_model.config, "cpu", cfg, ignore_repeated_ngrams=ignore_repeated)
+    out = hf(torch.tensor([ids]), return_dict=True)
+    ours = WatermarkDetector(None, 15485863, prf="hf", vocab_size=vocab,
+                             ignore_repeated_ngrams=ignore_repeated).detect(ids)
+    assert ours.num_tokens_scored == int(out.num_tokens_scored[0])
+    assert ours.num_green == int(out.num_green_tokens[0])
+    assert ours.z_score == pytest.approx(float(out.z_score[0]), abs=1e-9)
+    assert ours.z_score > 4  # HF's watermark, found by our detector

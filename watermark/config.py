@@ -1,0 +1,100 @@
+"""Watermark settings shared by the processor and the detector, and key loading."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .prf import key_id
+
+SEEDINGS = ("lefthash", "selfhash")
+#: ``blake2``: our keyed PRF (``watermark.prf``). ``hf``: Hugging Face's
+#: ``WatermarkLogitsProcessor`` green lists (torch ``randperm`` seeded with an integer
+#: key times the previous token), to detect text that transformers watermarked.
+PRFS = ("blake2", "hf")
+
+
+@dataclass(frozen=True)
+class WatermarkConfig:
+    """What generation and detection must agree on (the key aside).
+
+    Example::
+
+        >>> WatermarkConfig(gamma=0.25, delta=2.0).seeding
+        'lefthash'
+    """
+
+    gamma: float = 0.25
+    delta: float = 2.0
+    seeding: str = "lefthash"
+    context_width: int = 1
+    hard: bool = False
+    prf: str = "blake2"
+
+    def __post_init__(self):
+        if not 0.0 < self.gamma < 1.0:
+            raise ValueError(f"gamma must be strictly between 0 and 1, got {self.gamma}")
+        if self.delta < 0:
+            raise ValueError(f"delta must be non-negative, got {self.delta}")
+        if self.seeding not in SEEDINGS:
+            raise ValueError(f"seeding must be one of {SEEDINGS}, got {self.seeding!r}")
+        if not isinstance(self.context_width, int) or self.context_width < 1:
+            raise ValueError(f"context_width must be a positive integer, got {self.context_width!r}")
+        if self.prf not in PRFS:
+            raise ValueError(f"prf must be one of {PRFS}, got {self.prf!r}")
+        if self.prf == "hf" and self.seeding != "lefthash":
+            raise ValueError("prf='hf' reproduces Hugging Face's lefthash scheme only")
+
+
+def as_key(key) -> bytes:
+    """A key given as bytes or text (a str is its UTF-8); at least 16 bytes."""
+    if isinstance(key, str):
+        key = key.encode("utf-8")
+    if not isinstance(key, (bytes, bytearray)):
+        raise TypeError(f"a watermark key is bytes or str, not {type(key).__name__}")
+    key = bytes(key)
+    if len(key) < 16:
+        raise ValueError(f"a watermark key needs at least 16 bytes, got {len(key)}")
+    if len(key) > 64:  # BLAKE2b takes at most 64 key bytes: longer keys are hashed down
+        import hashlib
+
+        key = hashlib.blake2b(key, digest_size=64, person=b"guided-wm-long").digest()
+    return key
+
+
+def load_key(path: str | None = None, env: str | None = None) -> bytes:
+    """Read a key from a file (surrounding whitespace stripped) or an environment variable."""
+    if path:
+        try:
+            with open(path, "rb") as f:
+                return as_key(f.read().strip())
+        except OSError as e:
+            raise ValueError(f"cannot read the watermark key file {path!r}: {e.strerror}") from None
+    if env:
+        value = os.environ.get(env)
+        if not value:
+            raise ValueError(f"the environment variable {env} holding the watermark key is not set")
+        return as_key(value.strip())
+    raise ValueError("no watermark key given: pass a key file (or name an environment variable)")
+
+
+def hf_key(key) -> int:
+    """The integer ``hashing_key`` of Hugging Face's scheme, from an int or our key bytes."""
+    if isinstance(key, int):
+        return key
+    return int.from_bytes(as_key(key)[:8], "little") % (2**61)
+
+
+def fingerprint(config: WatermarkConfig, key, tokenizer_hash: str) -> dict:
+    """Public description of a detector: everything but the key itself."""
+    kid = key_id(str(key).encode() if isinstance(key, int) else as_key(key))
+    return {
+        "gamma": config.gamma,
+        "delta": config.delta,
+        "seeding": config.seeding,
+        "context_width": config.context_width,
+        "hard": config.hard,
+        "prf": config.prf,
+        "tokenizer_hash": tokenizer_hash,
+        "key_id": kid,
+    }

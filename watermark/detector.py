@@ -1,0 +1,312 @@
+"""``WatermarkDetector``: the z-test, naive or grammar-aware, with a windowed search.
+
+::
+
+    text --tokenizer--> ids --PRF(key, context, token)--> green flags
+         naive:          every position with a full context, null p = gamma
+         grammar-aware:  replay the spec's matcher; skip forced positions (one allowed
+                         token); green = among the allowed tokens (as generation drew
+                         it); null p_i = green allowed / allowed
+    --> z, exact one-sided p-value (binomial / Poisson-binomial), per-token flags
+
+Repeated (context, token) n-grams are scored once by default: a text that repeats a
+phrase would otherwise count the same coin flip many times (Kirchenbauer et al.'s
+"ignore repeated n-grams").
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+
+from .config import WatermarkConfig, as_key, fingerprint, hf_key
+from .prf import green_count_among, keyed_tables, rank_keys, threshold, values
+from .stats import best_window, binomial_sf, normal_sf, poisson_binomial_sf, z_score
+
+
+@dataclass
+class DetectionResult:
+    """What ``WatermarkDetector.detect`` found.
+
+    ``green_flags[i]`` is True / False for each scored token and None for tokens not
+    scored (no full context yet, forced by the grammar, or a repeated n-gram).
+    ``p_value`` is exact and one-sided; in windowed mode it is the best span's p-value
+    times the number of spans tried (Bonferroni), and ``span`` gives the span in
+    token indices. ``is_watermarked``: ``z_score >= threshold``, or in windowed mode
+    the corrected p-value at most the normal tail at ``threshold``.
+    """
+
+    z_score: float
+    p_value: float
+    num_tokens_scored: int
+    num_green: int
+    green_fraction: float
+    is_watermarked: bool
+    threshold: float
+    green_flags: list
+    config: dict
+    mode: str = "naive"
+    num_tokens: int = 0
+    num_forced: int = 0
+    span: tuple | None = None
+    windows_searched: int = 0
+    grammar_mismatch_at: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["span"] = list(self.span) if self.span is not None else None
+        return d
+
+
+class WatermarkDetector:
+    """Detect this key's red-green watermark in a text or a list of token ids.
+
+    ``prf="hf"`` scores with Hugging Face's green lists instead (an integer key, as
+    transformers' ``WatermarkingConfig.hashing_key``; lefthash only), for text
+    watermarked by ``model.generate(watermarking_config=...)``.
+
+    Example::
+
+        >>> det = WatermarkDetector(tokenizer, key=open("wm.key", "rb").read())
+        >>> r = det.detect("some text")
+        >>> r.z_score, r.p_value, r.is_watermarked
+    """
+
+    def __init__(
+        self,
+        tokenizer,
+        key,
+        gamma: float = 0.25,
+        delta: float = 2.0,
+        seeding: str = "lefthash",
+        context_width: int = 1,
+        hard: bool = False,
+        *,
+        prf: str = "blake2",
+        z_threshold: float = 4.0,
+        ignore_repeated_ngrams: bool = True,
+        vocab_size: int | None = None,
+    ):
+        self.config = WatermarkConfig(gamma, delta, seeding, context_width, hard, prf)
+        self.tokenizer = tokenizer
+        self.vocab_size = int(vocab_size if vocab_size is not None else len(tokenizer))
+        self.z_threshold = float(z_threshold)
+        self.ignore_repeated_ngrams = ignore_repeated_ngrams
+        if prf == "hf":
+            self._hf_key = hf_key(key)
+            self._hf_cache: dict[int, np.ndarray] = {}
+        else:
+            self._tables = keyed_tables(as_key(key), self.vocab_size)
+        self._threshold = threshold(gamma)
+        self.fingerprint = fingerprint(self.config, key, _tokenizer_hash(tokenizer, self.vocab_size))
+
+    # -- public API --------------------------------------------------------------------
+
+    def tokenize(self, text: str) -> list[int]:
+        if self.tokenizer is None:
+            raise ValueError("this detector has no tokenizer: pass token ids")
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def detect(self, text_or_ids, guide=None, *, window: bool = False, min_window: int = 32) -> DetectionResult:
+        """Score one text (str) or token id list; ``guide`` (a compiled guide or a spec:
+        schema dict, pydantic class, ``guided.Regex``) makes detection grammar-aware."""
+        ids = self._ids(text_or_ids)
+        if guide is not None:
+            green, scored, probs, forced, mismatch = self._score_with_guide(ids, self._guide(guide))
+            mode = "grammar"
+        else:
+            green, scored, probs = self._score(ids)
+            forced, mismatch, mode = 0, None, "naive"
+        return self._result(ids, green, scored, probs, mode, forced, mismatch, window, min_window)
+
+    def detect_batch(self, texts_or_ids) -> list[DetectionResult]:
+        """Naive detection of many texts, vectorised across all of them."""
+        all_ids = [self._ids(t) for t in texts_or_ids]
+        if not all_ids:
+            return []
+        lengths = np.array([len(a) for a in all_ids])
+        flat = np.concatenate([np.asarray(a, dtype=np.int64) for a in all_ids]) if lengths.sum() else np.zeros(0, np.int64)
+        doc = np.repeat(np.arange(len(all_ids)), lengths)
+        green, scored, probs = self._score(flat, doc)
+        out, start = [], 0
+        for ids, n in zip(all_ids, lengths):
+            sl = slice(start, start + n)
+            out.append(self._result(ids, green[sl], scored[sl], probs[sl], "naive", 0, None, False, 0))
+            start += n
+        return out
+
+    # -- scoring -----------------------------------------------------------------------
+
+    def _ids(self, text_or_ids) -> np.ndarray:
+        if isinstance(text_or_ids, str):
+            return np.asarray(self.tokenize(text_or_ids), dtype=np.int64)
+        if isinstance(text_or_ids, torch.Tensor):
+            text_or_ids = text_or_ids.reshape(-1).tolist()
+        ids = np.asarray(list(text_or_ids), dtype=np.int64)
+        if ids.ndim != 1:
+            raise ValueError("token ids must be a flat list of integers")
+        if len(ids) and (ids.min() < 0):
+            raise ValueError("token ids must be non-negative")
+        return ids
+
+    def _guide(self, guide):
+        from guided.compiler import compile as compile_spec
+        from guided.matcher import Guide
+
+        if isinstance(guide, Guide):
+            return guide
+        if self.tokenizer is None:
+            raise ValueError("grammar-aware detection of a spec needs the tokenizer")
+        return compile_spec(guide, self.tokenizer)
+
+    def _contexts(self, ids: np.ndarray, doc: np.ndarray | None):
+        """Positions with a full context window (inside one document) and those windows."""
+        w = self.config.context_width
+        n = len(ids)
+        ok = np.zeros(n, dtype=bool)
+        if n > w:
+            ok[w:] = True
+            if doc is not None:
+                ok[w:] &= doc[w:] == doc[:-w]
+        ok &= ids < self.vocab_size
+        pos = np.nonzero(ok)[0]
+        contexts = ids[pos[:, None] - w + np.arange(w)] if len(pos) else np.zeros((0, w), np.int64)
+        ok_ctx = (contexts < self.vocab_size).all(axis=1)
+        return pos[ok_ctx], contexts[ok_ctx]
+
+    def _green_of(self, contexts: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        if self.config.prf == "hf":
+            return np.array([self._hf_green(int(c[-1]), int(t)) for c, t in zip(contexts, tokens)], dtype=bool)
+        ctx_table, cand_table = self._tables
+        vals = values(ctx_table, cand_table, contexts, tokens[:, None], self.config.seeding)[:, 0]
+        return vals < self._threshold
+
+    def _score(self, ids: np.ndarray, doc: np.ndarray | None = None):
+        n = len(ids)
+        green = np.zeros(n, dtype=bool)
+        scored = np.zeros(n, dtype=bool)
+        pos, contexts = self._contexts(ids, doc)
+        if len(pos):
+            if self.ignore_repeated_ngrams:
+                keep = _first_occurrences(contexts, ids[pos], doc[pos] if doc is not None else None)
+                pos, contexts = pos[keep], contexts[keep]
+            green[pos] = self._green_of(contexts, ids[pos])
+            scored[pos] = True
+        probs = np.full(n, self.config.gamma)
+        return green, scored, probs
+
+    def _score_with_guide(self, ids: np.ndarray, guide):
+        from guided.bitmask import allocate_token_bitmask, unpack_token_bitmask
+
+        if self.config.prf == "hf":
+            raise ValueError("grammar-aware detection uses our keyed PRF (prf='blake2')")
+        n, w = len(ids), self.config.context_width
+        green = np.zeros(n, dtype=bool)
+        scored = np.zeros(n, dtype=bool)
+        probs = np.full(n, self.config.gamma)
+        ctx_table, cand_table = self._tables
+        matcher = guide.matcher()
+        bitmask = allocate_token_bitmask(1, guide.vocab_size)
+        seen: set = set()
+        forced, mismatch = 0, None
+        for i in range(n):
+            tok = int(ids[i])
+            matcher.fill_next_token_bitmask(bitmask, 0)
+            allowed = np.nonzero(unpack_token_bitmask(bitmask, guide.vocab_size)[0].numpy())[0]
+            allowed = allowed[allowed < self.vocab_size]
+            if len(allowed) == 1:
+                forced += 1
+            elif i >= w and len(allowed) > 1 and _contains(allowed, tok):
+                ngram = tuple(ids[i - w : i + 1].tolist())
+                if not (self.ignore_repeated_ngrams and ngram in seen):
+                    seen.add(ngram)
+                    ctx = ids[i - w : i][None, :]
+                    k = green_count_among(len(allowed), self.config.gamma)
+                    keys = rank_keys(values(ctx_table, cand_table, ctx, allowed[None, :], self.config.seeding)[0], allowed)
+                    own = rank_keys(values(ctx_table, cand_table, ctx, np.array([[tok]]), self.config.seeding)[0], np.array([tok]))[0]
+                    green[i] = int((keys < own).sum()) < k
+                    scored[i] = True
+                    probs[i] = k / len(allowed)
+            if not matcher.accept_token(tok):
+                mismatch = i  # the text left the grammar: score the rest naively
+                naive_green, naive_scored, _ = self._score(ids)
+                green[i + 1 :] = naive_green[i + 1 :]
+                scored[i + 1 :] = naive_scored[i + 1 :]
+                break
+        return green, scored, probs, forced, mismatch
+
+    def _hf_green(self, prev: int, token: int) -> bool:
+        greens = self._hf_cache.get(prev)
+        if greens is None:
+            rng = torch.Generator(device="cpu")
+            rng.manual_seed((self._hf_key * prev) % (2**64 - 1))
+            perm = torch.randperm(self.vocab_size, generator=rng)
+            greens = np.zeros(self.vocab_size, dtype=bool)
+            greens[perm[: int(self.vocab_size * self.config.gamma)].numpy()] = True
+            if len(self._hf_cache) > 4096:
+                self._hf_cache.clear()
+            self._hf_cache[prev] = greens
+        return bool(greens[token])
+
+    # -- the test --------------------------------------------------------------------------
+
+    def _result(self, ids, green, scored, probs, mode, forced, mismatch, window, min_window) -> DetectionResult:
+        g_s, p_s = green[scored], probs[scored]
+        idx = np.nonzero(scored)[0]
+        t, g = int(scored.sum()), int(g_s.sum())
+        span, searched = None, 0
+        if window and t:
+            s, e, z, p_raw, searched = best_window(g_s.astype(np.float64), p_s, min_window)
+            p = min(1.0, p_raw * searched)
+            t, g = e - s, int(g_s[s:e].sum())
+            span = (int(idx[s]), int(idx[e - 1]) + 1)
+            flagged = p <= normal_sf(self.z_threshold)
+        else:
+            z = z_score(g, p_s, p_s * (1 - p_s)) if t else 0.0
+            if mode == "naive" or len(np.unique(p_s)) <= 1:
+                p = binomial_sf(g, t, float(p_s[0])) if t else 1.0
+            else:
+                p = poisson_binomial_sf(g, p_s)
+            flagged = bool(t) and z >= self.z_threshold
+        flags = [None] * len(ids)
+        for i in idx.tolist():
+            flags[i] = bool(green[i])
+        return DetectionResult(
+            z_score=float(z), p_value=float(p), num_tokens_scored=t, num_green=g,
+            green_fraction=(g / t) if t else 0.0, is_watermarked=bool(flagged),
+            threshold=self.z_threshold, green_flags=flags, config=dict(self.fingerprint),
+            mode=mode, num_tokens=len(ids), num_forced=forced, span=span,
+            windows_searched=searched, grammar_mismatch_at=mismatch,
+        )
+
+
+def _contains(sorted_ids: np.ndarray, tok: int) -> bool:
+    j = np.searchsorted(sorted_ids, tok)
+    return j < len(sorted_ids) and sorted_ids[j] == tok
+
+
+def _first_occurrences(contexts: np.ndarray, tokens: np.ndarray, doc: np.ndarray | None) -> np.ndarray:
+    """Indices of the first occurrence of each (document, context, token) n-gram, in order."""
+    cols = [contexts, tokens[:, None]]
+    if doc is not None:
+        cols.insert(0, doc[:, None])
+    table = np.concatenate(cols, axis=1)
+    if table.shape[1] == 2:  # one context token, no documents: one int64 per n-gram
+        _, first = np.unique(table[:, 0] * (1 << 32) + table[:, 1], return_index=True)
+    else:
+        _, first = np.unique(table, axis=0, return_index=True)
+    return np.sort(first)
+
+
+def _tokenizer_hash(tokenizer, vocab_size: int) -> str:
+    if tokenizer is None:
+        return f"none-{vocab_size}"
+    try:
+        from fsm.vocabulary import Vocabulary
+
+        return Vocabulary.from_tokenizer(tokenizer).fingerprint[:16]
+    except (ValueError, TypeError, AttributeError):  # a tokenizer guided cannot read still has a size
+        return f"{type(tokenizer).__name__}-{vocab_size}"

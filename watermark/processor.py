@@ -1,0 +1,109 @@
+"""``WatermarkLogitsProcessor``: red-green watermarking as a logits processor."""
+
+from __future__ import annotations
+
+import torch
+
+from guided.bitmask import unpack_token_bitmask
+from guided.processor import LogitsProcessor
+
+from .config import WatermarkConfig, as_key
+from .prf import green_count_among, keyed_tables, rank_keys, threshold, values
+
+
+class WatermarkLogitsProcessor:
+    """Add ``delta`` to the logits of a keyed pseudo-random "green" gamma fraction of
+    the vocabulary, chosen afresh at every step from the previous ``context_width``
+    token ids (Kirchenbauer et al. 2023).
+
+    Contract: called with ``input_ids [batch, seq]`` and ``scores [batch, V]`` (V may
+    exceed ``vocab_size``: padded ids are never green); returns the new scores,
+    computed on the scores' device for the whole batch at once. With ``hard=True``
+    tokens outside the green list get ``-inf`` instead. While a row has fewer than
+    ``context_width`` tokens its scores pass unchanged.
+
+    With ``guide`` (a compiled ``guided`` spec) the processor first applies the
+    grammar mask (it runs a ``guided.LogitsProcessor`` inside), then draws the green
+    list *among the allowed tokens*: the allowed tokens with the smallest PRF values,
+    about gamma of them but at least one and never all. A position where the grammar
+    allows a single token is left alone. ``WatermarkDetector.detect(..., guide=...)``
+    replays the same rule, so every real choice carries signal and forced tokens are
+    not scored. Use it instead of (not after) ``guided.LogitsProcessor``.
+
+    Example::
+
+        >>> wm = WatermarkLogitsProcessor(len(tokenizer), key=open("wm.key", "rb").read())
+        >>> out = model.generate(**inputs, do_sample=True, logits_processor=[wm])
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        key,
+        gamma: float = 0.25,
+        delta: float = 2.0,
+        seeding: str = "lefthash",
+        context_width: int = 1,
+        hard: bool = False,
+        guide=None,
+    ):
+        self.config = WatermarkConfig(gamma, delta, seeding, context_width, hard)
+        self.vocab_size = int(vocab_size)
+        ctx, cand = keyed_tables(as_key(key), self.vocab_size)
+        self._tables_cpu = (torch.from_numpy(ctx.copy()), torch.from_numpy(cand.copy()))
+        self._tables: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._threshold = threshold(gamma)
+        self._mask = None
+        if guide is not None:
+            self._mask = LogitsProcessor(guide)
+
+    def reset(self) -> None:
+        """Forget the previous ``generate`` call (only matters with a guide)."""
+        if self._mask is not None:
+            self._mask.reset()
+
+    def _device_tables(self, device: torch.device):
+        got = self._tables.get(device)
+        if got is None:
+            got = self._tables[device] = tuple(t.to(device) for t in self._tables_cpu)
+        return got
+
+    def green_mask(self, input_ids: torch.Tensor, width: int, allowed: torch.Tensor | None = None) -> torch.Tensor:
+        """bool ``[batch, width]``: the green tokens for each row's next position."""
+        device = input_ids.device
+        ctx_table, cand_table = self._device_tables(device)
+        w = self.config.context_width
+        contexts = input_ids[:, -w:].to(torch.int64)
+        v = min(width, self.vocab_size)
+        candidates = torch.arange(v, device=device, dtype=torch.int64).expand(input_ids.shape[0], v)
+        vals = values(ctx_table, cand_table, contexts, candidates, self.config.seeding)
+        green = torch.zeros(input_ids.shape[0], width, dtype=torch.bool, device=device)
+        if allowed is None:
+            green[:, :v] = vals < self._threshold
+            return green
+        keys = rank_keys(vals, candidates)
+        allowed = allowed[:, :v]
+        big = torch.iinfo(torch.int64).max
+        for i in range(input_ids.shape[0]):
+            n = int(allowed[i].sum())
+            k = green_count_among(n, self.config.gamma)
+            if k == 0:
+                continue
+            row = keys[i].masked_fill(~allowed[i], big)
+            kth = torch.kthvalue(row, k).values
+            green[i, :v] = allowed[i] & (row <= kth)
+        return green
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        allowed = None
+        if self._mask is not None:
+            scores = self._mask(input_ids, scores)
+            allowed = unpack_token_bitmask(self._mask.bitmask, scores.shape[-1]).to(scores.device)
+        if input_ids.shape[-1] < self.config.context_width:
+            return scores
+        green = self.green_mask(input_ids, scores.shape[-1], allowed)
+        if self.config.hard:
+            if allowed is not None:  # rows without a green token (forced steps) stay as they are
+                green = green | ~green.any(dim=-1, keepdim=True)
+            return scores.masked_fill(~green, float("-inf"))
+        return scores + green.to(scores.dtype) * self.config.delta
