@@ -271,9 +271,7 @@ class WatermarkDetector:
             else:
                 p = poisson_binomial_sf(g, p_s)
             flagged = bool(t) and z >= self.z_threshold
-        flags = [None] * len(ids)
-        for i in idx.tolist():
-            flags[i] = bool(green[i])
+        flags = np.where(scored, green, None).tolist()
         return DetectionResult(
             z_score=float(z), p_value=float(p), num_tokens_scored=t, num_green=g,
             green_fraction=(g / t) if t else 0.0, is_watermarked=bool(flagged),
@@ -294,8 +292,12 @@ def _first_occurrences(contexts: np.ndarray, tokens: np.ndarray, doc: np.ndarray
     if doc is not None:
         cols.insert(0, doc[:, None])
     table = np.concatenate(cols, axis=1)
-    if table.shape[1] == 2:  # one context token, no documents: one int64 per n-gram
-        _, first = np.unique(table[:, 0] * (1 << 32) + table[:, 1], return_index=True)
+    bases = table.max(axis=0) + 1 if len(table) else np.ones(table.shape[1], np.int64)
+    if float(np.prod(bases.astype(np.float64))) < 2.0**62:  # mixed radix: one int64 per n-gram
+        flat = np.zeros(len(table), dtype=np.int64)
+        for j in range(table.shape[1]):
+            flat = flat * int(bases[j]) + table[:, j]
+        _, first = np.unique(flat, return_index=True)
     else:
         _, first = np.unique(table, axis=0, return_index=True)
     return np.sort(first)
