@@ -6,6 +6,10 @@
     guided generate --regex '(yes|no)' --json "Is water wet?"
     guided generate --schema person.json "Describe Ada Lovelace."
     guided generate --pydantic mymodule:Person --whitespace indent=2 "Describe Ada Lovelace."
+    guided generate --watermark-key-file wm.key --temperature 1 "Write a haiku."
+    guided detect --key-file wm.key story.txt          (JSON result on stdout)
+    guided detect --key-file wm.key --schema person.json out.json
+    guided serve --key-file wm.key --port 8000         (POST /v1/watermark/detect)
     guided demo
 
 Generated text goes alone to stdout; progress and timing go to stderr.
@@ -43,12 +47,87 @@ def _build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--no-chat", action="store_true", help="send the prompt raw, without the chat template")
     gen.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     gen.add_argument("--json", action="store_true", help="print one JSON object with text and stats")
+    gen.add_argument("--watermark-key-file", metavar="K", default=None,
+                     help="watermark the output with this key (red-green, gamma 0.25, delta 2)")
     gen.set_defaults(func=_cmd_generate)
+
+    det = sub.add_parser("detect", help="test a text for the watermark; prints a JSON result")
+    det.add_argument("file", help="text file ('-' reads stdin)")
+    _add_detector_options(det)
+    det.add_argument("--schema", metavar="FILE.json", default=None,
+                     help="the JSON Schema the text was generated under: grammar-aware detection")
+    det.add_argument("--whitespace", default="flexible", help="the JSON whitespace generation used (as for generate)")
+    det.add_argument("--window", action="store_true", help="find the most watermarked span")
+    det.set_defaults(func=_cmd_detect)
+
+    srv = sub.add_parser("serve", help="HTTP detection service (POST /v1/watermark/detect, GET /healthz, /docs)")
+    _add_detector_options(srv)
+    srv.add_argument("--host", default="127.0.0.1")
+    srv.add_argument("--port", type=int, default=8000)
+    srv.add_argument("--max-body-bytes", type=int, default=2_000_000)
+    srv.set_defaults(func=_cmd_serve)
 
     demo = sub.add_parser("demo", help="regex-constrained generation with the default model, with timing")
     demo.add_argument("--threads", type=int, default=1)
     demo.set_defaults(func=_cmd_demo)
     return parser
+
+
+def _add_detector_options(p) -> None:
+    key = p.add_mutually_exclusive_group(required=True)
+    key.add_argument("--key-file", metavar="K", help="file holding the watermark key (at least 16 bytes)")
+    key.add_argument("--key-env", metavar="VAR", help="environment variable holding the key")
+    p.add_argument("--tokenizer", default=None, help="local tokenizer / model folder (default: SmolLM2's)")
+    p.add_argument("--gamma", type=float, default=0.25)
+    p.add_argument("--delta", type=float, default=2.0)
+    p.add_argument("--seeding", choices=("lefthash", "selfhash"), default="lefthash")
+    p.add_argument("--context-width", type=int, default=1)
+    p.add_argument("--z-threshold", type=float, default=4.0)
+    p.add_argument("--count-repeats", action="store_true", help="score repeated n-grams every time")
+
+
+def _detector_from_args(args):
+    from watermark import WatermarkDetector, load_key
+
+    from . import models
+
+    key = load_key(args.key_file, args.key_env)
+    tokenizer = models.load_tokenizer(args.tokenizer)
+    return WatermarkDetector(
+        tokenizer, key, args.gamma, args.delta, args.seeding, args.context_width,
+        z_threshold=args.z_threshold, ignore_repeated_ngrams=not args.count_repeats,
+    )
+
+
+def _cmd_detect(args) -> int:
+    if args.file == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            with open(args.file, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise ValueError(f"cannot read {args.file!r}: {e.strerror}") from None
+    guide = None
+    detector = _detector_from_args(args)
+    if args.schema is not None:
+        from .compiler import compile as compile_spec
+        from .specs import JsonSchema
+
+        with open(args.schema, encoding="utf-8") as f:
+            guide = compile_spec(JsonSchema(f.read(), whitespace=_whitespace(args)), detector.tokenizer)
+    result = detector.detect(text, guide=guide, window=args.window)
+    print(json.dumps(result.as_dict()))
+    return 0
+
+
+def _cmd_serve(args) -> int:
+    from watermark.service import serve
+
+    detector = _detector_from_args(args)
+    _log(f"watermark detection on http://{args.host}:{args.port} (key id {detector.fingerprint['key_id']})")
+    serve(detector, args.host, args.port, max_body_bytes=args.max_body_bytes)
+    return 0
 
 
 def _log(msg: str) -> None:
@@ -73,9 +152,7 @@ def _spec_from_args(args):
 
     if args.regex is not None:
         return Regex(args.regex)
-    whitespace = args.whitespace
-    if whitespace.startswith("indent="):
-        whitespace = {"indent": int(whitespace.split("=", 1)[1])}
+    whitespace = _whitespace(args)
     if args.schema is not None:
         with open(args.schema, encoding="utf-8") as f:
             text = f.read()
@@ -83,6 +160,12 @@ def _spec_from_args(args):
     if args.pydantic is not None:
         return JsonSchema(_import_class(args.pydantic), whitespace=whitespace, strict=not args.lenient)
     return None
+
+
+def _whitespace(args):
+    if args.whitespace.startswith("indent="):
+        return {"indent": int(args.whitespace.split("=", 1)[1])}
+    return args.whitespace
 
 
 def _import_class(target: str):
@@ -124,7 +207,14 @@ def _cmd_generate(args) -> int:
     spec = _spec_from_args(args)
     _check_spec(spec)  # a bad spec fails before the slow model load
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    watermark = None
+    if args.watermark_key_file:
+        from watermark import load_key
+
+        key = load_key(args.watermark_key_file)  # a bad key file fails before the model loads
     model, tokenizer = _load(args.model, args.threads)
+    if args.watermark_key_file:
+        watermark = _watermark_processor(spec, tokenizer, key)
     _log("generating…")
     result = generate(
         model,
@@ -138,6 +228,7 @@ def _cmd_generate(args) -> int:
         seed=args.seed,
         chat=not args.no_chat,
         system=args.system,
+        logits_processors=[watermark] if watermark is not None else (),
     )
     s = result.stats
     _log(
@@ -150,6 +241,16 @@ def _cmd_generate(args) -> int:
     else:
         print(result.text)
     return 0
+
+
+def _watermark_processor(spec, tokenizer, key):
+    """Watermark among the spec's allowed tokens (detect with the same --schema)."""
+    from watermark import WatermarkLogitsProcessor
+
+    from .compiler import compile as compile_spec
+
+    guide = compile_spec(spec, tokenizer) if spec is not None else None
+    return WatermarkLogitsProcessor(len(tokenizer), key, guide=guide)
 
 
 DEMO_TASKS = [

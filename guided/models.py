@@ -42,6 +42,7 @@ __all__ = [
     "default_model_path",
     "load_default_model",
     "load_model",
+    "load_tokenizer",
 ]
 
 DEFAULT_MODEL_NAME = "SmolLM2-135M-Instruct"
@@ -266,6 +267,28 @@ def load_default_model(
         model = model.to(dtype)
     model.eval()
     return model, tokenizer
+
+
+def load_tokenizer(name_or_path: str | os.PathLike | None = None):
+    """Only the tokenizer (for detection): the default model's, or a local folder's.
+
+    Reads the cached converted copy when there is one, else the GGUF file (a few
+    seconds, no model weights).
+    """
+    from transformers import AutoTokenizer
+
+    if name_or_path is None or (
+        isinstance(name_or_path, str) and name_or_path.strip().lower() in _DEFAULT_ALIASES
+    ):
+        folder = default_model_path()
+        cache = default_cache_dir()
+        if _cache_is_valid(cache, _source_fingerprint(folder)):
+            return AutoTokenizer.from_pretrained(str(cache), local_files_only=True)
+        return AutoTokenizer.from_pretrained(folder, gguf_file=DEFAULT_GGUF_FILE, local_files_only=True)
+    path = Path(name_or_path).expanduser()
+    if not path.exists():
+        raise FileNotFoundError(f"No tokenizer at {str(path)!r} (tokenizers are never downloaded)")
+    return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
 
 
 def load_model(name_or_path: str | os.PathLike | None = None, **kw: Any):
