@@ -45,7 +45,7 @@ Progress goes to stderr, the tables (markdown) to stdout.
 Usage::
 
     python benchmarks/watermark_eval.py [--prompts 50] [--new-tokens 200] [--json-outputs 50]
-        [--batch 25] [--threads 2] [--seed 0] [--quick] [--skip-json] [--skip-throughput]
+        [--batch 25] [--threads 1] [--seed 0] [--quick] [--skip-json] [--skip-throughput]
 """
 
 from __future__ import annotations
@@ -596,7 +596,8 @@ def parse_args():
     ap.add_argument("--json-outputs", type=int, default=50)
     ap.add_argument("--json-tokens", type=int, default=120, help="max new tokens of a JSON output")
     ap.add_argument("--batch", type=int, default=25, help="prompts per model.generate call")
-    ap.add_argument("--threads", type=int, default=2, help="torch threads")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads (1: on a shared 2-core machine, 2 threads ran up to 9x slower)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--throughput-texts", type=int, default=1000)
     ap.add_argument("--throughput-len", type=int, default=1000)

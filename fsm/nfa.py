@@ -14,6 +14,9 @@ from .utf8 import utf8_sequences
 
 #: Past this many NFA states the pattern is refused rather than exhausting memory.
 MAX_NFA_STATES = 400_000
+#: A lazy NFA may grow to this many states while decoding builds its deferred
+#: fragments (a schema with thousands of open values reaches a few hundred thousand).
+MAX_GROWN_NFA_STATES = 1_500_000
 
 
 @functools.lru_cache(maxsize=4096)
@@ -90,12 +93,14 @@ class NFA:
         self.pending: dict[int, tuple] = {}
         #: byte-class boundaries that deferred fragments will need (see ``deferred``)
         self.cuts: set[int] = set()
+        #: set once a deferred fragment has been built: the NFA now grows with decoding
+        self.pending_built = False
 
     def __len__(self) -> int:
         return len(self.eps)
 
     def state(self) -> int:
-        if len(self.eps) >= MAX_NFA_STATES:
+        if len(self.eps) >= (MAX_GROWN_NFA_STATES if self.pending_built else MAX_NFA_STATES):
             raise RegexTooLargeError(
                 f"pattern expands to more than {MAX_NFA_STATES} automaton states "
                 "(large counted repetitions multiply the pattern)"
@@ -129,6 +134,7 @@ class NFA:
     def materialize(self, s: int) -> None:
         """Build the deferred fragment that starts at ``s`` and link it in."""
         build, e = self.pending.pop(s)
+        self.pending_built = True
         fs, fe = build()
         self.epsilon(s, fs)
         self.epsilon(fe, e)

@@ -338,6 +338,10 @@ class SchemaCompiler:
         self.check_keywords(schema, path)
         if any(k in schema for k in DEPENDENCY_KEYWORDS):
             return self.value(nfa, self.expand_dependencies(schema, path), path, depth)
+        if "enum" in schema or "const" in schema:
+            # A finite set: each value is checked against all the other keywords by
+            # the reference validator, which is exact whatever they are.
+            return self.enum(nfa, schema, path)
         if "allOf" in schema:
             return self.all_of(nfa, schema, path, depth)
         if "anyOf" in schema:
@@ -356,8 +360,6 @@ class SchemaCompiler:
             return self.one_of(nfa, schema, path, depth)
         if "not" in schema or "if" in schema:
             return embed(nfa, self.logic_dfa(schema, path, depth))
-        if "enum" in schema or "const" in schema:
-            return self.enum(nfa, schema, path)
         types = self.types_of(schema, path)
         frags = []
         errors = []
@@ -907,8 +909,14 @@ class SchemaCompiler:
         for name, sub, is_req in entries:
             key = json.dumps(name, ensure_ascii=False).encode("utf-8")
             nxt = [nfa.state() for _ in range(k + 1)]
-            self._step(nfa, tracks, nxt, after, lambda: self.entry(
-                nfa, nfa.byte_string(key), sub, _pointer(path, "properties", name), depth), depth)
+            try:
+                self._step(nfa, tracks, nxt, after, lambda: self.entry(
+                    nfa, nfa.byte_string(key), sub, _pointer(path, "properties", name), depth), depth)
+            except UnsatisfiableSchemaError:
+                if is_req:
+                    raise
+                # No value is possible, so the optional key is never written (the
+                # first entry failed before anything was linked to it).
             if not is_req:
                 for c in range(k + 1):
                     nfa.epsilon(tracks[c], nxt[c])
@@ -951,14 +959,24 @@ class SchemaCompiler:
         nfa.epsilon(entry[1], after)
 
     def object_superset(self, nfa, schema):
-        """``{`` any text ``}`` containing each required key (in any of its spellings)."""
+        """``{`` any text ``}`` containing each required key (in any of its spellings),
+        followed by one of its values where the property is a scalar enum or const
+        (what tells ``oneOf`` branches of tagged unions apart)."""
         body = _body_dfa(lambda n: n.any_bytes())
+        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
         for name in schema.get("required", []) or []:
             if not isinstance(name, str):
                 continue
-            contains = _body_dfa(lambda n, name=name: n.concat(
-                [n.any_bytes(), jt.quoted(n, jt.full_match_body(n, re.escape(name))), n.any_bytes()]))
-            body = intersect(body, contains)
+            tags = _scalar_enum(self.deref(props.get(name), "#") if isinstance(props.get(name), dict) else None)
+
+            def needle(n, name=name, tags=tags):
+                parts = [jt.quoted(n, jt.full_match_body(n, re.escape(name)))]
+                if tags is not None:
+                    parts += [jt.regex_fragment(n, r"[ \t\n\r]*:[ \t\n\r]*"),
+                              n.union([self.value_superset(n, v) for v in tags])]
+                return n.concat([n.any_bytes()] + parts + [n.any_bytes()])
+
+            body = intersect(body, _body_dfa(needle))
         return nfa.concat([nfa.byte_string(b"{"), embed(nfa, body), nfa.byte_string(b"}")])
 
     def entry(self, nfa, key_frag, sub, path, depth):
@@ -1160,6 +1178,21 @@ def _counting_array(compiler, nfa, any_el, con_el, k_min, depth):
     nfa.epsilon(later[k_min], c[0])
     nfa.epsilon(c[1], close[0])
     return open_[0], close[1]
+
+
+def _scalar_enum(schema) -> list | None:
+    """Scalar values that a property schema's value must be one of (its own enum /
+    const, or an ``allOf`` part's), else None."""
+    if not isinstance(schema, dict):
+        return None
+    values = [schema["const"]] if "const" in schema else schema.get("enum")
+    if isinstance(values, list) and values and not any(isinstance(v, (dict, list)) for v in values):
+        return values
+    for part in schema.get("allOf", []) if isinstance(schema.get("allOf"), list) else []:
+        got = _scalar_enum(part)
+        if got is not None:
+            return got
+    return None
 
 
 def _minus(a: DFA, b: DFA) -> DFA | None:

@@ -43,6 +43,12 @@ FAMILIES = {
         "properties": {"a": {"type": "boolean"}},
         "additionalProperties": {"type": "integer"},
     },
+    "tagged_union": {"properties": {"kind": {}, "x": {}, "y": {}}, "additionalProperties": {"type": ["integer", "null"]}, "oneOf": [
+        {"type": "object", "required": ["kind"], "properties": {"kind": {"enum": ["a"]}, "x": {"type": "integer"}}},
+        {"type": "object", "required": ["kind"], "properties": {"kind": {"const": "b"}, "y": {"type": "string"}}},
+    ]},
+    "impossible_optional": {"type": "object", "properties": {"a": {"type": "object", "enum": ["x"]}, "b": {"type": "integer"}}},
+    "enum_with_logic": {"enum": [1, 2, 3, 4, 5, 6, 7, "s"], "not": {"type": "integer", "multipleOf": 2}, "oneOf": [{"type": "integer"}, {"maximum": 3}]},
     "overlapping_patterns": {
         "type": "object",
         "properties": {"ab": {"type": "integer"}},
