@@ -52,3 +52,30 @@ def test_generate_plain_text_on_stdout():
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() in ("yes", "no")
+
+
+@pytest.mark.slow
+def test_watermarked_generation_is_detected_by_the_cli(tmp_path):
+    key = tmp_path / "wm.key"
+    key.write_bytes(b"cli-end-to-end-watermark-key")
+    proc = subprocess.run(
+        [sys.executable, "-m", "guided.cli", "generate", "--watermark-key-file", str(key), "--temperature", "1",
+         "--seed", "3", "--max-tokens", "120", "--json", "--threads", "1", "Write a short story about a fox."],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    text = tmp_path / "out.txt"
+    text.write_text(json.loads(proc.stdout)["text"])
+    det = subprocess.run([sys.executable, "-m", "guided.cli", "detect", "--key-file", str(key), str(text)],
+                         capture_output=True, text=True, timeout=300)
+    assert det.returncode == 0, det.stderr
+    result = json.loads(det.stdout)
+    assert result["is_watermarked"] and result["z_score"] > 4
+    assert b"cli-end-to-end" not in det.stdout.encode() + det.stderr.encode()
+
+
+def test_watermark_key_file_errors_before_loading_a_model(tmp_path, capsys):
+    short = tmp_path / "short.key"
+    short.write_bytes(b"tiny")
+    assert main(["generate", "--watermark-key-file", str(short), "hi"]) == 2
+    assert "16 bytes" in capsys.readouterr().err
