@@ -38,7 +38,8 @@ watermarked and the plain arm of a batch start from the same seed.
 3. Detection throughput on CPU: ``--throughput-texts`` (1,000) texts of
    ``--throughput-len`` (1,000) token ids, windows of the human-text token stream:
    ``detect_batch`` and ``detect`` one at a time on ids, then both on the decoded
-   strings (tokenisation included). Best of ``--repeats`` runs.
+   strings (tokenisation included, one ``encode`` per string), the tokeniser alone,
+   and one batched tokeniser call followed by ``detect_batch``. Best of ``--repeats``.
 
 Progress goes to stderr, the tables (markdown) to stdout.
 
@@ -571,6 +572,8 @@ def eval_throughput(tok, det, stream: list[int], args) -> None:
         ("detect_batch, strings (tokenisation included)", lambda: det.detect_batch(texts)),
         ("detect one at a time, strings", lambda: [det.detect(t) for t in texts]),
         ("tokeniser alone (encode each string)", lambda: [tok.encode(t, add_special_tokens=False) for t in texts]),
+        ("one batched tokeniser call, then detect_batch on the ids",
+         lambda: det.detect_batch(tok(texts, add_special_tokens=False)["input_ids"])),
     ]
     rows = []
     for label, fn in modes:
@@ -626,7 +629,7 @@ def main() -> None:
     print("# Watermark evaluation\n")
     print(f"Command: `python {' '.join(shlex.quote(a) for a in sys.argv)}`\n")
     print(f"Model {guided.models.DEFAULT_MODEL_NAME} ({model.dtype}), torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads, seed {args.seed}, batch {args.batch}. Sampling: "
+          f"torch threads {torch.get_num_threads()}, seed {args.seed}, batch {args.batch}. Sampling: "
           "do_sample, temperature 1.0, top_k 0, top_p 1.0. Watermark: gamma "
           f"{GAMMA}, delta {DELTA}, lefthash, context width 1, repeated n-grams scored once, "
           f"key {KEY!r}.")
