@@ -27,13 +27,15 @@ watermarked and the plain arm of a batch start from the same seed.
    table gives the count and the rule-of-three 95% upper bound (the tests check the
    z-test's calibration on random token sequences).
 
-2. Schema-constrained JSON: ``--json-outputs`` (50) outputs over four schemas with
-   free-text string fields (compact whitespace), at most ``--json-tokens`` (120) new
+2. Schema-constrained JSON: ``--json-outputs`` (60) outputs over six schemas, four
+   with free-text string fields and two structure-heavy ones (enums, booleans, numbers,
+   dates, patterned short strings), compact whitespace, at most ``--json-tokens`` (120) new
    tokens, generated with ``WatermarkLogitsProcessor(..., guide=guide)`` (a fresh one
    per call; it applies the grammar itself). Naive detection (``detect(ids)``) vs
    grammar-aware detection (``detect(ids, guide=guide)``): TPR, z, tokens scored and
    forced. The same prompts generated with ``guided.LogitsProcessor`` alone (no
-   watermark) give the FPR of both detectors.
+   watermark) give the FPR of both detectors. A second table splits the results by
+   schema.
 
 3. Detection throughput on CPU: ``--throughput-texts`` (1,000) texts of
    ``--throughput-len`` (1,000) token ids, windows of the human-text token stream:
@@ -45,8 +47,8 @@ Progress goes to stderr, the tables (markdown) to stdout.
 
 Usage::
 
-    python benchmarks/watermark_eval.py [--prompts 50] [--new-tokens 200] [--json-outputs 50]
-        [--batch 25] [--threads 1] [--seed 0] [--quick] [--skip-json] [--skip-throughput]
+    python benchmarks/watermark_eval.py [--prompts 50] [--new-tokens 200] [--json-outputs 60]
+        [--batch 25] [--threads 1] [--seed 0] [--quick] [--skip-free-text] [--skip-json] [--skip-throughput]
 """
 
 from __future__ import annotations
@@ -223,6 +225,67 @@ JSON_TASKS = [
                     "description and best_month.",
         "subjects": ["Lisbon", "Kyoto", "Cape Town", "Vancouver", "Marrakesh", "Prague", "Buenos Aires",
                      "Sydney", "Istanbul", "Reykjavik", "Hanoi", "Edinburgh", "Mexico City"],
+    },
+]
+
+# Two structure-heavy tasks: mostly enums, booleans, numbers and short strings, where
+# most choices are between a few allowed tokens (what grammar-aware detection is for).
+_LEVEL = {"enum": ["very low", "low", "medium", "high", "very high"]}
+JSON_TASKS += [
+    {
+        "name": "survey",
+        "schema": {
+            "type": "object",
+            "properties": {
+                "respondent_age_group": {"enum": ["18-24", "25-34", "35-44", "45-54", "55-64", "65+"]},
+                "overall_satisfaction": _LEVEL,
+                "would_recommend_to_a_friend": {"type": "boolean"},
+                "number_of_visits_this_year": {"type": "integer", "minimum": 0, "maximum": 99},
+                "value_for_money": _LEVEL,
+                "staff_friendliness": _LEVEL,
+                "cleanliness_rating": {"type": "integer", "minimum": 1, "maximum": 10},
+                "preferred_contact_method": {"enum": ["email", "phone", "text message", "post", "none"]},
+                "first_visit_date": {"type": "string", "format": "date"},
+                "member_of_loyalty_program": {"type": "boolean"},
+                "one_word_summary": _str(maxLength=15),
+            },
+            "required": ["respondent_age_group", "overall_satisfaction", "would_recommend_to_a_friend",
+                         "number_of_visits_this_year", "value_for_money", "staff_friendliness",
+                         "cleanliness_rating", "preferred_contact_method", "first_visit_date",
+                         "member_of_loyalty_program", "one_word_summary"],
+            "additionalProperties": False,
+        },
+        "template": "Fill in a customer survey about {} as JSON.",
+        "subjects": ["a local gym", "a pizza restaurant", "a public library", "a hair salon", "a bakery",
+                     "a cinema", "a dentist", "a car wash", "a bookshop", "a swimming pool"],
+    },
+    {
+        "name": "order",
+        "schema": {
+            "type": "object",
+            "properties": {
+                "order_status": {"enum": ["pending", "paid", "shipped", "delivered", "cancelled", "returned"]},
+                "priority": {"enum": ["low", "normal", "high", "urgent"]},
+                "items": {"type": "array", "minItems": 2, "maxItems": 4, "items": {
+                    "type": "object",
+                    "properties": {
+                        "sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{4}$"},
+                        "quantity": {"type": "integer", "minimum": 1, "maximum": 20},
+                        "gift_wrapped": {"type": "boolean"},
+                        "size": {"enum": ["XS", "S", "M", "L", "XL"]},
+                    },
+                    "required": ["sku", "quantity", "gift_wrapped", "size"],
+                    "additionalProperties": False,
+                }},
+                "express_delivery": {"type": "boolean"},
+                "shipping_region": {"enum": ["north", "south", "east", "west", "central", "overseas"]},
+            },
+            "required": ["order_status", "priority", "items", "express_delivery", "shipping_region"],
+            "additionalProperties": False,
+        },
+        "template": "Write an example online order for {} as JSON.",
+        "subjects": ["t-shirts", "running socks", "winter jackets", "baseball caps", "yoga pants",
+                     "rain coats", "hoodies", "swimwear", "gloves", "scarves"],
     },
 ]
 
@@ -528,6 +591,19 @@ def eval_json(model, tok, det, args) -> None:
                      f"{max(r.z_score for r in u):.2f}"])
     print(md_table(["detection", "TPR (z >= 4)", "z mean", "z median", "z min", "tokens scored (mean)",
                     "forced tokens (mean)", "FPR, unwatermarked JSON", "z mean, unwm.", "z max, unwm."], rows))
+    print("\nBy schema (watermarked outputs): the free-text-heavy schemas first, the structure-heavy last.\n")
+    task_rows = []
+    for name in by_task:
+        idx = [i for i, (n, _) in enumerate(wm_rows) if n == name]
+        nv = [detected["watermarked"]["naive"][i] for i in idx]
+        gv = [detected["watermarked"]["grammar-aware"][i] for i in idx]
+        task_rows.append([name, len(idx), f"{sum(r.is_watermarked for r in nv)}/{len(idx)}",
+                          f"{sum(r.is_watermarked for r in gv)}/{len(idx)}",
+                          f"{statistics.mean(r.z_score for r in nv):.2f}", f"{statistics.mean(r.z_score for r in gv):.2f}",
+                          f"{statistics.mean(r.num_tokens_scored for r in gv):.1f}",
+                          f"{statistics.mean(r.num_forced for r in gv):.1f}"])
+    print(md_table(["schema", "n", "naive TPR", "grammar-aware TPR", "naive z mean", "grammar-aware z mean",
+                    "scored (aware)", "forced"], task_rows))
     g_tpr = sum(r.is_watermarked for r in detected["watermarked"]["grammar-aware"]) / len(wm_rows)
     n_tpr = sum(r.is_watermarked for r in detected["watermarked"]["naive"]) / len(wm_rows)
     print(f"\nTarget grammar-aware TPR >= {TARGET_JSON_TPR} and above naive: {g_tpr:.3f} vs {n_tpr:.3f} "
@@ -596,7 +672,7 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--prompts", type=int, default=50, help="free-text generations per arm")
     ap.add_argument("--new-tokens", type=int, default=200, help="free-text length (also the human chunk length)")
-    ap.add_argument("--json-outputs", type=int, default=50)
+    ap.add_argument("--json-outputs", type=int, default=60)
     ap.add_argument("--json-tokens", type=int, default=120, help="max new tokens of a JSON output")
     ap.add_argument("--batch", type=int, default=25, help="prompts per model.generate call")
     ap.add_argument("--threads", type=int, default=1,
@@ -607,6 +683,7 @@ def parse_args():
     ap.add_argument("--repeats", type=int, default=3, help="throughput: best of this many runs")
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: 8 prompts, 64 tokens, 8 JSON outputs of <= 64 tokens, 200 texts, 1 repeat")
+    ap.add_argument("--skip-free-text", action="store_true")
     ap.add_argument("--skip-json", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
     args = ap.parse_args()
@@ -634,7 +711,10 @@ def main() -> None:
           f"{GAMMA}, delta {DELTA}, lefthash, context width 1, repeated n-grams scored once, "
           f"key {KEY!r}.")
 
-    stream = eval_free_text(model, tok, det, args)
+    if args.skip_free_text:
+        stream = token_chunks(tok, human_documents(), args.new_tokens)[1]
+    else:
+        stream = eval_free_text(model, tok, det, args)
     if not args.skip_json:
         eval_json(model, tok, det, args)
     if not args.skip_throughput:

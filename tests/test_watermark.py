@@ -271,3 +271,21 @@ def test_z_equals_hugging_face_detector(tiny_model, ignore_repeated):
     assert ours.num_green == int(out.num_green_tokens[0])
     assert ours.z_score == pytest.approx(float(out.z_score[0]), abs=1e-9)
     assert ours.z_score > 4  # HF's watermark, found by our detector
+
+
+def test_tiny_model_generate_with_processor_is_flagged(tiny_model, detector):
+    """Our processor inside transformers' own generate loop, batch of 3, sampling."""
+    from transformers import LogitsProcessorList
+
+    wm = WatermarkLogitsProcessor(V, KEY)
+    torch.manual_seed(0)
+    prompt = torch.tensor([[1, 500, 600], [1, 700, 800], [1, 900, 1000]])
+    out = tiny_model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=True, top_k=0,
+                              temperature=2.0, max_new_tokens=200, min_new_tokens=200,
+                              logits_processor=LogitsProcessorList([wm]), pad_token_id=2)
+    for row in out[:, 3:].tolist():
+        r = detector.detect(row)
+        assert r.is_watermarked, r.z_score
+    plain = tiny_model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=True, top_k=0,
+                                temperature=2.0, max_new_tokens=200, min_new_tokens=200, pad_token_id=2)
+    assert not any(detector.detect(row).is_watermarked for row in plain[:, 3:].tolist())

@@ -174,8 +174,8 @@ class WatermarkDetector:
         ok &= ids < self.vocab_size
         pos = np.nonzero(ok)[0]
         contexts = ids[pos[:, None] - w + np.arange(w)] if len(pos) else np.zeros((0, w), np.int64)
-        ok_ctx = (contexts < self.vocab_size).all(axis=1)
-        return pos[ok_ctx], contexts[ok_ctx]
+        # Context ids past the tokenizer (a padded embedding) wrap around, as in the processor.
+        return pos, contexts % self.vocab_size
 
     def _green_of(self, contexts: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         if self.config.prf == "hf":
@@ -223,7 +223,7 @@ class WatermarkDetector:
                 ngram = tuple(ids[i - w : i + 1].tolist())
                 if not (self.ignore_repeated_ngrams and ngram in seen):
                     seen.add(ngram)
-                    ctx = ids[i - w : i][None, :]
+                    ctx = ids[i - w : i][None, :] % self.vocab_size
                     k = green_count_among(len(allowed), self.config.gamma)
                     keys = rank_keys(values(ctx_table, cand_table, ctx, allowed[None, :], self.config.seeding)[0], allowed)
                     own = rank_keys(values(ctx_table, cand_table, ctx, np.array([[tok]]), self.config.seeding)[0], np.array([tok]))[0]

@@ -73,7 +73,8 @@ class WatermarkLogitsProcessor:
         device = input_ids.device
         ctx_table, cand_table = self._device_tables(device)
         w = self.config.context_width
-        contexts = input_ids[:, -w:].to(torch.int64)
+        # Ids past the tokenizer (a padded embedding) wrap around, as in the detector.
+        contexts = torch.remainder(input_ids[:, -w:].to(torch.int64), self.vocab_size)
         v = min(width, self.vocab_size)
         candidates = torch.arange(v, device=device, dtype=torch.int64).expand(input_ids.shape[0], v)
         vals = values(ctx_table, cand_table, contexts, candidates, self.config.seeding)
