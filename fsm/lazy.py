@@ -138,8 +138,7 @@ class LazyDFA:
             while stack:
                 x = stack.pop()
                 if x in pending:
-                    self._materialize(x)
-                    live = self._live
+                    self._materialize(x)  # extends self._live (the same list) in place
                 for t in eps[x]:
                     if t not in seen and live[t]:
                         seen.add(t)
