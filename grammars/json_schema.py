@@ -961,9 +961,12 @@ class SchemaCompiler:
     def object_superset(self, nfa, schema):
         """``{`` any text ``}`` containing each required key (in any of its spellings),
         followed by one of its values where the property is a scalar enum or const
-        (what tells ``oneOf`` branches of tagged unions apart)."""
-        body = _body_dfa(lambda n: n.any_bytes())
+        (what tells ``oneOf`` branches of tagged unions apart). An object closed by
+        ``additionalProperties: false`` whose properties are all scalars has only its
+        own keys, each followed by a scalar (what tells apart variants that differ
+        in which keys they have)."""
         props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        body = self._closed_object_body(schema, props) or _body_dfa(lambda n: n.any_bytes())
         for name in schema.get("required", []) or []:
             if not isinstance(name, str):
                 continue
@@ -978,6 +981,51 @@ class SchemaCompiler:
 
             body = intersect(body, _body_dfa(needle))
         return nfa.concat([nfa.byte_string(b"{"), embed(nfa, body), nfa.byte_string(b"}")])
+
+    def _closed_object_body(self, schema, props) -> DFA | None:
+        if schema.get("additionalProperties") is not False or schema.get("patternProperties") or not props:
+            return None
+        scalars = {}
+        for name, sub in props.items():
+            sub = self.deref(sub, "#")
+            if sub is False:
+                continue  # the key cannot appear
+            kinds = _scalar_kinds(sub)
+            if kinds is None:
+                return None
+            scalars[name] = kinds
+
+        def build(n):
+            def ws():
+                return jt.regex_fragment(n, r"[ \t\n\r]*")
+
+            def entry():
+                return n.union([n.concat([jt.quoted(n, jt.full_match_body(n, re.escape(name))), ws(),
+                                          n.byte_string(b":"), ws(), self._scalar_superset(n, kinds)])
+                                for name, kinds in scalars.items()])
+
+            if not scalars:
+                return ws()
+            more = n.repeat(lambda: n.concat([ws(), n.byte_string(b","), ws(), entry()]), 0, None)
+            return n.union([ws(), n.concat([ws(), entry(), more, ws()])])
+
+        return _body_dfa(build)
+
+    def _scalar_superset(self, nfa, kinds):
+        """Every spelling of a value of these scalar kinds (or these enum values)."""
+        frags = []
+        for kind in kinds:
+            if isinstance(kind, tuple):  # ("value", v): an enum / const value
+                frags.append(self.value_superset(nfa, kind[1]))
+            elif kind == "string":
+                frags.append(jt.quoted(nfa, jt.string_body(nfa)))
+            elif kind in ("number", "integer"):
+                frags.append(jt.regex_fragment(nfa, NUMBER))
+            elif kind == "boolean":
+                frags.append(nfa.union([nfa.byte_string(b"true"), nfa.byte_string(b"false")]))
+            else:
+                frags.append(nfa.byte_string(b"null"))
+        return nfa.union(frags)
 
     def entry(self, nfa, key_frag, sub, path, depth):
         parts = [key_frag, self.ws.site(nfa, "empty", depth), nfa.byte_string(b":"), self.ws.site(nfa, "colon", depth)]
@@ -1193,6 +1241,24 @@ def _scalar_enum(schema) -> list | None:
         if got is not None:
             return got
     return None
+
+
+_SCALAR_TYPES = ("string", "number", "integer", "boolean", "null")
+
+
+def _scalar_kinds(schema) -> list | None:
+    """What a property's value can be when it is surely a scalar: its enum values as
+    ``("value", v)`` or its scalar type names; None when it may be a container."""
+    values = _scalar_enum(schema)
+    if values is not None:
+        return [("value", v) for v in values]
+    if not isinstance(schema, dict):
+        return None
+    types = schema.get("type")
+    types = [types] if isinstance(types, str) else types
+    if not isinstance(types, list) or not types or any(t not in _SCALAR_TYPES for t in types):
+        return None
+    return list(dict.fromkeys(types))
 
 
 def _minus(a: DFA, b: DFA) -> DFA | None:

@@ -47,6 +47,12 @@ FAMILIES = {
         {"type": "object", "required": ["kind"], "properties": {"kind": {"enum": ["a"]}, "x": {"type": "integer"}}},
         {"type": "object", "required": ["kind"], "properties": {"kind": {"const": "b"}, "y": {"type": "string"}}},
     ]},
+    "closed_variants": {"oneOf": [
+        {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}, "c": {"type": "boolean"}},
+         "required": ["a", "b", "c"], "additionalProperties": False},
+        {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
+         "required": ["a", "b"], "additionalProperties": False},
+    ]},
     "impossible_optional": {"type": "object", "properties": {"a": {"type": "object", "enum": ["x"]}, "b": {"type": "integer"}}},
     "enum_with_logic": {"enum": [1, 2, 3, 4, 5, 6, 7, "s"], "not": {"type": "integer", "multipleOf": 2}, "oneOf": [{"type": "integer"}, {"maximum": 3}]},
     "overlapping_patterns": {
