@@ -55,6 +55,8 @@ from .json_numbers import integer_multiple_of_regex, integer_range_regex, number
 ANY_DEPTH = 2
 #: Most key regions (sets of matching patterns) one patternProperties may split into.
 MAX_PATTERN_REGIONS = 16
+#: Most sets of used values one ``uniqueItems`` array over enum items may track.
+MAX_UNIQUE_SETS = 4096
 #: Nesting depth of open values in the top-level (lazily built) automaton.
 OPEN_DEPTH = 64
 
@@ -545,13 +547,7 @@ class SchemaCompiler:
             raise UnsatisfiableSchemaError("no enum/const value satisfies the other keywords", path)
         if self.over:
             return nfa.union([self.value_superset(nfa, v) for v in keep])
-        texts = []
-        for v in keep:
-            texts.append(_dumps(v))
-            if isinstance(v, float) and v.is_integer():
-                texts.append(_dumps(int(v)))  # 1.0 == 1 in JSON Schema
-            elif isinstance(v, int) and not isinstance(v, bool):
-                texts.append(_dumps(float(v)))
+        texts = [t for v in keep for t in _value_texts(v)]
         return nfa.union([nfa.byte_string(t) for t in dict.fromkeys(texts)])
 
     def value_superset(self, nfa, v):
@@ -728,7 +724,11 @@ class SchemaCompiler:
             rest = items
         prefix = list(prefix or [])
         if schema.get("uniqueItems") and (hi is None or hi > 1):
-            self.unsupported("uniqueItems", path, "distinct elements cannot be checked by an automaton")
+            choices = None if prefix or "contains" in schema else self._distinct_choices(rest)
+            if choices is not None:
+                return self.unique_array(nfa, choices, lo, hi, path, depth)
+            self.unsupported("uniqueItems", path, "distinct elements cannot be checked by an automaton "
+                                                  "(only items from a small enum can)")
         if "contains" in schema:
             return embed(nfa, self.contains_dfa(schema, path, depth))
         if rest is False:
@@ -742,6 +742,58 @@ class SchemaCompiler:
             return self.value(n, rest, _pointer(path, "items"), depth + 1)
 
         return self.array_body(nfa, element, len(prefix), rest is not False, lo, hi, path, depth)
+
+    def _distinct_choices(self, items) -> list | None:
+        """The distinct values an ``items`` schema allows when it is a scalar enum."""
+        sub = self.deref(items, "#")
+        values = _scalar_enum(sub)
+        if values is None:
+            return None
+        distinct = []
+        for v in values:
+            if self.is_valid(v, sub) and not any(_json_equal(v, d) for d in distinct):
+                distinct.append(v)
+        return distinct
+
+    def unique_array(self, nfa, values, lo, hi, path, depth):
+        """``uniqueItems`` over enum items: one state per set of values used so far."""
+        top = len(values) if hi is None else min(hi, len(values))
+        if lo > top:
+            raise UnsatisfiableSchemaError("minItems exceeds the number of distinct allowed items", path)
+        if sum(math.comb(len(values), j) for j in range(top + 1)) > MAX_UNIQUE_SETS:
+            self.unsupported("uniqueItems", path, f"{len(values)} distinct items make more than "
+                                                  f"{MAX_UNIQUE_SETS} combinations to track")
+        open_, close = nfa.byte_string(b"["), nfa.byte_string(b"]")
+        if lo == 0:
+            e = self.ws.site(nfa, "empty", depth)
+            nfa.epsilon(open_[1], e[0])
+            nfa.epsilon(e[1], close[0])
+        o = self.ws.site(nfa, "open", depth)
+        nfa.epsilon(open_[1], o[0])
+        c = self.ws.site(nfa, "close", depth)
+        nfa.epsilon(c[1], close[0])
+        nodes = {frozenset(): o[1]}
+        frontier = [frozenset()]
+        while frontier:
+            used = frontier.pop(0)
+            here = nodes[used]
+            if used and len(used) >= lo:
+                nfa.epsilon(here, c[0])
+            if len(used) == top:
+                continue
+            for i, v in enumerate(values):
+                if i in used:
+                    continue
+                lit = nfa.union([nfa.byte_string(t) for t in _value_texts(v)])
+                if used:
+                    lit = nfa.concat([nfa.byte_string(b","), self.ws.site(nfa, "comma", depth), lit])
+                nfa.epsilon(here, lit[0])
+                key = used | {i}
+                if key not in nodes:
+                    nodes[key] = nfa.state()
+                    frontier.append(key)
+                nfa.epsilon(lit[1], nodes[key])
+        return open_[0], close[1]
 
     def array_body(self, nfa, element, n_prefix, rest_allowed, lo, hi, path, depth):
         """``[`` e0 ``,`` e1 ... ``]`` with ``element(nfa, i)`` at position i, count in [lo, hi].
@@ -1226,6 +1278,16 @@ def _counting_array(compiler, nfa, any_el, con_el, k_min, depth):
     nfa.epsilon(later[k_min], c[0])
     nfa.epsilon(c[1], close[0])
     return open_[0], close[1]
+
+
+def _value_texts(v) -> list[bytes]:
+    """The compact spellings of a value (1 and 1.0 are equal in JSON Schema)."""
+    texts = [_dumps(v)]
+    if isinstance(v, float) and v.is_integer():
+        texts.append(_dumps(int(v)))
+    elif isinstance(v, int) and not isinstance(v, bool):
+        texts.append(_dumps(float(v)))
+    return texts
 
 
 def _scalar_enum(schema) -> list | None:

@@ -53,6 +53,8 @@ FAMILIES = {
         {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
          "required": ["a", "b"], "additionalProperties": False},
     ]},
+    "unique_enum_items": {"type": "array", "items": {"enum": ["a", "b", "c", 1, 1.0, True, None]},
+                          "uniqueItems": True, "minItems": 1, "maxItems": 4},
     "impossible_optional": {"type": "object", "properties": {"a": {"type": "object", "enum": ["x"]}, "b": {"type": "integer"}}},
     "enum_with_logic": {"enum": [1, 2, 3, 4, 5, 6, 7, "s"], "not": {"type": "integer", "multipleOf": 2}, "oneOf": [{"type": "integer"}, {"maximum": 3}]},
     "overlapping_patterns": {
@@ -370,3 +372,11 @@ def test_validated_format_we_cannot_enforce_is_refused():
         compile_json_schema({"type": "string", "format": "uri-template"})
     # A format validators do not know is an annotation.
     assert compile_json_schema({"type": "string", "format": "my-own-format"}, "compact").matches(b'"x"')
+
+
+def test_unique_items_over_enum_values():
+    dfa = compile_json_schema({"type": "array", "items": {"enum": ["x", "y", 2]}, "uniqueItems": True}, "compact")
+    assert dfa.matches(b'["x","y",2]') and dfa.matches(b"[2.0]") and dfa.matches(b"[]")
+    assert not dfa.matches(b'["x","x"]') and not dfa.matches(b"[2,2.0]")
+    with pytest.raises(guided.UnsupportedSchemaError, match="uniqueItems"):
+        compile_json_schema({"type": "array", "items": {"type": "string"}, "uniqueItems": True})
