@@ -72,16 +72,36 @@ def union(a: DFA, b: DFA) -> DFA:
 
 
 def difference(a: DFA, b: DFA) -> DFA:
-    """Strings ``a`` accepts and ``b`` does not. Raises ``EmptyLanguageError`` if none."""
+    """Strings ``a`` accepts and ``b`` does not. Raises ``EmptyLanguageError`` if none.
+
+    Disjoint operands (``oneOf`` branches that cannot overlap, the common case) return
+    ``a`` itself after a cheap search, without a product to build and minimise."""
+    if is_empty_intersection(a, b):
+        return a
     return _combine(a, b, lambda x, y: x and not y)
 
 
 def is_empty_intersection(a: DFA, b: DFA) -> bool:
-    try:
-        intersect(a, b)
-    except EmptyLanguageError:
-        return True
-    return False
+    """Whether no string is accepted by both: a search over pairs of live states that
+    stops at the first pair accepting in both."""
+    pair_classes = a.byte_to_class.astype(np.int64) * (b.num_classes + 1) + b.byte_to_class
+    uniq = np.unique(pair_classes)
+    classes = list(zip((uniq // (b.num_classes + 1)).tolist(), (uniq % (b.num_classes + 1)).tolist()))
+    ta, tb = a.transitions.tolist(), b.transitions.tolist()
+    acc_a, acc_b = a.accepting.tolist(), b.accepting.tolist()
+    seen = {(0, 0)}
+    stack = [(0, 0)]
+    while stack:
+        sa, sb = stack.pop()
+        if acc_a[sa] and acc_b[sb]:
+            return False
+        row_a, row_b = ta[sa], tb[sb]
+        for x, y in classes:
+            key = (row_a[x], row_b[y])
+            if key[0] >= 0 and key[1] >= 0 and key not in seen:
+                seen.add(key)
+                stack.append(key)
+    return True
 
 
 def class_byte_ranges(dfa: DFA) -> list[list[tuple[int, int]]]:
