@@ -36,7 +36,7 @@ class DFA:
         (True, False)
     """
 
-    __slots__ = ("transitions", "byte_to_class", "accepting", "_rows", "_classes")
+    __slots__ = ("transitions", "byte_to_class", "accepting", "_rows", "_classes", "_edge_list")
 
     def __init__(self, transitions: np.ndarray, byte_to_class: np.ndarray, accepting: np.ndarray):
         self.transitions = np.ascontiguousarray(transitions, dtype=np.int32)
@@ -45,6 +45,7 @@ class DFA:
         # Python lists: per-byte stepping from Python is ~5x faster on lists than numpy.
         self._rows = self.transitions.tolist()
         self._classes = self.byte_to_class.tolist()
+        self._edge_list = None  # (byte-range edges per state, accepting states), for embedding
 
     start = 0
 
@@ -81,6 +82,20 @@ class DFA:
 
     def ensure_rows(self, states) -> None:
         """Every row is known (a ``LazyDFA`` computes them here)."""
+
+    def edge_list(self) -> tuple[list[list[tuple[int, int, int]]], list[int]]:
+        """Per state, its moves as ``(lo, hi, target)`` byte ranges; and the accepting
+        states. Computed once: JSON schemas embed the same small DFAs thousands of times."""
+        if self._edge_list is None:
+            ranges: list[list[tuple[int, int]]] = [[] for _ in range(self.num_classes)]
+            start = 0
+            for b in range(1, 257):
+                if b == 256 or self._classes[b] != self._classes[start]:
+                    ranges[self._classes[start]].append((start, b - 1))
+                    start = b
+            edges = [[(lo, hi, t) for c, t in enumerate(row) if t >= 0 for lo, hi in ranges[c]] for row in self._rows]
+            self._edge_list = (edges, np.nonzero(self.accepting)[0].tolist())
+        return self._edge_list
 
     lazy = False
 

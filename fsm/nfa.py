@@ -100,14 +100,29 @@ class NFA:
         return len(self.eps)
 
     def state(self) -> int:
-        if len(self.eps) >= (MAX_GROWN_NFA_STATES if self.pending_built else MAX_NFA_STATES):
-            raise RegexTooLargeError(
-                f"pattern expands to more than {MAX_NFA_STATES} automaton states "
-                "(large counted repetitions multiply the pattern)"
-            )
+        base = len(self.eps)
+        if base >= MAX_NFA_STATES:
+            self._check_size(1)
         self.eps.append([])
         self.edges.append([])
-        return len(self.eps) - 1
+        return base
+
+    def add_states(self, n: int) -> int:
+        """``n`` new states; returns the first one's number."""
+        base = len(self.eps)
+        if base + n > MAX_NFA_STATES:
+            self._check_size(n)
+        self.eps.extend([] for _ in range(n))
+        self.edges.extend([] for _ in range(n))
+        return base
+
+    def _check_size(self, n: int) -> None:
+        limit = MAX_GROWN_NFA_STATES if self.pending_built else MAX_NFA_STATES
+        if len(self.eps) + n > limit:
+            raise RegexTooLargeError(
+                f"pattern expands to more than {limit} automaton states "
+                "(large counted repetitions multiply the pattern)"
+            )
 
     def epsilon(self, a: int, b: int) -> None:
         self.eps[a].append(b)

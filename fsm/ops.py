@@ -118,16 +118,12 @@ def class_byte_ranges(dfa: DFA) -> list[list[tuple[int, int]]]:
 
 def embed(nfa: NFA, dfa: DFA) -> tuple[int, int]:
     """Copy ``dfa`` into ``nfa`` as a fragment ``(start, end)``."""
-    base = len(nfa)
-    for _ in range(dfa.num_states):
-        nfa.state()
-    end = nfa.state()
-    ranges = class_byte_ranges(dfa)
-    for s, row in enumerate(dfa.transitions.tolist()):
-        for c, t in enumerate(row):
-            if t >= 0:
-                for lo, hi in ranges[c]:
-                    nfa.edge(base + s, lo, hi, base + t)
-        if dfa.accepting[s]:
-            nfa.epsilon(base + s, end)
+    edges, accepting = dfa.edge_list()
+    base = nfa.add_states(len(edges) + 1)
+    end = base + len(edges)
+    nfa_edges = nfa.edges
+    for s, out in enumerate(edges):
+        nfa_edges[base + s] = [(lo, hi, base + t) for lo, hi, t in out]
+    for s in accepting:
+        nfa.eps[base + s].append(end)
     return base, end

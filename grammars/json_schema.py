@@ -1094,6 +1094,18 @@ class SchemaCompiler:
         """A builder ``f() -> fragment`` for one extra key/value entry, or None."""
         if not patterns and additional is False:
             return None
+        if not patterns and names_schema is None:
+            # JSON Schema's default (any other key): the key fragment goes straight into
+            # the automaton; a minimised DFA of it is only needed for key algebra.
+            ptr = _pointer(path, "additionalProperties")
+
+            def build_plain():
+                try:
+                    return self.entry(nfa, jt.key_excluding(nfa, defined), additional, ptr, inner - 1)
+                except UnsatisfiableSchemaError:
+                    raise UnsatisfiableSchemaError("no additional property value is possible", path) from None
+
+            return build_plain
         kinds = []  # (key DFA, value schema, pointer)
         try:
             excluded = _body_dfa(lambda n: jt.key_excluding(n, defined))
