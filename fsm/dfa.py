@@ -87,12 +87,7 @@ class DFA:
         """Per state, its moves as ``(lo, hi, target)`` byte ranges; and the accepting
         states. Computed once: JSON schemas embed the same small DFAs thousands of times."""
         if self._edge_list is None:
-            ranges: list[list[tuple[int, int]]] = [[] for _ in range(self.num_classes)]
-            start = 0
-            for b in range(1, 257):
-                if b == 256 or self._classes[b] != self._classes[start]:
-                    ranges[self._classes[start]].append((start, b - 1))
-                    start = b
+            ranges = class_byte_ranges(self)
             edges = [[(lo, hi, t) for c, t in enumerate(row) if t >= 0 for lo, hi in ranges[c]] for row in self._rows]
             self._edge_list = (edges, np.nonzero(self.accepting)[0].tolist())
         return self._edge_list
@@ -101,6 +96,18 @@ class DFA:
 
     def __repr__(self) -> str:
         return f"DFA(states={self.num_states}, byte_classes={self.num_classes})"
+
+
+def class_byte_ranges(dfa) -> list[list[tuple[int, int]]]:
+    """For each byte class of ``dfa``, its bytes as sorted inclusive ranges."""
+    out: list[list[tuple[int, int]]] = [[] for _ in range(dfa.num_classes)]
+    cls = dfa.byte_to_class.tolist()
+    start = 0
+    for b in range(1, 257):
+        if b == 256 or cls[b] != cls[start]:
+            out[cls[start]].append((start, b - 1))
+            start = b
+    return out
 
 
 def nfa_byte_classes(nfa: NFA) -> np.ndarray:

@@ -104,18 +104,6 @@ def is_empty_intersection(a: DFA, b: DFA) -> bool:
     return True
 
 
-def class_byte_ranges(dfa: DFA) -> list[list[tuple[int, int]]]:
-    """For each byte class, its bytes as sorted inclusive ranges."""
-    out: list[list[tuple[int, int]]] = [[] for _ in range(dfa.num_classes)]
-    cls = dfa.byte_to_class.tolist()
-    start = 0
-    for b in range(1, 257):
-        if b == 256 or cls[b] != cls[start]:
-            out[cls[start]].append((start, b - 1))
-            start = b
-    return out
-
-
 def embed(nfa: NFA, dfa: DFA) -> tuple[int, int]:
     """Copy ``dfa`` into ``nfa`` as a fragment ``(start, end)``."""
     edges, accepting = dfa.edge_list()

@@ -112,7 +112,7 @@ def _key_excluding_by_byte(nfa: NFA, names) -> tuple[int, int]:
     first byte that no name continues with. No determinisation needed."""
     body = _string_body_dfa()
     base, body_end = embed(nfa, body)  # body state k is NFA state base + k
-    from fsm.ops import class_byte_ranges
+    from fsm.dfa import class_byte_ranges
 
     ranges = class_byte_ranges(body)
     rows = body.transitions.tolist()
