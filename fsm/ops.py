@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dfa import DFA, minimize
-from .errors import EmptyLanguageError, RegexTooLargeError
+from .errors import RegexTooLargeError
 from .nfa import NFA
 
 MAX_PRODUCT_STATES = 200_000

@@ -1207,11 +1207,10 @@ class SchemaCompiler:
             self._bounded_any(sample, 0, 1)
             cuts = _ANY_CUTS[self.ws.key()] = sample.edge_cuts(0)
 
-        def build():
-            child = None
-            if levels > 0:
-                def child(n, i=0):
-                    return self._deferred_any(n, depth + 1, levels - 1)
+        def child(n, i=0):
+            return self._deferred_any(n, depth + 1, levels - 1)
+
+        def build():  # at levels == 0 only scalars: _any never calls child
             return self._any(nfa, depth, levels, child)
 
         return nfa.deferred(build, cuts)
