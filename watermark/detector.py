@@ -217,17 +217,17 @@ class WatermarkDetector:
             matcher.fill_next_token_bitmask(bitmask, 0)
             allowed = np.nonzero(unpack_token_bitmask(bitmask, guide.vocab_size)[0].numpy())[0]
             allowed = allowed[allowed < self.vocab_size]
+            j = int(np.searchsorted(allowed, tok))  # allowed is sorted: tok's place in it
             if len(allowed) == 1:
                 forced += 1
-            elif i >= w and len(allowed) > 1 and _contains(allowed, tok):
+            elif i >= w and len(allowed) > 1 and j < len(allowed) and allowed[j] == tok:
                 ngram = tuple(ids[i - w : i + 1].tolist())
                 if not (self.ignore_repeated_ngrams and ngram in seen):
                     seen.add(ngram)
                     ctx = ids[i - w : i][None, :] % self.vocab_size
                     k = green_count_among(len(allowed), self.config.gamma)
                     keys = rank_keys(values(ctx_table, cand_table, ctx, allowed[None, :], self.config.seeding)[0], allowed)
-                    own = rank_keys(values(ctx_table, cand_table, ctx, np.array([[tok]]), self.config.seeding)[0], np.array([tok]))[0]
-                    green[i] = int((keys < own).sum()) < k
+                    green[i] = int((keys < keys[j]).sum()) < k
                     scored[i] = True
                     probs[i] = k / len(allowed)
             if not matcher.accept_token(tok):
@@ -279,11 +279,6 @@ class WatermarkDetector:
             mode=mode, num_tokens=len(ids), num_forced=forced, span=span,
             windows_searched=searched, grammar_mismatch_at=mismatch,
         )
-
-
-def _contains(sorted_ids: np.ndarray, tok: int) -> bool:
-    j = np.searchsorted(sorted_ids, tok)
-    return j < len(sorted_ids) and sorted_ids[j] == tok
 
 
 def _first_occurrences(contexts: np.ndarray, tokens: np.ndarray, doc: np.ndarray | None) -> np.ndarray:
