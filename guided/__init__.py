@@ -16,6 +16,7 @@ from fsm.errors import (
     UnsupportedRegexFeature,
 )
 from fsm.vocabulary import Vocabulary
+from grammars.lark_frontend import GrammarError
 from grammars.json_schema import (
     RecursiveSchemaError,
     SchemaError,
@@ -29,7 +30,8 @@ from .compiler import compile
 from .generation import GenerationResult, GenerationStats, generate
 from .matcher import FSMGuide, FSMMatcher, Guide, Matcher
 from .processor import LogitsProcessor
-from .specs import JsonSchema, Regex
+from .grammar_matcher import GrammarGuide, GrammarMatcher
+from .specs import Grammar, JsonSchema, Regex
 
 __version__ = "0.1.0"
 
@@ -39,6 +41,10 @@ __all__ = [
     "FSMMatcher",
     "GenerationResult",
     "GenerationStats",
+    "Grammar",
+    "GrammarError",
+    "GrammarGuide",
+    "GrammarMatcher",
     "Guide",
     "JsonSchema",
     "LogitsProcessor",

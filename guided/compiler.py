@@ -9,7 +9,7 @@ from fsm.regex import compile_regex
 from fsm.vocabulary import Vocabulary
 
 from .matcher import FSMGuide, Guide
-from .specs import JsonSchema, Regex, as_spec
+from .specs import Grammar, JsonSchema, Regex, as_spec
 
 _CACHE_SIZE = 64
 _cache: "OrderedDict[tuple, Guide]" = OrderedDict()
@@ -25,7 +25,7 @@ def as_vocabulary(tokenizer_or_vocab) -> Vocabulary:
 def compile(spec, tokenizer_or_vocab, *, eager: bool | None = None) -> Guide:  # noqa: A001
     """Compile ``spec`` for a tokenizer's vocabulary; the result is cached.
 
-    ``spec`` is a ``guided.Regex``, a ``guided.JsonSchema``, or a JSON Schema given
+    ``spec`` is a ``guided.Regex``, a ``guided.JsonSchema``, a ``guided.Grammar``, or a JSON Schema given
     directly as a dict or a pydantic model class. ``eager=True`` computes every
     state's mask now, ``False`` on first visit, ``None`` decides by automaton size.
 
@@ -54,11 +54,11 @@ def compile(spec, tokenizer_or_vocab, *, eager: bool | None = None) -> Guide:  #
 def _spec_key(spec):
     if isinstance(spec, Regex):
         return ("regex", spec.pattern, spec.flags)
-    if isinstance(spec, JsonSchema):
+    if isinstance(spec, (JsonSchema, Grammar)):
         return spec.key()
     raise TypeError(
         f"cannot compile a spec of type {type(spec).__name__}: expected guided.Regex, "
-        "guided.JsonSchema, a JSON Schema dict or a pydantic model class"
+        "guided.JsonSchema, guided.Grammar, a JSON Schema dict or a pydantic model class"
         + (" (wrap a pattern string as guided.Regex(pattern))" if isinstance(spec, str) else "")
     )
 
@@ -71,4 +71,10 @@ def _compile_uncached(spec, vocab: Vocabulary, eager) -> Guide:
 
         dfa = compile_json_schema(spec.schema, spec.whitespace, spec.strict)
         return FSMGuide(dfa, vocab, eager=eager)
+    if isinstance(spec, Grammar):
+        from grammars.lark_frontend import compile_lark
+
+        from .grammar_matcher import GrammarGuide
+
+        return GrammarGuide(compile_lark(spec.lark_text, spec.start), vocab)
     raise TypeError(f"cannot compile {spec!r}")  # unreachable: _spec_key checked the type

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
+
+#: Where the shipped grammars live (``Grammar.from_name``).
+GRAMMAR_DIR = Path(__file__).resolve().parent.parent / "grammars" / "lark"
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,63 @@ class JsonSchema:
 
     def __repr__(self) -> str:
         return f"JsonSchema({self.schema!r}, whitespace={self.whitespace!r}, strict={self.strict})"
+
+
+class Grammar:
+    """Output must be a sentence of a lark grammar (EBNF, as lark users write it).
+
+    ``lark_text`` is the grammar; ``start`` its start rule. Terminals are read by
+    longest match among those the parser allows (lark's contextual lexer), and
+    ``%ignore`` terminals may appear between any two terminals.
+    ``Grammar.from_name("json")`` loads a shipped grammar (see ``Grammar.names()``).
+
+    Example::
+
+        >>> spec = guided.Grammar('''
+        ...     start: sum
+        ...     sum: NUMBER (("+" | "-") NUMBER)*
+        ...     %import common.NUMBER
+        ... ''')
+        >>> guided.generate(model, tokenizer, "2 plus 3 as a sum:", spec).text
+        '2+3'
+    """
+
+    def __init__(self, lark_text: str, start: str = "start", name: str | None = None):
+        if not isinstance(lark_text, str):
+            raise TypeError(f"Grammar takes lark grammar text (a str), not {type(lark_text).__name__}")
+        self.lark_text = lark_text
+        self.start = start
+        self.name = name
+
+    @staticmethod
+    def names() -> list[str]:
+        """The shipped grammars' names."""
+        return sorted(p.stem for p in GRAMMAR_DIR.glob("*.lark"))
+
+    @classmethod
+    def from_name(cls, name: str, start: str = "start") -> "Grammar":
+        """A shipped grammar: ``json``, ``arithmetic``, ``sql``, ``csv``, ``python_expr``."""
+        path = GRAMMAR_DIR / f"{name}.lark"
+        if not path.is_file():
+            raise ValueError(f"no shipped grammar named {name!r}; available: {', '.join(cls.names())}")
+        return cls(path.read_text(encoding="utf-8"), start=start, name=name)
+
+    @classmethod
+    def from_file(cls, path, start: str = "start") -> "Grammar":
+        path = Path(path)
+        return cls(path.read_text(encoding="utf-8"), start=start, name=path.stem)
+
+    def key(self) -> tuple:
+        return ("grammar", self.lark_text, self.start)
+
+    def parse(self, text: str):
+        """The generated text parsed by lark itself (a ``lark.Tree``)."""
+        import lark
+
+        return lark.Lark(self.lark_text, start=self.start, parser="earley").parse(text)
+
+    def __repr__(self) -> str:
+        return f"Grammar.from_name({self.name!r})" if self.name else f"Grammar({self.lark_text[:40]!r}..., start={self.start!r})"
 
 
 def _is_pydantic_model(cls) -> bool:

@@ -1,0 +1,392 @@
+"""Token masks for a grammar: lexer work precomputed per lexer state, parser work
+only where a token completes a terminal.
+
+::
+
+    token t from (parser P, lexer state L):
+
+      bytes of t  ──stay inside the lexeme──────────────> allowed, whatever P is
+                                                          (precomputed per L: "inside row")
+                  ──die at offset k > 0, where L·t[:k]
+                    accepts terminals E──> P' = P scan E, then t[k:] from a fresh lexeme
+                                            (grouped by E; t[k:] is a *piece*, see below)
+                  ──die at offset 0 (L accepts E)──> P' = P scan E; t allowed iff it is
+                                            allowed from (P', fresh lexeme): that mask,
+                                            cached on P', AND "t's first byte ends L"
+
+A *piece* is any nonempty suffix of a token's bytes (77k distinct for a 49k
+vocabulary). For the lexer state that starts a lexeme of the terminals a parser
+state allows, the "piece view" says for every piece whether it stays inside that
+lexeme or where it leaves it, so a token that crosses several terminals (``"},``) is
+checked by a few array gathers per terminal boundary, grouped by the terminals
+completed, never by walking its bytes again.
+
+Exactness: lexing is longest match among the allowed terminals (see
+``grammars.lexer``), so a token's reading is unique and the mask allows exactly the
+tokens that ``GrammarIndex.consume`` accepts. Every lexer state can still reach an
+accepting one and the grammar is trimmed, so an allowed token leaves a state from
+which the parse can go on, with one caveat of longest match: a grammar that puts two
+terminals back to back with no separator, where the first could swallow the second's
+first bytes (``NAME NAME``), can reach a state where nothing fits.
+
+Cost notes: one lexer state's view is one walk over the vocabulary's class trie
+(about 1 ms), cached for the life of the guide; a mask is a copy of the inside row,
+plus, per group of completed terminals, a memoised parser scan and a few gathers.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from fsm.index import bitmask_words, pack_bits
+from fsm.trie import Trie, VocabularyBytes, class_trie, vocabulary_bytes
+
+from .earley import EarleyParser, EarleySet
+from .lexer import Lexer
+
+
+class Pieces:
+    """Every distinct nonempty suffix of a vocabulary's token texts.
+
+    ``token_piece[t]`` is token t's own piece (-1 for tokens with no text);
+    ``suffix[p]`` is piece p without its first byte (-1 for one-byte pieces).
+    """
+
+    def __init__(self, vocab):
+        ids: dict[bytes, int] = {}
+        token_piece = np.full(vocab.size, -1, dtype=np.int64)
+        suffix: list[int] = []
+        texts: list[bytes] = []
+        for t, data in enumerate(vocab.token_bytes):
+            if not data:
+                continue
+            # Register the suffixes shortest first so each one's own suffix has an id.
+            prev = -1
+            for k in range(len(data) - 1, -1, -1):
+                piece = data[k:]
+                pid = ids.get(piece)
+                if pid is None:
+                    pid = ids[piece] = len(texts)
+                    texts.append(piece)
+                    suffix.append(prev)
+                prev = pid
+            token_piece[t] = prev
+        self.texts = texts
+        self.size = len(texts)
+        self.token_piece = token_piece
+        self.suffix = np.array(suffix, dtype=np.int64)
+        self.bytes = VocabularyBytes(texts, len(texts))
+
+    def suffix_at(self, pieces: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """``pieces[i]`` without its first ``offsets[i]`` bytes."""
+        out = pieces.copy()
+        k = offsets.copy()
+        while True:
+            sel = k > 0
+            if not sel.any():
+                return out
+            out[sel] = self.suffix[out[sel]]
+            k[sel] -= 1
+
+
+_PIECES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def vocabulary_pieces(vocab) -> Pieces:
+    """The ``Pieces`` of a vocabulary (built once per Vocabulary object, ~0.5 s)."""
+    got = _PIECES.get(vocab)
+    if got is None:
+        got = _PIECES[vocab] = Pieces(vocab)
+    return got
+
+
+def _walk_states(trie: Trie, lexer: Lexer, start: int):
+    """Lexer state at every trie node walked from ``start`` (-1 = dead), and each
+    node's deepest live ancestor (itself when live)."""
+    n = trie.num_nodes
+    state = np.full(n, -1, dtype=np.int64)
+    state[0] = start
+    deep = np.zeros(n, dtype=np.int64)
+    ls = trie.level_start
+    for d in range(1, trie.depth + 1):
+        lo, hi = int(ls[d]), int(ls[d + 1])
+        parent = trie.parent[lo:hi]
+        ps = state[parent]
+        live = ps >= 0
+        if live.any():
+            lexer.ensure_rows(ps[live])
+            st = np.full(hi - lo, -1, dtype=np.int64)
+            st[live] = lexer.transitions[ps[live], trie.symbol[lo:hi][live]]
+            state[lo:hi] = st
+        deep[lo:hi] = np.where(state[lo:hi] >= 0, np.arange(lo, hi), deep[parent])
+    return state, deep
+
+
+def _node_depth(trie: Trie) -> np.ndarray:
+    depth = np.zeros(trie.num_nodes, dtype=np.int64)
+    ls = trie.level_start
+    for d in range(1, trie.depth + 1):
+        depth[ls[d] : ls[d + 1]] = d
+    return depth
+
+
+class _Exits:
+    """Units (tokens or pieces) that leave the lexeme at an offset > 0, grouped by
+    the id of the terminal set completed there; ``rest`` is the piece that follows."""
+
+    __slots__ = ("groups",)
+
+    def __init__(self, units, accept, rest):
+        self.groups = []
+        if len(units):
+            order = np.argsort(accept, kind="stable")
+            accept, units, rest = accept[order], units[order], rest[order]
+            cuts = np.flatnonzero(np.diff(accept)) + 1
+            for a, u, r in zip(np.split(accept, cuts), np.split(units, cuts), np.split(rest, cuts)):
+                self.groups.append((int(a[0]), u, r))
+
+
+class TokenView:
+    """What a lexer state means for whole tokens: the packed row of tokens that stay
+    inside the lexeme, the tokens whose first byte ends it, and the later exits."""
+
+    __slots__ = ("inside", "after_end", "exits")
+
+    def __init__(self, inside, after_end, exits):
+        self.inside = inside
+        self.after_end = after_end
+        self.exits = exits
+
+
+class PieceView:
+    """What a lexeme-starting lexer state means for every piece (dense arrays)."""
+
+    __slots__ = ("inside", "exit_accept", "exit_rest")
+
+    def __init__(self, inside, exit_accept, exit_rest):
+        self.inside = inside
+        self.exit_accept = exit_accept
+        self.exit_rest = exit_rest
+
+
+class GrammarIndex:
+    """Masks and token stepping for (Earley state, lexer state) pairs over one vocabulary.
+
+    ``ignore`` terminals (lark's ``%ignore``) may stand between any two lexemes and
+    never reach the parser.
+
+    Example::
+
+        >>> index = GrammarIndex(parser, lexer, ignore, vocab)
+        >>> state = index.initial()
+        >>> row = index.mask(state)            # int32[ceil(V/32)]
+        >>> state = index.consume(state, tok)  # None if tok is not allowed
+    """
+
+    def __init__(self, parser: EarleyParser, lexer: Lexer, ignore: frozenset[int], vocab):
+        self.parser = parser
+        self.lexer = lexer
+        self.ignore = ignore
+        self.vocab = vocab
+        self.words = bitmask_words(vocab.size)
+        self.pieces = vocabulary_pieces(vocab)
+        vb = vocabulary_bytes(vocab)
+        self._token_trie = class_trie(vb, lexer.byte_to_class)
+        self._token_depth = _node_depth(self._token_trie)
+        self._piece_trie: Trie | None = None
+        self._piece_depth: np.ndarray | None = None
+        self._token_views: dict[int, TokenView] = {}
+        self._piece_views: dict[int, PieceView] = {}
+        self._token_bytes = vocab.token_bytes
+        self.eos_row = np.zeros(self.words, dtype=np.int32)
+        for e in vocab.eos_token_ids:
+            self.eos_row[e >> 5] |= np.uint32(1 << (e & 31)).view(np.int32)
+        # Tokens by the byte class of their first byte: "whose first byte ends L".
+        first = np.full(vocab.size, -1, dtype=np.int64)
+        for t, data in enumerate(vocab.token_bytes):
+            if data:
+                first[t] = lexer.byte_to_class[data[0]]
+        self._first_class = first
+        self._class_rows: dict[tuple[int, ...], np.ndarray] = {}
+
+    # -- parser-side helpers ----------------------------------------------------------
+
+    def scan(self, p: EarleySet, accept_id: int) -> EarleySet | None:
+        """The parser state after a lexeme accepted by ``accept_sets[accept_id]``."""
+        key = ("scan", accept_id)
+        cache = p.cache
+        if key in cache:
+            return cache[key]
+        terms = self.lexer.accept_sets[accept_id]
+        real = terms - self.ignore
+        nxt = self.parser.advance(p, real) if real else p
+        cache[key] = nxt
+        return nxt
+
+    def start_state(self, p: EarleySet) -> int:
+        """The lexer state that begins the next lexeme after ``p``."""
+        s = p.cache.get("lex")
+        if s is None:
+            s = p.cache["lex"] = self.lexer.start(p.expected | self.ignore)
+        return s
+
+    # -- matcher states: (Earley set, lexer state, lexeme empty?) ------------------------
+
+    def initial(self):
+        root = self.parser.root()
+        return (root, self.start_state(root), True)
+
+    def consume(self, state, data: bytes):
+        """The state after the bytes ``data``; None if they cannot be read."""
+        p, lx, fresh = state
+        lexer = self.lexer
+        for b in data:
+            nxt = lexer.step_byte(lx, b)
+            if nxt < 0:
+                if fresh:
+                    return None
+                a = lexer.accept_id(lx)
+                if not a:
+                    return None
+                p = self.scan(p, a)
+                if p is None:
+                    return None
+                nxt = lexer.step_byte(self.start_state(p), b)
+                if nxt < 0:
+                    return None
+            lx, fresh = nxt, False
+        return self._normalize(p, lx, fresh)
+
+    def _normalize(self, p, lx, fresh):
+        """Close a lexeme that nothing can extend, so equal situations share a state."""
+        if not fresh:
+            a = self.lexer.accept_id(lx)
+            if a and not self.lexer.has_successors(lx):
+                p = self.scan(p, a)
+                if p is None:
+                    return None
+                return (p, self.start_state(p), True)
+        return (p, lx, fresh)
+
+    def consume_token(self, state, token_id: int):
+        data = self._token_bytes[token_id] if 0 <= token_id < self.vocab.size else None
+        if not data:
+            return None
+        return self.consume(state, data)
+
+    def can_end(self, state) -> bool:
+        p, lx, fresh = state
+        if fresh:
+            return p.accepts
+        a = self.lexer.accept_id(lx)
+        if not a:
+            return False
+        p2 = self.scan(p, a)
+        return p2 is not None and p2.accepts
+
+    # -- masks --------------------------------------------------------------------------
+
+    def mask(self, state) -> np.ndarray:
+        """Packed allowed-token row (EOS bits included) of a matcher state; cached."""
+        p, lx, fresh = state
+        key = ("mask", lx, fresh)
+        row = p.cache.get(key)
+        if row is None:
+            row = p.cache[key] = self._compute_mask(p, lx, fresh)
+        return row
+
+    def _compute_mask(self, p: EarleySet, lx: int, fresh: bool) -> np.ndarray:
+        tv = self.token_view(lx)
+        row = tv.inside.copy()
+        if fresh:
+            if p.accepts:
+                row |= self.eos_row
+        else:
+            a = self.lexer.accept_id(lx)
+            if a:
+                p2 = self.scan(p, a)
+                if p2 is not None:
+                    row |= self.mask((p2, self.start_state(p2), True)) & tv.after_end
+        if tv.exits.groups:
+            allowed = np.zeros(self.vocab.size, dtype=bool)
+            for a, tokens, rest in tv.exits.groups:
+                p2 = self.scan(p, a)
+                if p2 is not None:
+                    allowed[tokens[self._viable(p2, rest)]] = True
+            row |= pack_bits(allowed[None, :])[0]
+        return row
+
+    def _viable(self, p: EarleySet, pieces: np.ndarray) -> np.ndarray:
+        """For each piece, whether it can be read from a fresh lexeme after ``p``."""
+        pv = self.piece_view(self.start_state(p))
+        ok = pv.inside[pieces]
+        acc = pv.exit_accept[pieces]
+        leaving = acc > 0
+        if leaving.any():
+            for a in np.unique(acc[leaving]).tolist():
+                sel = acc == a
+                p2 = self.scan(p, a)
+                if p2 is not None:
+                    ok[sel] = self._viable(p2, pv.exit_rest[pieces[sel]])
+        return ok
+
+    # -- per lexer state views (cached) -----------------------------------------------------
+
+    def token_view(self, lx: int) -> TokenView:
+        tv = self._token_views.get(lx)
+        if tv is None:
+            tv = self._token_views[lx] = self._build_token_view(lx)
+        return tv
+
+    def _build_token_view(self, lx: int) -> TokenView:
+        trie = self._token_trie
+        state, deep = _walk_states(trie, self.lexer, lx)
+        node = trie.token_node.astype(np.int64)
+        has_text = node >= 0
+        node_safe = np.maximum(node, 0)
+        inside = has_text & (state[node_safe] >= 0)
+        inside_row = pack_bits(inside[None, :])[0]
+        # Exits at offset > 0: the deepest live prefix is a proper, nonempty one.
+        dnode = deep[node_safe]
+        accept_ids = np.asarray(self.lexer._accept_ids, dtype=np.int64)
+        acc = accept_ids[state[dnode]]
+        k = self._token_depth[dnode]
+        leave = has_text & ~inside & (k > 0) & (acc > 0)
+        tokens = np.flatnonzero(leave)
+        rest = self.pieces.suffix_at(self.pieces.token_piece[tokens], k[tokens])
+        exits = _Exits(tokens, acc[tokens], rest)
+        # Tokens whose first byte cannot extend the lexeme: they may follow its end.
+        dead_classes = tuple(c for c, t in enumerate(self.lexer.row(lx)) if t < 0)
+        after_end = self._class_rows.get(dead_classes)
+        if after_end is None:
+            starts_dead = np.isin(self._first_class, dead_classes)
+            after_end = pack_bits(starts_dead[None, :])[0] | self.eos_row
+            self._class_rows[dead_classes] = after_end
+        return TokenView(inside_row, after_end, exits)
+
+    def piece_view(self, lx: int) -> PieceView:
+        pv = self._piece_views.get(lx)
+        if pv is None:
+            pv = self._piece_views[lx] = self._build_piece_view(lx)
+        return pv
+
+    def _build_piece_view(self, lx: int) -> PieceView:
+        if self._piece_trie is None:
+            self._piece_trie = class_trie(self.pieces.bytes, self.lexer.byte_to_class)
+            self._piece_depth = _node_depth(self._piece_trie)
+        trie = self._piece_trie
+        state, deep = _walk_states(trie, self.lexer, lx)
+        node = trie.token_node.astype(np.int64)  # every piece has text
+        inside = state[node] >= 0
+        dnode = deep[node]
+        accept_ids = np.asarray(self.lexer._accept_ids, dtype=np.int64)
+        acc = accept_ids[state[dnode]]
+        k = self._piece_depth[dnode]
+        leave = ~inside & (k > 0) & (acc > 0)
+        exit_accept = np.where(leave, acc, 0).astype(np.int32)
+        exit_rest = np.full(self.pieces.size, -1, dtype=np.int64)
+        idx = np.flatnonzero(leave)
+        exit_rest[idx] = self.pieces.suffix_at(idx.astype(np.int64), k[idx])
+        return PieceView(inside, exit_accept, exit_rest)

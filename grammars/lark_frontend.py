@@ -1,0 +1,116 @@
+"""Lark grammar text to a terminal list (byte-level DFAs) and an integer CFG.
+
+::
+
+    lark text ──lark's own loader──> rules + terminal patterns + %ignore
+              (%import, templates, ?rule, aliases, [..] and (..)* expansion:
+               all lark's; its errors keep their line and column)
+    terminals ──fsm regex compiler──> one minimal DFA per terminal
+    rules     ──symbols to ints, trim──> CFG for grammars.earley
+
+Tree-shaping features (``?rule`` inlining, aliases, ``_hidden`` names) do not change
+the language, so they need nothing here. Terminal priorities are not used: lexing is
+longest match, and ties go to the parser (see ``grammars.lexer``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fsm.dfa import DFA
+from fsm.errors import RegexError
+from fsm.regex import compile_regex
+
+from .earley import CFG, productive_symbols, trim
+
+
+class GrammarError(ValueError):
+    """A lark grammar that is invalid or cannot be compiled (the message says where)."""
+
+
+# lark's common.lark terminals that use a lookbehind, with regular equivalents: the
+# language of lexemes lark's regex matches, written without the assertion.
+_REGULAR_EQUIVALENTS = {
+    # "  .*?  (?<!\\)(\\\\)*?  "   == a quote-free run where \ escapes the next char
+    r'".*?(?<!\\)(\\\\)*?"': r'"(?:[^"\\\n]|\\[^\n])*"',
+    r"'.*?(?<!\\)(\\\\)*?'": r"'(?:[^'\\\n]|\\[^\n])*'",
+}
+
+
+@dataclass
+class CompiledGrammar:
+    """Terminals as DFAs, the trimmed CFG over their ids, and the ignored terminals."""
+
+    terminal_names: list[str]
+    terminal_dfas: list[DFA]
+    cfg: CFG
+    ignore: frozenset[int]
+    rule_names: dict[int, str]
+
+
+def _terminal_regex(term) -> str:
+    regex = term.pattern.to_regexp()
+    return regex if term.pattern.flags else _REGULAR_EQUIVALENTS.get(regex, regex)
+
+
+def compile_lark(text: str, start: str = "start") -> CompiledGrammar:
+    """Compile lark grammar text; raises ``GrammarError`` naming what is wrong.
+
+    Example::
+
+        >>> g = compile_lark('start: "a" start "b" | "c"')
+        >>> g.terminal_names
+        ['A', 'B', 'C']
+    """
+    import lark
+
+    if not isinstance(text, str):
+        raise TypeError(f"a lark grammar must be a str, not {type(text).__name__}")
+    try:
+        parsed = lark.Lark(text, start=start, parser="earley", lexer="dynamic")
+    except lark.exceptions.GrammarError as e:
+        msg = str(e)
+        if "zero-width" in msg and e.args[1:]:
+            name = getattr(e.args[1], "name", e.args[1])
+            msg = f"terminal {name} matches the empty string; every terminal must match at least one character"
+        raise GrammarError(f"grammar error: {msg}") from None
+    except lark.exceptions.UnexpectedInput as e:
+        raise GrammarError(f"grammar syntax error at line {e.line}, column {e.column}: {e}") from None
+    except lark.exceptions.LarkError as e:
+        raise GrammarError(f"grammar error: {e}") from None
+
+    names = [t.name for t in parsed.terminals]
+    term_id = {n: i for i, n in enumerate(names)}
+    dfas = []
+    for term in parsed.terminals:
+        regex = _terminal_regex(term)
+        try:
+            dfa = compile_regex(regex)
+        except RegexError as e:
+            raise GrammarError(f"terminal {term.name}: {e}") from None
+        if dfa.is_accepting(0):
+            raise GrammarError(
+                f"terminal {term.name} matches the empty string; every terminal must match at least one character"
+            )
+        dfas.append(dfa)
+
+    nt_id: dict[str, int] = {}
+
+    def symbol(sym) -> int:
+        if sym.is_term:
+            if sym.name not in term_id:
+                raise GrammarError(f"terminal {sym.name} is declared but has no pattern (%declare is not supported)")
+            return term_id[sym.name]
+        return nt_id.setdefault(sym.name, len(names) + len(nt_id))
+
+    start_id = nt_id.setdefault(start, len(names))
+    rules = tuple((symbol(r.origin), tuple(symbol(s) for s in r.expansion)) for r in parsed.rules)
+    cfg = CFG(len(names), rules, start_id)
+    rule_names = {i: n for n, i in nt_id.items()}
+    if start_id not in productive_symbols(cfg):
+        raise GrammarError(
+            f"the grammar's language is empty: rule {start!r} can never be completed "
+            "(every alternative needs a rule that recurses without a way out)"
+        )
+    ignore = frozenset(term_id[n] for n in parsed.ignore_tokens if n in term_id)
+    return CompiledGrammar(names, dfas, trim(cfg), ignore, rule_names)

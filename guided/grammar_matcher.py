@@ -1,0 +1,115 @@
+"""The matcher contract for lark grammars: an Earley parser plus a longest-match lexer.
+
+A matcher's state is ``(Earley set, lexer state, lexeme empty?)``; Earley sets are
+immutable and shared, so ``fork`` copies a list of references and ``rollback`` pops
+it. Masks come from ``grammars.grammar_index`` and are cached per state.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from grammars.earley import EarleyParser
+from grammars.grammar_index import GrammarIndex
+from grammars.lark_frontend import CompiledGrammar
+from grammars.lexer import Lexer
+
+from .matcher import Guide, Matcher
+
+_EOS_ACCEPTED = None  # history entry after EOS; nothing may follow it
+
+
+class GrammarGuide(Guide):
+    """A compiled lark grammar over one vocabulary. Make a ``matcher()`` per sequence.
+
+    Example::
+
+        >>> guide = guided.compile(guided.Grammar.from_name("arithmetic"), tokenizer)
+        >>> m = guide.matcher()
+    """
+
+    def __init__(self, grammar: CompiledGrammar, vocab):
+        self.grammar = grammar
+        self.vocab = vocab
+        self.index = GrammarIndex(EarleyParser(grammar.cfg), Lexer(grammar.terminal_dfas), grammar.ignore, vocab)
+        self._eos_row = self.index.eos_row
+
+    def matcher(self) -> "GrammarMatcher":
+        return GrammarMatcher(self)
+
+    def row(self, state) -> np.ndarray:
+        """The packed mask of a matcher state; EOS alone after EOS or at a dead end."""
+        if state is _EOS_ACCEPTED:
+            return self._eos_row
+        row = self.index.mask(state)
+        return row if row.any() else self._eos_row
+
+
+class GrammarMatcher(Matcher):
+    """Sequence state under a ``GrammarGuide``: a stack of parse states (for rollback)."""
+
+    __slots__ = ("guide", "_states")
+
+    def __init__(self, guide: GrammarGuide, states=None):
+        self.guide = guide
+        self._states = list(states) if states is not None else [guide.index.initial()]
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self._states) - 1
+
+    def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:
+        """Write the allowed tokens into row ``index`` of ``bitmask`` (computed on the
+        CPU, copied to the bitmask's device); returns True."""
+        row = self.guide.row(self._states[-1])
+        if isinstance(bitmask, np.ndarray):
+            bitmask[index, : len(row)] = row
+            bitmask[index, len(row) :] = 0
+            return True
+        target = bitmask[index]
+        target[: len(row)].copy_(torch.from_numpy(row), non_blocking=True)
+        target[len(row) :] = 0
+        return True
+
+    def accept_token(self, token_id: int) -> bool:
+        state = self._states[-1]
+        if state is _EOS_ACCEPTED:
+            return False
+        index = self.guide.index
+        if token_id in self.guide.vocab.eos_token_ids:
+            if not index.can_end(state):
+                return False
+            self._states.append(_EOS_ACCEPTED)
+            return True
+        nxt = index.consume_token(state, int(token_id))
+        if nxt is None:
+            return False
+        self._states.append(nxt)
+        return True
+
+    def is_accepting(self) -> bool:
+        state = self._states[-1]
+        return state is _EOS_ACCEPTED or self.guide.index.can_end(state)
+
+    def is_terminated(self) -> bool:
+        """EOS was accepted, or the text is complete and nothing more can follow."""
+        state = self._states[-1]
+        if state is _EOS_ACCEPTED:
+            return True
+        if not self.guide.index.can_end(state):
+            return False
+        row = self.guide.index.mask(state)
+        return not (row & ~self.guide._eos_row).any()
+
+    def rollback(self, num_tokens: int = 1) -> None:
+        if not 0 <= num_tokens <= self.num_tokens:
+            raise ValueError(f"cannot roll back {num_tokens} tokens: {self.num_tokens} accepted")
+        if num_tokens:
+            del self._states[-num_tokens:]
+
+    def fork(self) -> "GrammarMatcher":
+        return GrammarMatcher(self.guide, self._states)
+
+    def reset(self) -> None:
+        del self._states[1:]
