@@ -3,35 +3,48 @@
 Parsing is Python's own (``re._parser``), so syntax, escapes, character-class
 meaning and error positions are exactly those of ``re``; this module only walks the
 parse tree. The DFA accepts the UTF-8 encoding of exactly the strings that
-``re.fullmatch(pattern, s)`` accepts.
+``re.fullmatch(pattern, s, flags)`` accepts.
 
 Supported: literals, classes (ranges, negation, ``\\d \\w \\s`` and negations, Unicode
 or ``re.ASCII``), ``.`` (with or without ``re.DOTALL``), groups of every capturing
 kind, alternation, ``* + ? {m} {m,} {m,n}`` greedy or lazy, verbose mode, ``^`` at
-the start and ``$`` / ``\\Z`` at the end of the pattern.
+the start and ``$`` / ``\\Z`` at the end of the pattern, and ``re.IGNORECASE``
+(``(?i)``, scoped ``(?i:...)`` / ``(?-i:...)``, with or without ``re.ASCII``).
+
+Case-insensitive matching follows what ``re`` itself does, not ``str.lower()``: a
+character matches when its simple lowercase (``_sre.unicode_tolower``) is in the
+folded set, with the extra equivalences of ``re._casefix`` (``s``/``ſ``, ``k``/Kelvin
+sign, the Greek sigmas, ...); a negated class folds the positive set, then
+complements it (``(?i)[^a]`` excludes ``A``). Under ``re.ASCII`` only ASCII letters
+fold. Quirks of the running Python's ``re`` in classes with characters beyond the BMP
+(gh-126505, fixed in the late-2024 releases) are followed too, so the DFA and ``re`` agree.
 
 Refused with a named error: lookarounds, backreferences, conditionals, possessive
 quantifiers and atomic groups (not regular, or they change the language in a way an
-automaton cannot follow), word boundaries, anchors in the middle, ``re.IGNORECASE`` and
-``re.LOCALE``.
+automaton cannot follow), word boundaries, anchors in the middle, and ``re.LOCALE``.
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
+
+import _sre
 
 try:  # Python >= 3.11
     from re import _constants as C
     from re import _parser as sre_parse
+    from re._casefix import _EXTRA_CASES
 except ImportError:  # pragma: no cover - Python 3.10
     import sre_constants as C  # type: ignore[no-redef]
     import sre_parse  # type: ignore[no-redef]
+    from sre_compile import _ignorecase_fixes as _EXTRA_CASES  # type: ignore[no-redef]
 
 from .dfa import DFA, determinize
 from .errors import RegexSyntaxError, UnsupportedRegexFeature
 from .nfa import NFA
-from .utf8 import MAX_CODE_POINT, complement, normalize, ranges_matching
+from .utf8 import MAX_CODE_POINT, Ranges, complement, normalize, ranges_matching
 
 _NOT_REGULAR = {
     "ASSERT": ("lookaround assertion", ("(?=", "(?<=")),
@@ -51,10 +64,8 @@ _CATEGORIES = {
     "CATEGORY_NOT_WORD": (r"\w", True),
 }
 
-_UNSUPPORTED_FLAGS = (
-    (re.IGNORECASE, "re.IGNORECASE / (?i) is not supported; spell the cases out, e.g. [Aa]"),
-    (re.LOCALE, "re.LOCALE / (?L) is not supported"),
-)
+_UNSUPPORTED_FLAGS = ((re.LOCALE, "re.LOCALE / (?L) is not supported"),)
+_TYPE_FLAGS = re.ASCII | re.LOCALE | re.UNICODE
 
 
 @functools.lru_cache(maxsize=256)
@@ -182,8 +193,12 @@ class _Builder:
                 what = "lookbehind assertion"
             self.fail(what, markers)
         if op is C.LITERAL:
+            if flags & re.IGNORECASE:
+                return self.chars(list(_fold_literal(av, bool(flags & re.ASCII))))
             return self.chars([(av, av)])
         if op is C.NOT_LITERAL:
+            if flags & re.IGNORECASE:
+                return self.chars(complement(list(_fold_literal(av, bool(flags & re.ASCII)))))
             return self.chars(complement([(av, av)]))
         if op is C.ANY:
             if flags & re.DOTALL:
@@ -195,6 +210,8 @@ class _Builder:
             return nfa.union(self.sequence(alt, flags, at_start, at_end) for alt in av[1])
         if op is C.SUBPATTERN:
             _group, add_flags, del_flags, sub = av
+            if add_flags & _TYPE_FLAGS:  # (?a:...) / (?u:...) replace the outer type, as in re
+                flags &= ~_TYPE_FLAGS
             return self.sequence(sub, (flags | add_flags) & ~del_flags, at_start, at_end)
         if op in (C.MAX_REPEAT, C.MIN_REPEAT):
             lo, hi, sub = av
@@ -216,20 +233,207 @@ class _Builder:
         self.fail(f"anchor {symbol} away from the start/end of the pattern", (symbol,))
 
     def char_set(self, items, flags: int):
-        ranges = []
-        negate = False
+        for op, _av in items:
+            if op not in (C.NEGATE, C.LITERAL, C.RANGE, C.CATEGORY):
+                self.fail(f"character-class item {op}")
+        ranges = _class_set(items, flags)
+        return complement(ranges) if any(op is C.NEGATE for op, _av in items) else ranges
+
+
+def _category(name: str, flags: int) -> Ranges:
+    pattern, negated = _CATEGORIES[name]
+    got = list(ranges_matching(pattern, re.ASCII if flags & re.ASCII else 0))
+    return complement(got) if negated else got
+
+
+# -- case-insensitive matching -------------------------------------------------------
+#
+# This mirrors what re's compiler and _sre do with IGNORECASE (not LOCALE), so the
+# languages agree exactly:
+#
+# * a cased literal ``c`` matches the characters whose lowercase (``_sre`` simple
+#   lowercase; ASCII letters only under re.ASCII) is ``lower(c)`` or one of the extra
+#   cases of ``lower(c)`` (``re._casefix``: s/ſ, k/K, the sigmas, ...);
+# * a class with anything cased in it is folded into a set ``S`` (each member
+#   replaced by its lowercase plus extra cases; \d \w \s kept as written) and matches
+#   the characters whose lowercase is in ``S``; a range reaching past the BMP is
+#   kept as written and also matches when ``upper(lower(ch))`` falls in it. A class
+#   with nothing cased is matched as written. Negation applies last.
+#
+# Sets of characters "whose lowercase is in S" are preimages under a code point map;
+# the maps are stored as the ~1,400-3,000 points they change, so a preimage costs a
+# few bisections per range of S whatever the size of S.
+
+BMP_MAX = 0xFFFF
+
+
+class _CaseMap:
+    """A code point map ``f``, stored as the points it changes, sorted both ways."""
+
+    def __init__(self, pairs):
+        pairs = sorted((c, v) for c, v in pairs if c != v)
+        self.keys = [c for c, _ in pairs]
+        self.key_vals = [v for _, v in pairs]
+        by_val = sorted((v, c) for c, v in pairs)
+        self.vals = [v for v, _ in by_val]
+        self.keys_by_val = [c for _, c in by_val]
+
+    def _cut(self, ranges):
+        """The ranges without the changed points, and the index span of each cut-out run."""
+        kept, spans = [], []
+        for lo, hi in ranges:
+            i, j = bisect.bisect_left(self.keys, lo), bisect.bisect_right(self.keys, hi)
+            start = lo
+            for k in self.keys[i:j]:
+                if k > start:
+                    kept.append((start, k - 1))
+                start = k + 1
+            if start <= hi:
+                kept.append((start, hi))
+            spans.append((i, j))
+        return kept, spans
+
+    def image(self, ranges) -> Ranges:
+        """``{f(c) : c in ranges}``."""
+        kept, spans = self._cut(normalize(ranges))
+        kept.extend((v, v) for i, j in spans for v in self.key_vals[i:j])
+        return normalize(kept)
+
+    def preimage(self, ranges) -> Ranges:
+        """``{c : f(c) in ranges}``."""
+        ranges = normalize(ranges)
+        kept, _ = self._cut(ranges)
+        for lo, hi in ranges:
+            i, j = bisect.bisect_left(self.vals, lo), bisect.bisect_right(self.vals, hi)
+            kept.extend((c, c) for c in self.keys_by_val[i:j])
+        return normalize(kept)
+
+
+class _CaseTables:
+    """What re's IGNORECASE needs, derived from ``_sre`` itself (built once, lazily)."""
+
+    def __init__(self):
+        lower = _sre.unicode_tolower
+        #: Every code point with a case mapping (``_sre.unicode_iscased``), sorted.
+        self.cased = list(filter(_sre.unicode_iscased, range(MAX_CODE_POINT + 1)))
+        # _sre's uppercase is the first character of the full mapping (str.upper()).
+        upper = {c: ord(chr(c).upper()[0]) for c in self.cased}
+        self.lower = _CaseMap((c, lower(c)) for c in self.cased)
+        self.upper = _CaseMap(upper.items())
+        self.upper_of_lower = _CaseMap((c, upper.get(lower(c), lower(c))) for c in self.cased)
+        self.ascii_lower = _CaseMap((c, c + 32) for c in range(ord("A"), ord("Z") + 1))
+        # gh-126505: before the fix, a literal beyond the BMP in a class was kept
+        # unfolded (an upper-case one then matched nothing), and under re.ASCII a
+        # range reaching past the BMP also matched by Unicode uppercase. Follow the
+        # running re, whichever it is.
+        self.fold_wide_literal = re.fullmatch("(?i)[a\U00010400]", "\U00010400") is not None
+        self.ascii_wide_range_upper = (
+            re.fullmatch("[\ua7aa-\U00010000]", "\u0266", re.ASCII | re.IGNORECASE) is not None
+        )
+
+    def any_cased(self, lo: int, hi: int) -> bool:
+        i = bisect.bisect_left(self.cased, lo)
+        return i < len(self.cased) and self.cased[i] <= hi
+
+
+@functools.lru_cache(maxsize=None)
+def _case_tables() -> _CaseTables:
+    return _CaseTables()
+
+
+def _ascii_cased(lo: int, hi: int) -> bool:
+    return (lo <= ord("Z") and hi >= ord("A")) or (lo <= ord("z") and hi >= ord("a"))
+
+
+def _contains(ranges: Ranges, x: int) -> bool:
+    i = bisect.bisect_right(ranges, (x, MAX_CODE_POINT + 1)) - 1
+    return i >= 0 and ranges[i][0] <= x <= ranges[i][1]
+
+
+@functools.lru_cache(maxsize=4096)
+def _fold_literal(c: int, ascii_only: bool) -> tuple[tuple[int, int], ...]:
+    """The characters that re matches with the literal ``c`` under IGNORECASE."""
+    if ascii_only:
+        if not _sre.ascii_iscased(c):
+            return ((c, c),)
+        lo = _sre.ascii_tolower(c)
+        return tuple(_case_tables().ascii_lower.preimage([(lo, lo)]))
+    if not _sre.unicode_iscased(c):
+        return ((c, c),)
+    lo = _sre.unicode_tolower(c)
+    targets = [(x, x) for x in (lo, *_EXTRA_CASES.get(lo, ()))]
+    return tuple(_case_tables().lower.preimage(targets))
+
+
+def _class_set(items, flags: int) -> Ranges:
+    """The code points a class matches before its negation (if any) is applied."""
+    if not flags & re.IGNORECASE:
+        ranges: Ranges = []
         for op, av in items:
-            if op is C.NEGATE:
-                negate = True
-            elif op is C.LITERAL:
+            if op is C.LITERAL:
                 ranges.append((av, av))
             elif op is C.RANGE:
                 ranges.append(av)
             elif op is C.CATEGORY:
-                pattern, negated = _CATEGORIES[str(av)]
-                got = list(ranges_matching(pattern, re.ASCII if flags & re.ASCII else 0))
-                ranges.extend(complement(got) if negated else got)
+                ranges.extend(_category(str(av), flags))
+        return normalize(ranges)
+    return _fold_class(items, flags)
+
+
+def _fold_class(items, flags: int) -> Ranges:
+    """The code points of a class under IGNORECASE, as re matches them (before negation)."""
+    tables = _case_tables()
+    ascii_only = bool(flags & re.ASCII)
+    if ascii_only:
+        lower, tolower, iscased, fixes = tables.ascii_lower, _sre.ascii_tolower, _sre.ascii_iscased, {}
+        any_cased = _ascii_cased
+    else:
+        lower, tolower, iscased, fixes = tables.lower, _sre.unicode_tolower, _sre.unicode_iscased, _EXTRA_CASES
+        any_cased = tables.any_cased
+    plain: Ranges = []  # the class as written
+    folded: Ranges = []  # what a character's lowercase is tested against
+    wide: Ranges = []  # ranges past the BMP that also match by upper(lower(ch))
+    hascased = False
+
+    def add_folded(ranges: Ranges) -> None:
+        image = lower.image(ranges)
+        folded.extend(image)
+        folded.extend((x, x) for k, extra in fixes.items() if _contains(image, k) for x in extra)
+
+    for op, av in items:
+        if op is C.LITERAL:
+            plain.append((av, av))
+            lo = tolower(av)
+            if lo <= BMP_MAX:
+                add_folded([(av, av)])
+                hascased = hascased or iscased(av)
+            elif tables.fold_wide_literal:
+                folded.append((lo, lo))
+                hascased = hascased or iscased(lo)
             else:
-                self.fail(f"character-class item {op}")
-        ranges = normalize(ranges)
-        return complement(ranges) if negate else ranges
+                folded.append((av, av))
+                hascased = True
+        elif op is C.RANGE:
+            a, b = av
+            plain.append((a, b))
+            if b <= BMP_MAX:
+                add_folded([(a, b)])
+                hascased = hascased or any_cased(a, b)
+            else:
+                if a <= BMP_MAX:
+                    add_folded([(a, BMP_MAX)])
+                folded.append((a, b))
+                hascased = True
+                if not ascii_only or tables.ascii_wide_range_upper:
+                    wide.append((a, b))
+        elif op is C.CATEGORY:
+            got = _category(str(av), flags)
+            plain.extend(got)
+            folded.extend(got)
+    if not hascased:
+        return normalize(plain)
+    out = lower.preimage(folded)
+    upper = tables.upper if ascii_only else tables.upper_of_lower
+    for r in wide:
+        out.extend(upper.preimage([r]))
+    return normalize(out)

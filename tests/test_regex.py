@@ -15,6 +15,9 @@ from fsm import (
     UnsupportedRegexFeature,
     compile_regex,
 )
+from fsm.nfa import NFA
+from fsm.regex import regex_to_nfa
+from fsm.utf8 import _all_scalars, normalize
 
 PATTERNS = [
     r"[0-9]+",
@@ -129,7 +132,6 @@ def test_syntax_error_reports_position(pattern, pos):
         (r"a\bb", "word boundary"),
         (r"a^b", "anchor ^"),
         (r"a$b", "anchor $"),
-        (r"(?i)abc", "IGNORECASE"),
     ],
 )
 def test_non_regular_features_are_named(pattern, feature):
@@ -146,3 +148,210 @@ def test_empty_language_is_an_error(pattern):
 def test_non_string_pattern():
     with pytest.raises(TypeError):
         compile_regex(b"abc")
+
+
+# -- re.IGNORECASE -------------------------------------------------------------------
+#
+# Case-insensitive matching must be re's own, which is not str.lower(): 'ſ' ~ 's',
+# the Kelvin sign ~ 'k', 'ß' ~ 'ẞ' (but not "ss"), the three sigmas, 'İ' ~ 'i', and
+# under re.ASCII only ASCII letters fold.
+
+ICASE_PATTERNS = [
+    (r"(?i)select|from|where", 0),
+    (r"(?i)[a-z_][a-z0-9_]*", 0),
+    (r"hello world", re.IGNORECASE),
+    (r"(?i:abc)d", 0),
+    (r"a(?i:b(?-i:c)d)e", 0),
+    (r"(?i)[^a]", 0),
+    (r"(?i)[^a-z]+", 0),
+    (r"(?i)[^\W\d_]+", 0),
+    (r"(?i)\w+", 0),
+    (r"(?i)\w+", re.ASCII),
+    (r"(?i)[^\w]+", re.ASCII),
+    (r"(?ai)[a-z]+k?", 0),
+    (r"(?i)s+k+", re.ASCII),
+    (r"(?i)stra(ß|ss)e", 0),
+    (r"(?i)[σ]+|ς", 0),
+    (r"(?i)Σ[^σ]", 0),
+    (r"(?i)kelvin|ſ", 0),
+    (r"(?i)é[é-ü]É", 0),
+    (r"(?i)[^é]{1,2}", 0),
+    (r"(?i)[À-ÿ]+", 0),
+    (r"(?i)[Ѐ-ӿ]{1,3}", 0),
+    (r"(?i)[ж-я]", 0),
+    (r"(?i)i|\u0130", 0),
+    (r"(?i)[\d\s]+x", 0),
+    (r"(?i)[a\W]+", 0),
+    (r"(?i)[^a\d]+", 0),
+    (r"(?i).b.", 0),
+    (r"(?is).b.", 0),
+    (r"(?i)[.k]+", 0),
+    (r"(?i)\U00010400|[\U00010428-\U0001044f]+", 0),
+    (r"(?i)[a-c\U00010400]", 0),  # gh-126505: re's answer differs across versions
+    (r"(?i)[\ua7aa-\U00010000]", re.ASCII),  # gh-126505 again
+    (r"(?i)[\u0100-\U0010ffff]+", 0),
+    (r"(?-i:a)(?i:a)", 0),
+    (r"(?i)(?a:k)(?u:k)", 0),
+]
+
+ICASE_PROBE_CHARS = (
+    "aAbBcCdDeEiIkKsSxXzZ_09 -.!\n"
+    "éÉèüÜÿŸßẞſKΣσςİıΩωΩµΜжЖǅǄǆ\u0345\u0399\u03b9\u1fbe\u0266\ua7aa"
+    "\U00010400\U00010428\U00010401日🎉"
+)
+
+ICASE_PROBE_WORDS = [
+    "", "select", "SELECT", "SeLeCt", "ſelect", "ſeleſt", "from", "FROM", "fRoM", "where", "WHERE",
+    "hello world", "HELLO WORLD", "HeLLo WoRLD", "abcd", "ABCd", "abcD", "aBcDe", "abcDe", "aBCDe",
+    "straße", "STRASSE", "strasse", "STRAẞE", "Straße", "σςΣ", "Σσ", "ΣΣ", "σ", "ς", "Σς",
+    "kelvin", "KELVIN", "Kelvin", "ſ", "S", "s", "éüÉ", "ÉÜé", "éẞÉ", "ÀÿŸ", "àÿŸ", "ЖжЯ",
+    "x_1", "X_1", "_", "9", "12 x", "\t x", "aa", "aA", "Aa", "AA", "kk", "kK", "KK", "sk", "ſK",
+    "ab", "AB", "Kb!", "kbK", "\U00010400", "\U00010428\U00010400", "\u0130", "\u0131", "i", "I",
+]
+
+
+def _icase_probes() -> list[str]:
+    chars = ICASE_PROBE_CHARS
+    probes = set(ICASE_PROBE_WORDS)
+    probes.update(w.swapcase() for w in ICASE_PROBE_WORDS)
+    probes.update(chars)
+    probes.update(a + b for a in chars for b in chars)
+    rng = random.Random(1234)
+    probes.update("".join(rng.choice(chars) for _ in range(rng.randint(3, 6))) for _ in range(500))
+    return sorted(probes)
+
+
+ICASE_PROBES = _icase_probes()
+
+
+@pytest.mark.parametrize("pattern, flags", ICASE_PATTERNS)
+def test_ignorecase_agrees_with_re_on_probes(pattern, flags):
+    dfa = compile_regex(pattern, flags)
+    rx = re.compile(pattern, flags)
+    bad = [s for s in ICASE_PROBES if dfa.matches(s.encode("utf-8")) != bool(rx.fullmatch(s))]
+    assert not bad, [(s, bool(rx.fullmatch(s))) for s in bad[:10]]
+
+
+@pytest.mark.parametrize(
+    # hypothesis's own from_regex trips over case-folded ranges past the BMP
+    "pattern, flags", [(p, f) for p, f in ICASE_PATTERNS if "\\U00" not in p]
+)
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_ignorecase_agrees_with_re_on_samples(pattern, flags, data):
+    dfa = compile_regex(pattern, flags)
+    rx = re.compile(pattern, flags)
+    s = data.draw(st.from_regex(rx, fullmatch=True))
+    rng = random.Random(s)
+    for t in [s, s.swapcase(), s.upper(), s.lower()] + [_mutate(s, rng) for _ in range(5)]:
+        assert dfa.matches(t.encode("utf-8")) == bool(rx.fullmatch(t)), repr(t)
+
+
+def _one_char_set(pattern: str, flags: int = 0):
+    """The code points our compiler gives a one-character pattern."""
+    got = []
+    nfa = NFA()
+
+    def fragment(ranges):
+        got.append(normalize(ranges))
+        return nfa.code_points(ranges)
+
+    regex_to_nfa(pattern, nfa, flags, char_fragment=fragment)
+    assert len(got) == 1
+    return got[0]
+
+
+def _re_char_set(pattern: str, flags: int = 0):
+    """The code points ``re`` matches with a one-character pattern: every scalar tried."""
+    text = _all_scalars()
+    runs = [(ord(text[m.start()]), ord(text[m.end() - 1])) for m in re.finditer(f"(?:{pattern})+", text, flags)]
+    return normalize(runs)
+
+
+ONE_CHAR_PATTERNS = [
+    "a", "A", "s", "S", "k", "K", "i", "I", "\u0130", "\u0131", "\u017f", "\u212a", "ß", "ẞ",
+    "σ", "ς", "Σ", "ι", "\u0345", "\u1fbe", "µ", "Ω", "\u2126", "\u1fd3", "\ufb05", "ǅ", "\U00010400",
+    "[^a]", "[^s]", "[^σ]", "[^\u0345]", "[a-z]", "[A-Z]", "[^a-z]", "[a-z_]", "[k-s]", "[\\w]", "\\w",
+    "[^\\W]", "[a\\W]", "[^a\\W]", "[a\\d]", "[\\s\\d]", "[\\S\\d]", "[À-ɏ]", "[Ͱ-Ͽ]", "[Ѐ-ӿ]",
+    "[ᾀ-\u1fff]", "[Ⓐ-ⓩ]", "[\u10a0-\u10ff]", "[\u13a0-\u13ff]", "[\uab70-\uabbf]", "[\u1c80-\u1c88]",
+    "[\x00-\U0010ffff]", "[^\x00-\uffff]", "[\u0100-\U0010ffff]", "[\ua7aa-\U00010000]",
+    "[\U00010400-\U0001044f]", "[\U0001e900-\U0001e95f]", "[a\U00010400]", "[a\U00010428]",
+    "[\U00010400\U00010401]", "[^a\U00010400]", ".",
+]
+
+
+@pytest.mark.parametrize("ascii_only", [False, True], ids=["unicode", "ascii"])
+@pytest.mark.parametrize("pattern", ONE_CHAR_PATTERNS)
+def test_ignorecase_one_character_sets_are_exact(pattern, ascii_only):
+    """Every code point, not a sample: the folded set is exactly re's."""
+    flags = re.IGNORECASE | (re.ASCII if ascii_only else 0)
+    assert _one_char_set(pattern, flags) == _re_char_set(pattern, flags)
+
+
+def test_ignorecase_examples():
+    assert compile_regex("(?i)[^a]").matches(b"b")
+    assert not compile_regex("(?i)[^a]").matches(b"A")  # negation folds first
+    ks = compile_regex("(?i)ks")
+    assert all(ks.matches(s.encode()) for s in ["ks", "KS", "\u212aſ", "kS"])
+    assert not compile_regex("(?i)ß").matches(b"ss")
+    assert compile_regex("(?i)ß").matches("ẞ".encode())
+    assert not compile_regex("(?ai)k").matches("\u212a".encode())
+    assert compile_regex("(?ai)k").matches(b"K")
+    assert not compile_regex("(?ai)é").matches("É".encode())
+    sigma = compile_regex("(?i)σ")
+    assert all(sigma.matches(c.encode()) for c in "σςΣ")
+    d = compile_regex(r"(?i:abc)d")
+    assert d.matches(b"ABCd") and not d.matches(b"ABCD")
+
+
+# A small grammar of random IGNORECASE patterns: literals and classes drawn from the
+# interesting characters, scoped flags, alternation and repetition.
+_RANDOM_ATOMS = [
+    "a", "B", "k", "K", "s", "S", "ſ", "\u212a", "é", "É", "ß", "ẞ", "σ", "Σ", "ς", "i", "\u0130",
+    "ж", "7", "_", " ", "\\.", ".", "\\w", "\\W", "\\d", "\\s", "[a-f]", "[^a-f]", "[A-Z_]",
+    "[^k]", "[sk]", "[^\\W\\d]", "[é-ü]", "[Σσ]", "[^σ]", "[\\dk]", "[^\\sS]",
+]
+
+
+def _random_pattern(rng: random.Random, depth: int = 0) -> str:
+    parts = []
+    for _ in range(rng.randint(1, 4)):
+        r = rng.random()
+        if r < 0.15 and depth < 2:
+            inner = "|".join(_random_pattern(rng, depth + 1) for _ in range(rng.randint(1, 3)))
+            prefix = rng.choice(["?:", "?i:", "?-i:", "?a:", "?ai:", ""])
+            parts.append(f"({prefix}{inner})")
+        else:
+            parts.append(rng.choice(_RANDOM_ATOMS))
+        if rng.random() < 0.25:
+            parts[-1] += rng.choice(["*", "+", "?", "{1,2}"])
+    return "".join(parts)
+
+
+def _random_text(rng: random.Random, pattern: str) -> str:
+    alphabet = ICASE_PROBE_CHARS + "".join(c for c in pattern if c not in "\\[]()?:|*+{},^-")
+    return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 5)))
+
+
+def test_ignorecase_random_patterns_agree_with_re():
+    rng = random.Random(20240611)
+    checked = 0
+    for _ in range(80):
+        pattern = _random_pattern(rng)
+        flags = rng.choice([re.IGNORECASE, re.IGNORECASE | re.ASCII, 0])
+        rx = re.compile(pattern, flags)
+        try:
+            dfa = compile_regex(pattern, flags)
+        except EmptyLanguageError:
+            continue
+        texts = [_random_text(rng, pattern) for _ in range(60)]
+        # Strings re accepts, and their case variants, so that matches are exercised.
+        for _ in range(40):
+            t = _random_text(rng, pattern)
+            m = rx.search(t)
+            if m:
+                texts += [m.group(), m.group().swapcase(), m.group().upper(), m.group().lower()]
+        for t in texts:
+            assert dfa.matches(t.encode("utf-8")) == bool(rx.fullmatch(t)), (pattern, flags, t)
+            checked += 1
+    assert checked > 3000
