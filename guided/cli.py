@@ -6,6 +6,8 @@
     guided generate --regex '(yes|no)' --json "Is water wet?"
     guided generate --schema person.json "Describe Ada Lovelace."
     guided generate --pydantic mymodule:Person --whitespace indent=2 "Describe Ada Lovelace."
+    guided generate --grammar sql "All users older than 30, as SQL."
+    guided generate --grammar my.lark --start expr "Two plus two."
     guided generate --watermark-key-file wm.key --temperature 1 "Write a haiku."
     guided detect --key-file wm.key story.txt          (JSON result on stdout)
     guided detect --key-file wm.key --schema person.json out.json
@@ -32,6 +34,9 @@ def _build_parser() -> argparse.ArgumentParser:
     spec.add_argument("--regex", help="Python regex the whole output must match")
     spec.add_argument("--schema", metavar="FILE.json", help="JSON Schema file the output must satisfy")
     spec.add_argument("--pydantic", metavar="MODULE:CLASS", help="pydantic model class the output must satisfy")
+    spec.add_argument("--grammar", metavar="FILE.lark|NAME",
+                      help="lark grammar file, or a shipped grammar's name (json, arithmetic, sql, csv, python_expr)")
+    gen.add_argument("--start", default="start", help="the grammar's start rule (with --grammar)")
     gen.add_argument("--whitespace", default="flexible",
                      help='JSON whitespace: "flexible" (default), "compact" or "indent=N"')
     gen.add_argument("--lenient", action="store_true",
@@ -148,10 +153,14 @@ def _load(model_path, threads):
 
 
 def _spec_from_args(args):
-    from .specs import JsonSchema, Regex
+    from .specs import Grammar, JsonSchema, Regex
 
     if args.regex is not None:
         return Regex(args.regex)
+    if args.grammar is not None:
+        if args.grammar.endswith(".lark") or "/" in args.grammar:
+            return Grammar.from_file(args.grammar, start=args.start)
+        return Grammar.from_name(args.grammar, start=args.start)
     whitespace = _whitespace(args)
     if args.schema is not None:
         with open(args.schema, encoding="utf-8") as f:
@@ -191,10 +200,14 @@ def _check_spec(spec) -> None:
     """Compile the spec's automaton now, so a bad spec fails before the model loads."""
     from fsm.regex import compile_regex
 
-    from .specs import JsonSchema, Regex
+    from .specs import Grammar, JsonSchema, Regex
 
     if isinstance(spec, Regex):
         compile_regex(spec.pattern, spec.flags)
+    elif isinstance(spec, Grammar):
+        from grammars.lark_frontend import compile_lark
+
+        compile_lark(spec.lark_text, spec.start)
     elif isinstance(spec, JsonSchema):
         from grammars.json_schema import compile_json_schema
 

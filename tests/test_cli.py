@@ -23,6 +23,34 @@ def test_non_regular_feature_is_named(capsys):
     assert "backreference" in capsys.readouterr().err
 
 
+def test_grammar_error_is_reported_with_line_and_column(capsys, tmp_path):
+    bad = tmp_path / "bad.lark"
+    bad.write_text('start: "a" (\n')
+    assert main(["generate", "--grammar", str(bad), "hello"]) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"line 1,? column 13", err)
+
+
+def test_unknown_grammar_name(capsys):
+    assert main(["generate", "--grammar", "nope", "hello"]) == 2
+    assert "no shipped grammar named 'nope'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_generate_with_a_shipped_grammar():
+    import lark
+
+    from guided.specs import Grammar
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "guided.cli", "generate", "--grammar", "arithmetic", "--threads", "1",
+         "--max-tokens", "40", "Write an arithmetic expression that equals 10."],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lark.Lark(Grammar.from_name("arithmetic").lark_text, parser="lalr").parse(proc.stdout.rstrip("\n"))
+
+
 def test_missing_model_path(capsys, tmp_path):
     with pytest.raises(FileNotFoundError):
         main(["generate", "--regex", "a", "--model", str(tmp_path / "nope"), "hi"])

@@ -1,0 +1,289 @@
+"""Lark grammars through the matcher contract, checked against lark's own parser."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import lark
+import numpy as np
+import pytest
+
+import guided
+from guided.compiler import as_vocabulary
+
+JSON_GRAMMAR = r"""
+?start: value
+?value: object | array | string | SIGNED_NUMBER -> number | "true" -> true | "false" -> false | "null" -> null
+array  : "[" [value ("," value)*] "]"
+object : "{" [pair ("," pair)*] "}"
+pair   : string ":" value
+string : ESCAPED_STRING
+%import common.ESCAPED_STRING
+%import common.SIGNED_NUMBER
+%import common.WS
+%ignore WS
+"""
+
+# Keywords that are also names, an operator that prefixes another ("<" / "<="),
+# case-insensitive keywords and a comment terminal that is ignored.
+QUERY_GRAMMAR = r"""
+start: "select"i NAME ("," NAME)* ("where"i cond)?
+cond: NAME OP value
+OP: "<" | "<=" | "=" | ">" | ">="
+value: NAME | INT
+NAME: /[a-z_][a-z0-9_]*/
+COMMENT: /--[^\n]*/
+%import common.INT
+%import common.WS
+%ignore WS
+%ignore COMMENT
+"""
+
+
+def _vocab(tokenizer):
+    return as_vocabulary(tokenizer)
+
+
+def _token_map(vocab):
+    return {b: i for i, b in enumerate(vocab.token_bytes) if b}
+
+
+def random_segmentation(data: bytes, token_of: dict, rng: random.Random) -> list[int]:
+    """Token ids whose bytes concatenate to ``data``, with random split points
+    (every single byte is a token in the byte-level vocabularies used here)."""
+    out, i = [], 0
+    while i < len(data):
+        choices = [n for n in range(1, min(16, len(data) - i) + 1) if data[i : i + n] in token_of]
+        n = rng.choice(choices)
+        out.append(token_of[data[i : i + n]])
+        i += n
+    return out
+
+
+def matcher_accepts(guide, token_ids) -> bool:
+    m = guide.matcher()
+    for t in token_ids:
+        if not m.accept_token(t):
+            return False
+    return m.accept_token(guide.eos_token_ids[0])
+
+
+def brute_force_mask(guide, m) -> np.ndarray:
+    """What the mask must be: every token the matcher's stepping accepts."""
+    state = m._states[-1]
+    index = guide.index
+    ok = np.array([index.consume_token(state, t) is not None for t in range(guide.vocab_size)])
+    for e in guide.eos_token_ids:
+        ok[e] = index.can_end(state)
+    return ok
+
+
+def mask_of(guide, m) -> np.ndarray:
+    return np.array(sorted(m.allowed_token_ids()))
+
+
+@pytest.fixture(scope="module")
+def json_guide(smollm2_vocab):
+    return guided.compile(guided.Grammar(JSON_GRAMMAR), smollm2_vocab)
+
+
+@pytest.fixture(scope="module")
+def query_guide(smollm2_vocab):
+    return guided.compile(guided.Grammar(QUERY_GRAMMAR), smollm2_vocab)
+
+
+# -- agreement with lark ---------------------------------------------------------------
+
+
+JSON_DOCS = [
+    '{"a": [1, 2.5, {"b": null}], "c": "x\\"y"}',
+    "[]",
+    "[true,false,null]",
+    ' { "k" : -1.5e3 } ',
+    '"\\\\"',
+    '{"nested": {"deeper": [[], [{}], "s p a c e"]}}',
+    "12",
+    '["\\u00e9t\\u00e9", "été", "日本"]',
+]
+JSON_BAD = ['{"a" 1}', "[1,]", '{"a":}', "tru", '"abc', "[1 2]", '{"a":1}}', "", "[", '"a\\"']
+
+
+@pytest.mark.parametrize("doc", JSON_DOCS + JSON_BAD)
+def test_json_grammar_agrees_with_lark(json_guide, smollm2_tokenizer, doc):
+    parser = lark.Lark(JSON_GRAMMAR, parser="earley", lexer="dynamic")
+    try:
+        parser.parse(doc)
+        expected = True
+    except lark.exceptions.LarkError:
+        expected = False
+    ids = smollm2_tokenizer.encode(doc, add_special_tokens=False)
+    assert matcher_accepts(json_guide, ids) == expected
+    token_of = _token_map(json_guide.vocab)
+    rng = random.Random(doc)
+    for _ in range(5):
+        assert matcher_accepts(json_guide, random_segmentation(doc.encode(), token_of, rng)) == expected
+
+
+def test_masks_equal_brute_force_stepping(json_guide, smollm2_tokenizer):
+    """The precomputed views give exactly the tokens that byte-by-byte stepping takes,
+    including tokens that complete several terminals (``"},``) and end-of-text."""
+    doc = '{"a": [1, 22, {"b": null}], "cc": "x\\"y"}'
+    ids = smollm2_tokenizer.encode(doc, add_special_tokens=False)
+    m = json_guide.matcher()
+    for i, t in enumerate(ids + [None]):
+        if i % 3 == 0 or t is None:
+            got = np.zeros(json_guide.vocab_size, dtype=bool)
+            got[mask_of(json_guide, m)] = True
+            want = brute_force_mask(json_guide, m)
+            assert (got == want).all(), (i, np.flatnonzero(got != want)[:10])
+        if t is not None:
+            assert m.accept_token(t)
+    assert m.is_accepting()
+
+
+def test_keyword_name_ties_and_longest_match(query_guide, smollm2_tokenizer):
+    parser = lark.Lark(QUERY_GRAMMAR, parser="lalr")
+    cases = [
+        "select a, b where a <= 3",
+        "SELECT a where b<c",
+        "Select select_x -- pick\n where a >= b",
+        "select a where a < = 3",
+        "select a where",
+        "select a b",
+        "selecta",
+        "select where where where = 1",
+    ]
+    for text in cases:
+        try:
+            parser.parse(text)
+            expected = True
+        except lark.exceptions.LarkError:
+            expected = False
+        ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+        assert matcher_accepts(query_guide, ids) == expected, text
+
+
+def test_escaped_string_matches_lark_semantics(smollm2_vocab):
+    """lark's ESCAPED_STRING uses a lookbehind; its regular equivalent must accept the
+    same lexemes."""
+    grammar = 'start: ESCAPED_STRING\n%import common.ESCAPED_STRING'
+    guide = guided.compile(guided.Grammar(grammar), smollm2_vocab)
+    parser = lark.Lark(grammar, parser="lalr")
+    rng = random.Random(0)
+    alphabet = ['"', "\\", "a", " ", "\n", "é"]
+    token_of = _token_map(smollm2_vocab)
+    for _ in range(300):
+        body = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6)))
+        text = f'"{body}"'
+        try:
+            parser.parse(text)
+            expected = True
+        except lark.exceptions.LarkError:
+            expected = False
+        got = matcher_accepts(guide, random_segmentation(text.encode(), token_of, rng))
+        assert got == expected, text
+
+
+def test_two_tokenizer_families(smollm2_tokenizer):
+    from tokenizer_zoo import mistral
+
+    tok = mistral()
+    guide = guided.compile(guided.Grammar(JSON_GRAMMAR), tok)
+    for doc in JSON_DOCS[:4]:
+        ids = tok.encode(doc, add_special_tokens=False)
+        assert matcher_accepts(guide, ids), doc
+    assert not matcher_accepts(guide, tok.encode("[1,]", add_special_tokens=False))
+
+
+# -- rollback and fork ---------------------------------------------------------------
+
+
+def test_rollback_and_fork_restore_masks(json_guide, smollm2_tokenizer):
+    ids = smollm2_tokenizer.encode('{"key": [10, "v"], "z": true}', add_special_tokens=False)
+    m = json_guide.matcher()
+    masks = [mask_of(json_guide, m)]
+    for t in ids:
+        assert m.accept_token(t)
+        masks.append(mask_of(json_guide, m))
+    fork = m.fork()
+    for n in range(len(ids), 0, -1):
+        m.rollback(1)
+        assert np.array_equal(mask_of(json_guide, m), masks[n - 1])
+    assert np.array_equal(mask_of(json_guide, fork), masks[-1])  # the fork is untouched
+    assert m.accept_tokens(ids) and np.array_equal(mask_of(json_guide, m), masks[-1])
+    with pytest.raises(ValueError):
+        m.rollback(len(ids) + 1)
+
+
+def test_refused_token_leaves_state_unchanged(json_guide, smollm2_tokenizer):
+    m = json_guide.matcher()
+    before = mask_of(json_guide, m)
+    bad = smollm2_tokenizer.encode("}", add_special_tokens=False)[0]
+    assert not m.accept_token(bad)
+    assert np.array_equal(mask_of(json_guide, m), before)
+    assert not m.accept_token(json_guide.eos_token_ids[0])  # "" is not JSON
+
+
+def test_termination(smollm2_vocab, smollm2_tokenizer):
+    guide = guided.compile(guided.Grammar('start: "yes" | "no"'), smollm2_vocab)
+    m = guide.matcher()
+    assert not m.is_accepting()
+    assert m.accept_tokens(smollm2_tokenizer.encode("yes", add_special_tokens=False))
+    assert m.is_accepting() and m.is_terminated()
+    assert m.allowed_token_ids() == list(guide.eos_token_ids)
+
+
+# -- generation --------------------------------------------------------------------------
+
+
+# Small values and no free whitespace, so a random model's outputs finish.
+SMALL_JSON_GRAMMAR = r"""
+?start: value
+?value: object | array | STRING | INT | "true" | "false" | "null"
+array  : "[" [value ("," value)*] "]"
+object : "{" [pair ("," pair)*] "}"
+pair   : STRING ":" value
+STRING : /"[a-z ]{0,6}"/
+%import common.INT
+"""
+
+
+def test_generation_outputs_always_parse(tiny_model, smollm2_tokenizer):
+    spec = guided.Grammar(SMALL_JSON_GRAMMAR)
+    parser = lark.Lark(SMALL_JSON_GRAMMAR, parser="lalr")
+    finished = 0
+    for seed in range(100):
+        r = guided.generate(
+            tiny_model, smollm2_tokenizer, "JSON:", spec, max_new_tokens=32, temperature=1.0, seed=seed, chat=False
+        )
+        if r.finish_reason != "length":
+            finished += 1
+            parser.parse(r.text)
+            json.loads(r.text)
+    assert finished >= 50
+
+
+# -- bad input ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "grammar, message",
+    [
+        ('start: ("x"', "line 1, column"),
+        ("start: a\n", "'a' used but not defined"),
+        ("start: A\nA: /a*/", "A matches the empty string"),
+        ('start: "x" b\nb: b "y"', "language is empty"),
+        ("start: A\nA: /(?=a)a/", "terminal A: lookaround"),
+        ("start: A\nA: /[a-z]+/\nstart2: B", "B"),
+    ],
+)
+def test_bad_grammars_get_clear_errors(smollm2_vocab, grammar, message):
+    with pytest.raises(guided.GrammarError, match=None) as info:
+        guided.compile(guided.Grammar(grammar), smollm2_vocab)
+    assert message in str(info.value)
+
+
+def test_unknown_shipped_grammar():
+    with pytest.raises(ValueError, match="available"):
+        guided.Grammar.from_name("no-such-grammar")
