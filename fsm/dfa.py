@@ -124,18 +124,33 @@ def nfa_byte_classes(nfa: NFA) -> np.ndarray:
 
 def determinize(nfa: NFA, start: int, final: int) -> DFA:
     """Subset construction, then dead-state removal and minimisation."""
+    trans, classes, sets = subset_table(nfa, start, {final})
+    accepting = np.array([final in s for s in sets], dtype=bool)
+    return minimize(trans, classes, accepting)
+
+
+def subset_table(nfa: NFA, start: int, keep: set[int], classes: np.ndarray | None = None):
+    """The subset construction's table (-1 = no move; dead states not removed), its
+    byte classes and each row's NFA state set. ``keep`` are the final states (kept
+    in the sets although they have no byte moves). Only the states reached from
+    ``start`` are looked at; callers that cut one NFA at many starts pass its
+    ``nfa_byte_classes`` once."""
     if nfa.pending:
         raise ValueError("an NFA with deferred fragments is determinised by LazyDFA only")
-    classes = nfa_byte_classes(nfa)
+    if classes is None:
+        classes = nfa_byte_classes(nfa)
     n_classes = int(classes[-1]) + 1
-    # Per NFA state: class -> targets.
-    moves: list[dict[int, list[int]]] = []
-    for edges in nfa.edges:
-        m: dict[int, list[int]] = {}
-        for lo, hi, t in edges:
-            for c in range(classes[lo], classes[hi] + 1):
-                m.setdefault(c, []).append(t)
-        moves.append(m)
+    move_memo: dict[int, dict[int, list[int]]] = {}
+
+    def moves_of(s: int) -> dict[int, list[int]]:
+        """Per NFA state: class -> targets."""
+        m = move_memo.get(s)
+        if m is None:
+            m = move_memo[s] = {}
+            for lo, hi, t in nfa.edges[s]:
+                for c in range(classes[lo], classes[hi] + 1):
+                    m.setdefault(c, []).append(t)
+        return m
 
     closure_memo: dict[int, frozenset[int]] = {}
 
@@ -150,8 +165,8 @@ def determinize(nfa: NFA, start: int, final: int) -> DFA:
                         seen.add(t)
                         stack.append(t)
             got = closure_memo[s] = frozenset(
-                x for x in seen if moves[x] or x == final
-            )  # keep only states that matter: those with byte moves, and the final one
+                x for x in seen if nfa.edges[x] or x in keep
+            )  # keep only states that matter: those with byte moves, and the final ones
         return got
 
     start_set = closure_of(start)
@@ -164,7 +179,7 @@ def determinize(nfa: NFA, start: int, final: int) -> DFA:
         row = [-1] * n_classes
         by_class: dict[int, set[int]] = {}
         for s in cur:
-            for c, targets in moves[s].items():
+            for c, targets in moves_of(s).items():
                 by_class.setdefault(c, set()).update(targets)
         for c, targets in by_class.items():
             nxt = frozenset().union(*(closure_of(t) for t in targets))
@@ -179,9 +194,8 @@ def determinize(nfa: NFA, start: int, final: int) -> DFA:
             row[c] = j
         table.append(row)
         i += 1
-    accepting = np.array([final in s for s in sets], dtype=bool)
     trans = np.array(table, dtype=np.int32).reshape(len(sets), n_classes)
-    return minimize(trans, classes, accepting)
+    return trans, classes, sets
 
 
 def minimize(trans: np.ndarray, byte_to_class: np.ndarray, accepting: np.ndarray) -> DFA:
@@ -246,26 +260,31 @@ def _hopcroft(t: np.ndarray, accepting: np.ndarray, sink: int) -> np.ndarray:
 
 
 def _drop_dead(trans: np.ndarray, accepting: np.ndarray):
+    live = live_states(trans, accepting)
+    if not live[0]:
+        raise EmptyLanguageError("the pattern matches no string at all")
+    trans = np.where((trans >= 0) & live[np.maximum(trans, 0)], trans, -1)
+    trans[~live] = -1
+    return trans, accepting & live
+
+
+def live_states(trans: np.ndarray, accepting: np.ndarray) -> np.ndarray:
+    """The states that can reach an accepting one (reverse reachability, linear BFS)."""
     n = trans.shape[0]
-    # Reverse reachability to accepting states, as a linear BFS.
     src, cls = np.nonzero(trans >= 0)
     dst = trans[src, cls]
     order = np.argsort(dst, kind="stable")
-    src_by_dst = src[order]
-    bounds = np.searchsorted(dst[order], np.arange(n + 1))
+    src_by_dst = src[order].tolist()
+    bounds = np.searchsorted(dst[order], np.arange(n + 1)).tolist()
     live = accepting.copy()
-    stack = list(np.nonzero(accepting)[0])
+    stack = np.nonzero(accepting)[0].tolist()
     while stack:
         d = stack.pop()
         for s in src_by_dst[bounds[d] : bounds[d + 1]]:
             if not live[s]:
                 live[s] = True
                 stack.append(s)
-    if not live[0]:
-        raise EmptyLanguageError("the pattern matches no string at all")
-    trans = np.where((trans >= 0) & live[np.maximum(trans, 0)], trans, -1)
-    trans[~live] = -1
-    return trans, accepting & live
+    return live
 
 
 def _unique_columns(mat: np.ndarray) -> tuple[list[int], np.ndarray]:

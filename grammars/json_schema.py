@@ -198,6 +198,7 @@ class SchemaCompiler:
             self.root, self.ws, self.strict = partner.root, partner.ws, partner.strict
             self.dropped, self._validator = partner.dropped, None
             self._ref_stack, self._dfas = [], {}
+            self.grammar = None
             return
         if isinstance(schema, str):
             try:
@@ -213,6 +214,9 @@ class SchemaCompiler:
         self._ref_stack: list[str] = []
         self._dfas: dict[tuple, DFA] = {}
         self._validator = None
+        #: Set by ``grammars.json_recursive``: turns recursive ``$ref`` and open values
+        #: in its own NFAs into calls of grammar rules.
+        self.grammar = None
 
     # -- entry points --------------------------------------------------------------
 
@@ -319,13 +323,23 @@ class SchemaCompiler:
     def value(self, nfa: NFA, schema, path: str, depth: int) -> tuple[int, int]:
         if isinstance(schema, dict) and "$ref" in schema:
             ref = schema["$ref"]
+            if self.grammar is not None and self.grammar.owns(nfa) and isinstance(ref, str) and not (
+                set(schema) - {"$ref"} - ANNOTATIONS
+            ):
+                # Grammar mode: a plain reference is a rule, written once however often used.
+                return self.grammar.call(nfa, ref, path)
             if ref in self._ref_stack:
                 if self.over:
                     return nfa.any_bytes()  # a superset of any recursive structure
-                raise RecursiveSchemaError(
-                    f"recursive $ref {ref!r}: recursive schemas are not supported by the regular "
-                    "(automaton) compiler", _pointer(path, "$ref"), "$ref",
+                if self.grammar is not None and self.grammar.owns(nfa):
+                    return self.grammar.call(nfa, ref, path)
+                why = (
+                    "recursion is supported through anyOf, properties and items, not inside the "
+                    "oneOf / not / if / allOf parts that need automaton algebra"
+                    if self.grammar is not None
+                    else "recursive schemas are not supported by the regular (automaton) compiler"
                 )
+                raise RecursiveSchemaError(f"recursive $ref {ref!r}: {why}", _pointer(path, "$ref"), "$ref")
             self._ref_stack.append(ref)
             try:
                 return self.value(nfa, self.deref(schema, path), path, depth)
@@ -1190,6 +1204,8 @@ class SchemaCompiler:
         ``levels`` more containers, from a cached DFA."""
         if self.over:
             return nfa.any_bytes()
+        if self.grammar is not None and self.grammar.owns(nfa):
+            return self.grammar.call_any(nfa)
         if nfa.lazy:
             return self._deferred_any(nfa, depth, OPEN_DEPTH)
         key = (self.ws.key(), depth if self.ws.depth_matters() else 0, levels)

@@ -7,6 +7,11 @@
     start(allowed) = {(t, 0) for t in allowed}   (the parser says which t may come)
     step(state, b) = the pairs that survive byte b; -1 when none does
 
+A terminal is anything with a ``transitions`` table, ``byte_to_class`` and
+``accepting`` (a ``fsm.DFA``, or a ``TerminalView``: one shared table, its own
+accepting and live states). A terminal whose start state accepts matches the empty
+string too, but a lexeme is never empty, so only its nonempty strings are read.
+
 A lexeme is read with *longest match among the allowed terminals*: bytes extend the
 current lexeme while any allowed terminal can take them, and the lexeme ends (with
 every terminal that accepts it) at the first byte none can take. That is lark's
@@ -23,6 +28,20 @@ from __future__ import annotations
 import numpy as np
 
 UNKNOWN = -2  # a row not built yet
+
+
+class TerminalView:
+    """A terminal over a table shared with other terminals (the same text region,
+    different end points): its own accepting states and the states that can still
+    reach one."""
+
+    __slots__ = ("transitions", "byte_to_class", "accepting", "live")
+
+    def __init__(self, transitions, byte_to_class, accepting, live):
+        self.transitions = transitions
+        self.byte_to_class = byte_to_class
+        self.accepting = accepting
+        self.live = live
 
 
 class Lexer:
@@ -47,12 +66,19 @@ class Lexer:
         for b in range(255, -1, -1):
             rep[self.byte_to_class[b]] = b
         # Per terminal: state x global class -> terminal state (-1 dead), as lists.
+        # Terminals may share one table (``TerminalView``): it is converted once.
         self._moves = []
+        self._live = []  # per terminal: which of its table's states can still finish it (None: all)
         self._accepting = []
+        shared: dict[int, list[list[int]]] = {}
         for d in self.dfas:
-            cls = d.byte_to_class.tolist()
-            rows = d.transitions.tolist()
-            self._moves.append([[row[cls[b]] for b in rep] for row in rows])
+            moves = shared.get(id(d.transitions))
+            if moves is None:
+                cls = d.byte_to_class.tolist()
+                moves = shared[id(d.transitions)] = [[row[cls[b]] for b in rep] for row in d.transitions.tolist()]
+            live = getattr(d, "live", None)
+            self._live.append(live.tolist() if live is not None else None)
+            self._moves.append(moves)
             self._accepting.append(d.accepting.tolist())
         self._classes = self.byte_to_class.tolist()
         self._members: list[tuple[tuple[int, int], ...]] = []
@@ -112,10 +138,12 @@ class Lexer:
 
     def _expand(self, state: int) -> list[int]:
         members = self._members[state]
-        moves = self._moves
+        moves, lives = self._moves, self._live
         row = []
         for c in range(self.num_classes):
-            nxt = tuple((t, m) for t, s in members if (m := moves[t][s][c]) >= 0)
+            nxt = tuple(
+                (t, m) for t, s in members if (m := moves[t][s][c]) >= 0 and (lives[t] is None or lives[t][m])
+            )
             row.append(self._intern(nxt) if nxt else -1)
         self._rows[state] = row
         self.transitions[state] = row

@@ -67,9 +67,17 @@ def _compile_uncached(spec, vocab: Vocabulary, eager) -> Guide:
     if isinstance(spec, Regex):
         return FSMGuide(compile_regex(spec.pattern, spec.flags), vocab, eager=eager)
     if isinstance(spec, JsonSchema):
-        from grammars.json_schema import compile_json_schema
+        from grammars.json_schema import RecursiveSchemaError, compile_json_schema
 
-        dfa = compile_json_schema(spec.schema, spec.whitespace, spec.strict)
+        try:
+            dfa = compile_json_schema(spec.schema, spec.whitespace, spec.strict)
+        except RecursiveSchemaError:
+            # Recursion is not regular: the grammar engine takes the schema.
+            from grammars.json_recursive import compile_recursive_schema
+
+            from .grammar_matcher import GrammarGuide
+
+            return GrammarGuide(compile_recursive_schema(spec.schema, spec.whitespace, spec.strict), vocab)
         return FSMGuide(dfa, vocab, eager=eager)
     if isinstance(spec, Grammar):
         from grammars.lark_frontend import compile_lark

@@ -137,7 +137,7 @@ def ordered(value, schema, root=None):
     if isinstance(schema, dict) and "$ref" in schema:
         node = root
         for part in schema["$ref"][2:].split("/"):
-            node = node[part]
+            node = node[part] if part else node  # "#" is the root
         schema = node
     if not isinstance(schema, dict):
         return value

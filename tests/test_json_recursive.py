@@ -1,0 +1,166 @@
+"""Recursive JSON Schemas through the grammar engine, checked against jsonschema."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from test_json_schema import _validator, compact, mutations, ordered
+
+import guided
+from grammars.json_recursive import compile_recursive_schema
+
+TREE = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 8}, "kids": {"type": "array", "items": {"$ref": "#"}}},
+    "required": ["name"],
+    "additionalProperties": False,
+}
+
+LINKED_LIST = {
+    "$defs": {
+        "node": {
+            "type": "object",
+            "properties": {"value": {"type": "integer", "minimum": 0}, "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}},
+            "required": ["value", "next"],
+        }
+    },
+    "$ref": "#/$defs/node",
+}
+
+# Mutual recursion, through additionalProperties and arrays, with a scalar base case.
+EXPR = {
+    "$defs": {
+        "expr": {"anyOf": [{"type": "number"}, {"$ref": "#/$defs/call"}]},
+        "call": {
+            "type": "object",
+            "properties": {"op": {"enum": ["+", "*", "neg"]}, "args": {"type": "array", "items": {"$ref": "#/$defs/expr"}, "minItems": 1, "maxItems": 3}},
+            "required": ["op", "args"],
+            "additionalProperties": False,
+        },
+    },
+    "$ref": "#/$defs/expr",
+}
+
+JSON_VALUE = {
+    "$defs": {
+        "value": {
+            "anyOf": [
+                {"type": ["null", "boolean", "number", "string"]},
+                {"type": "array", "items": {"$ref": "#/$defs/value"}},
+                {"type": "object", "additionalProperties": {"$ref": "#/$defs/value"}},
+            ]
+        }
+    },
+    "$ref": "#/$defs/value",
+}
+
+# An open value ({}) at any depth inside a recursive schema is a rule of its own.
+OPEN_LEAF = {
+    "type": "object",
+    "properties": {"data": {}, "children": {"type": "array", "items": {"$ref": "#"}}},
+}
+
+SCHEMAS = {"tree": TREE, "linked_list": LINKED_LIST, "expr": EXPR, "json_value": JSON_VALUE, "open_leaf": OPEN_LEAF}
+
+VALID = {
+    "tree": [{"name": "a"}, {"name": "r", "kids": [{"name": "b", "kids": [{"name": "c", "kids": []}]}, {"name": "d"}]}],
+    "linked_list": [{"value": 1, "next": None}, {"value": 1, "next": {"value": 2, "next": {"value": 0, "next": None}}}],
+    "expr": [3, {"op": "+", "args": [1, {"op": "neg", "args": [2.5]}]}, {"op": "*", "args": [{"op": "+", "args": [1, 2, 3]}]}],
+    "json_value": [None, [1, [2, [3, {"a": [True, "x"]}]]], {"k": {"k": {"k": {}}}}],
+    "open_leaf": [{}, {"data": {"any": [1, {"deep": [[[]]]}]}, "children": [{"data": 1, "children": [{}]}]}],
+}
+
+
+def matches(guide, text: bytes) -> bool:
+    """Byte-level acceptance (independent of how a tokenizer splits the text)."""
+    index = guide.index
+    state = index.consume(index.initial(), text)
+    return state is not None and index.can_end(state)
+
+
+@pytest.fixture(scope="module")
+def guides(smollm2_vocab):
+    return {name: guided.compile(guided.JsonSchema(s, whitespace="compact"), smollm2_vocab) for name, s in SCHEMAS.items()}
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_agrees_with_jsonschema(guides, name):
+    schema, guide = SCHEMAS[name], guides[name]
+    assert isinstance(guide, guided.GrammarGuide)
+    validator = _validator(schema)
+    rng = random.Random(name)
+    for value in VALID[name]:
+        assert validator.is_valid(value)
+        assert matches(guide, compact(ordered(value, schema))), value
+        for m in mutations(value, rng, n=20):
+            text = compact(ordered(m, schema))
+            if matches(guide, text):
+                assert validator.is_valid(m), f"invalid instance accepted: {text!r}"
+            elif validator.is_valid(m):
+                pytest.fail(f"valid mutated instance rejected: {text!r}")
+
+
+def test_deep_nesting_and_token_level_stepping(guides, smollm2_tokenizer):
+    guide = guides["linked_list"]
+    value = None
+    for i in range(40):
+        value = {"value": i, "next": value}
+    text = compact(value).decode()
+    m = guide.matcher()
+    assert m.accept_tokens(smollm2_tokenizer.encode(text, add_special_tokens=False))
+    assert m.accept_token(guide.eos_token_ids[0])
+
+
+def test_flexible_whitespace(smollm2_vocab):
+    guide = guided.compile(guided.JsonSchema(TREE), smollm2_vocab)
+    doc = json.dumps({"name": "a", "kids": [{"name": "b"}]}, indent=2).encode()
+    assert matches(guide, doc)
+    assert not matches(guide, b'{"name": "a",\n\n\n\n "kids": []}')  # runaway newlines stay bounded
+
+
+def test_recursion_inside_one_of_is_named():
+    schema = {"$defs": {"n": {"oneOf": [{"type": "object", "properties": {"x": {"$ref": "#/$defs/n"}}}, {"type": "string"}]}},
+              "$ref": "#/$defs/n"}
+    with pytest.raises(guided.RecursiveSchemaError, match="#/\\$defs/n"):
+        compile_recursive_schema(schema, "compact")
+
+
+def test_recursion_without_a_base_case_is_unsatisfiable():
+    schema = {"type": "object", "properties": {"next": {"$ref": "#"}}, "required": ["next"]}
+    with pytest.raises(guided.UnsatisfiableSchemaError, match="recursion never ends"):
+        compile_recursive_schema(schema, "compact")
+
+
+def test_indented_layout_is_refused_with_a_reason(smollm2_vocab):
+    with pytest.raises(guided.RecursiveSchemaError, match="indent"):
+        guided.compile(guided.JsonSchema(TREE, whitespace={"indent": 2}), smollm2_vocab)
+
+
+def test_generation_outputs_validate(tiny_model, smollm2_tokenizer):
+    validator = _validator(EXPR)
+    finished = 0
+    for seed in range(20):
+        r = guided.generate(tiny_model, smollm2_tokenizer, "JSON:", guided.JsonSchema(EXPR, whitespace="compact"),
+                            max_new_tokens=48, temperature=1.0, seed=seed, chat=False)
+        if r.finish_reason != "length":
+            finished += 1
+            assert validator.is_valid(r.value), r.text
+    assert finished >= 10
+
+
+def test_pydantic_recursive_model(tiny_model, smollm2_tokenizer):
+    import pydantic
+
+    class Node(pydantic.BaseModel):
+        label: str = pydantic.Field(max_length=6)
+        children: list["Node"] = pydantic.Field(max_length=2)
+
+    spec = guided.JsonSchema(Node, whitespace="compact")
+    r = guided.generate(tiny_model, smollm2_tokenizer, "Tree:", spec, max_new_tokens=64, temperature=1.0, seed=3, chat=False)
+    if r.finish_reason != "length":
+        assert isinstance(r.value, Node)
+    guide = guided.compile(spec, smollm2_tokenizer)
+    assert matches(guide, b'{"label":"a","children":[{"label":"b","children":[]}]}')
+    assert not matches(guide, b'{"label":"a","children":[{"label":"b"}]}')
