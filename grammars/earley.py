@@ -8,7 +8,9 @@
     s1.accepts                                # may the input end here?
 
 An Earley set keeps its items only as ``waiting``: for each symbol, the items whose
-dot stands before it, each with its origin *set object* (not an index). Sets are
+dot stands before it, each with its origin *set object* (not an index). Predicted
+items (origin = the set itself) depend only on which nonterminals are predicted, so
+they live in a table shared by every set predicting the same ones. Sets are
 immutable once built and point back only to older sets, so a parse state is just a
 reference to its newest set: forking a sequence copies a pointer and rolling back
 pops one, with no chart to copy or truncate. ``advance`` results are memoised on the
@@ -18,9 +20,9 @@ Nullable rules follow Aycock and Horspool ("Practical Earley Parsing", 2002): wh
 an item predicts a nullable symbol, its dot also moves past that symbol at once, so
 completions never need to look for items in the set under construction.
 
-Cost notes: a scan costs the items it touches (tens to hundreds of tuples for JSON
-or SQL, 10-100 us in Python); predictions come from a per-symbol closure computed at
-construction.
+Cost notes: a scan costs the explicit items it touches: the scanned ones and the
+completions they cause (tens of tuples for JSON or SQL, 5-50 us in Python);
+predictions cost one dict lookup per set, whatever the grammar's size.
 """
 
 from __future__ import annotations
@@ -46,16 +48,31 @@ class CFG:
 
 
 class EarleySet:
-    """One Earley set: the items waiting on each symbol, and what may come next."""
+    """One Earley set: the items waiting on each symbol, and what may come next.
 
-    __slots__ = ("waiting", "expected", "accepts", "memo", "cache")
+    Items come in two kinds. *Explicit* ones (scanned or completed, with an older
+    origin) are listed in ``waiting``. *Predicted* ones (origin = this set) are not
+    stored per set: they are the same for every set that predicts the same
+    nonterminals, so ``predicted`` points to a table shared by all such sets.
+    """
+
+    __slots__ = ("waiting", "predicted", "expected", "accepts", "memo", "cache")
 
     def __init__(self):
         self.waiting: dict[int, list[tuple[int, "EarleySet"]]] = {}
+        self.predicted: dict[int, tuple[int, ...]] = {}  # symbol -> predicted rule-dots
         self.expected: frozenset[int] = frozenset()
         self.accepts = False
         self.memo: dict = {}   # advance() results, keyed by the scanned terminal set
         self.cache: dict = {}  # per-set values computed by users of the parser
+
+    def items_waiting(self, sym: int):
+        """Every item whose dot stands before ``sym``, as ``(rule-dot, origin)``."""
+        explicit = self.waiting.get(sym, ())
+        predicted = self.predicted.get(sym)
+        if not predicted:
+            return explicit
+        return [*explicit, *((rd, self) for rd in predicted)]
 
 
 class EarleyParser:
@@ -72,7 +89,8 @@ class EarleyParser:
     def __init__(self, cfg: CFG):
         self.cfg = cfg
         nt = cfg.num_terminals
-        # Rule-dot ids: rule r's dots are rd_base[r] .. rd_base[r] + len(rhs).
+        # Rule-dot ids: a rule's dots are consecutive ids, from before its first
+        # symbol to after its last.
         self.rd_next: list[int] = []  # symbol after the dot, -1 when complete
         self.rd_lhs: list[int] = []
         starts: dict[int, list[int]] = {}
@@ -82,37 +100,55 @@ class EarleyParser:
                 self.rd_next.append(rhs[i] if i < len(rhs) else -1)
                 self.rd_lhs.append(lhs)
         self.nullable = _nullable(cfg)
-        # What predicting a nonterminal adds to the set (origin = that set): its rules'
-        # first dots, recursively, and the dots moved past nullable symbols.
-        self._predict: dict[int, tuple[int, ...]] = {}
-        for sym in starts:
-            seen: list[int] = []
-            mark: set[int] = set()
-            todo = list(starts[sym])
-            predicted = {sym}
+        # Predicting a nonterminal adds its rules' first dots and, past nullable
+        # symbols, the later dots; and predicts the nonterminals those dots stand before.
+        self._own: dict[int, list[int]] = {}
+        self._closure: dict[int, frozenset[int]] = {}
+        for sym, first in starts.items():
+            own, todo = [], list(first)
             while todo:
                 rd = todo.pop()
-                if rd in mark:
-                    continue
-                mark.add(rd)
-                seen.append(rd)
-                nxt = self.rd_next[rd]
-                if nxt >= nt:
-                    if nxt not in predicted:
-                        predicted.add(nxt)
-                        todo.extend(starts.get(nxt, ()))
-                    if nxt in self.nullable:
-                        todo.append(rd + 1)
-            self._predict[sym] = tuple(seen)
+                own.append(rd)
+                if self.rd_next[rd] in self.nullable:
+                    todo.append(rd + 1)
+            self._own[sym] = own
+        for sym in starts:
+            seen, todo = {sym}, [sym]
+            while todo:
+                for rd in self._own.get(todo.pop(), ()):
+                    nxt = self.rd_next[rd]
+                    if nxt >= nt and nxt not in seen:
+                        seen.add(nxt)
+                        todo.append(nxt)
+            self._closure[sym] = frozenset(seen)
+        self._tables: dict[frozenset[int], tuple[dict, frozenset[int]]] = {}
         self._num_terminals = nt
         self._root: EarleySet | None = None
+
+    def _prediction_table(self, roots: frozenset[int]):
+        """(symbol -> predicted rule-dots, expected terminals) for predicting ``roots``."""
+        got = self._tables.get(roots)
+        if got is None:
+            nts: set[int] = set()
+            for r in roots:
+                nts |= self._closure.get(r, frozenset())
+            table: dict[int, list[int]] = {}
+            for n in nts:
+                for rd in self._own.get(n, ()):
+                    sym = self.rd_next[rd]
+                    if sym >= 0:
+                        table.setdefault(sym, []).append(rd)
+            frozen = {k: tuple(v) for k, v in table.items()}
+            got = self._tables[roots] = (frozen, frozenset(k for k in frozen if k < self._num_terminals))
+        return got
 
     def root(self) -> EarleySet:
         """The set before any input (shared by every parse of this grammar)."""
         if self._root is None:
             root = EarleySet()
             self._root = root
-            self._close(root, [(rd, root) for rd in self._predict.get(self.cfg.start, ())], root)
+            root.predicted, root.expected = self._prediction_table(frozenset([self.cfg.start]))
+            root.accepts = self.cfg.start in self.nullable
         return self._root
 
     def advance(self, state: EarleySet, terminals: frozenset[int]) -> EarleySet | None:
@@ -122,22 +158,24 @@ class EarleyParser:
             return memo[terminals]
         kernel: list[tuple[int, EarleySet]] = []
         for t in terminals:
-            for rd, origin in state.waiting.get(t, ()):
+            for rd, origin in state.items_waiting(t):
                 kernel.append((rd + 1, origin))
         result = None
         if kernel:
             result = EarleySet()
-            self._close(result, kernel, self._root)
+            self._close(result, kernel)
         memo[terminals] = result
         return result
 
-    def _close(self, s: EarleySet, kernel, root: EarleySet) -> None:
+    def _close(self, s: EarleySet, kernel) -> None:
+        """Explicit items: the kernel and what it completes (origins are always older
+        sets); nonterminals they stand before are predicted through a shared table."""
         rd_next, rd_lhs, nt = self.rd_next, self.rd_lhs, self._num_terminals
-        nullable, predict, start = self.nullable, self._predict, self.cfg.start
+        nullable, start, root = self.nullable, self.cfg.start, self._root
         waiting = s.waiting
         seen = set(kernel)
-        agenda = list(dict.fromkeys(kernel))
-        predicted: set[int] = set()
+        agenda = list(seen)
+        roots: set[int] = set()
         accepts = False
         i = 0
         while i < len(agenda):
@@ -146,12 +184,10 @@ class EarleyParser:
             rd, origin = item
             sym = rd_next[rd]
             if sym < 0:
-                if origin is s:
-                    continue  # an empty derivation: the nullable rule already moved its dot
                 lhs = rd_lhs[rd]
                 if lhs == start and origin is root:
                     accepts = True
-                for rd2, origin2 in origin.waiting.get(lhs, ()):
+                for rd2, origin2 in origin.items_waiting(lhs):
                     new = (rd2 + 1, origin2)
                     if new not in seen:
                         seen.add(new)
@@ -162,22 +198,18 @@ class EarleyParser:
                 bucket = waiting[sym] = []
             bucket.append(item)
             if sym >= nt:
-                if sym not in predicted:
-                    predicted.add(sym)
-                    for rd0 in predict.get(sym, ()):
-                        new = (rd0, s)
-                        if new not in seen:
-                            seen.add(new)
-                            agenda.append(new)
+                roots.add(sym)
                 if sym in nullable:
                     new = (rd + 1, origin)
                     if new not in seen:
                         seen.add(new)
                         agenda.append(new)
-        if s is root and start in nullable:
-            accepts = True
         s.accepts = accepts
-        s.expected = frozenset(k for k in waiting if k < nt)
+        if roots:
+            s.predicted, pred_expected = self._prediction_table(frozenset(roots))
+            s.expected = frozenset(k for k in waiting if k < nt) | pred_expected
+        else:
+            s.expected = frozenset(k for k in waiting if k < nt)
 
 
 def _nullable(cfg: CFG) -> frozenset[int]:

@@ -175,7 +175,9 @@ class GrammarIndex:
     """Masks and token stepping for (Earley state, lexer state) pairs over one vocabulary.
 
     ``ignore`` terminals (lark's ``%ignore``) may stand between any two lexemes and
-    never reach the parser.
+    never reach the parser. ``ranks`` (per terminal, comparable) decide which of
+    several terminals accepting the same lexeme it is read as; without them the
+    parser gets them all.
 
     Example::
 
@@ -185,10 +187,12 @@ class GrammarIndex:
         >>> state = index.consume(state, tok)  # None if tok is not allowed
     """
 
-    def __init__(self, parser: EarleyParser, lexer: Lexer, ignore: frozenset[int], vocab):
+    def __init__(self, parser: EarleyParser, lexer: Lexer, ignore: frozenset[int], vocab, ranks=None):
         self.parser = parser
         self.lexer = lexer
         self.ignore = ignore
+        self.ranks = ranks
+        self._winners: dict[int, frozenset[int]] = {}
         self.vocab = vocab
         self.words = bitmask_words(vocab.size)
         self.pieces = vocabulary_pieces(vocab)
@@ -219,11 +223,22 @@ class GrammarIndex:
         cache = p.cache
         if key in cache:
             return cache[key]
-        terms = self.lexer.accept_sets[accept_id]
-        real = terms - self.ignore
+        real = self._winners.get(accept_id)
+        if real is None:
+            real = self._winners[accept_id] = self._tie_winners(accept_id)
         nxt = self.parser.advance(p, real) if real else p
         cache[key] = nxt
         return nxt
+
+    def _tie_winners(self, accept_id: int) -> frozenset[int]:
+        """The terminals a lexeme accepted by ``accept_sets[accept_id]`` is read as
+        (ignored terminals lose to any other; ranks break the remaining ties)."""
+        terms = self.lexer.accept_sets[accept_id]
+        real = terms - self.ignore
+        if len(real) > 1 and self.ranks is not None:
+            best = max(self.ranks[t] for t in real)
+            real = frozenset(t for t in real if self.ranks[t] == best)
+        return real
 
     def start_state(self, p: EarleySet) -> int:
         """The lexer state that begins the next lexeme after ``p``."""
@@ -275,6 +290,15 @@ class GrammarIndex:
         if not data:
             return None
         return self.consume(state, data)
+
+    def forget(self, p: EarleySet) -> None:
+        """Drop the trial parses and masks cached on ``p`` (a parse state a sequence
+        has moved past): they would otherwise live as long as the sequence's history.
+        Only speed is at stake: a rollback to ``p`` recomputes them. The root is kept,
+        since every sequence starts there."""
+        if p is not self.parser.root():
+            p.memo.clear()
+            p.cache.clear()
 
     def can_end(self, state) -> bool:
         p, lx, fresh = state

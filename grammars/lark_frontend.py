@@ -9,8 +9,9 @@
     rules     ──symbols to ints, trim──> CFG for grammars.earley
 
 Tree-shaping features (``?rule`` inlining, aliases, ``_hidden`` names) do not change
-the language, so they need nothing here. Terminal priorities are not used: lexing is
-longest match, and ties go to the parser (see ``grammars.lexer``).
+the language, so they need nothing here. Lexing is longest match among the terminals
+the parser allows (see ``grammars.lexer``); when several accept the same lexeme, the
+higher priority wins, then a string literal over a regex, as in lark.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ class CompiledGrammar:
     cfg: CFG
     ignore: frozenset[int]
     rule_names: dict[int, str]
+    #: Per terminal, how it ranks when several accept the same lexeme (higher wins;
+    #: None: no preference, the parser gets them all).
+    ranks: list[tuple] | None = None
 
 
 def _terminal_regex(term) -> str:
@@ -113,4 +117,7 @@ def compile_lark(text: str, start: str = "start") -> CompiledGrammar:
             "(every alternative needs a rule that recurses without a way out)"
         )
     ignore = frozenset(term_id[n] for n in parsed.ignore_tokens if n in term_id)
-    return CompiledGrammar(names, dfas, trim(cfg), ignore, rule_names)
+    # As lark's lexers do: a higher priority wins a tie, then a string literal over a
+    # regex (the keyword "select" over NAME), so keywords are never read as names.
+    ranks = [(t.priority, type(t.pattern).__name__ == "PatternStr") for t in parsed.terminals]
+    return CompiledGrammar(names, dfas, trim(cfg), ignore, rule_names, ranks)

@@ -15,8 +15,10 @@ string too, but a lexeme is never empty, so only its nonempty strings are read.
 A lexeme is read with *longest match among the allowed terminals*: bytes extend the
 current lexeme while any allowed terminal can take them, and the lexeme ends (with
 every terminal that accepts it) at the first byte none can take. That is lark's
-contextual lexer, except that a tie (a keyword that is also a NAME) hands all tied
-terminals to the parser instead of picking one by priority.
+contextual lexer. The lexer reports every terminal that accepts the lexeme; which
+one it is read as (a keyword that is also a NAME) is the grammar index's choice:
+lark's priorities and keywords first for lark grammars, all of them (the parser
+sorts it out) for grammars compiled from JSON Schema.
 
 States are interned on first sight; a state's row (its successor on each byte class)
 is built the first time it is needed, so a grammar with many terminals pays only for

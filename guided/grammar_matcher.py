@@ -32,7 +32,9 @@ class GrammarGuide(Guide):
     def __init__(self, grammar: CompiledGrammar, vocab):
         self.grammar = grammar
         self.vocab = vocab
-        self.index = GrammarIndex(EarleyParser(grammar.cfg), Lexer(grammar.terminal_dfas), grammar.ignore, vocab)
+        self.index = GrammarIndex(
+            EarleyParser(grammar.cfg), Lexer(grammar.terminal_dfas), grammar.ignore, vocab, grammar.ranks
+        )
         self._eos_row = self.index.eos_row
 
     def matcher(self) -> "GrammarMatcher":
@@ -85,6 +87,8 @@ class GrammarMatcher(Matcher):
         nxt = index.consume_token(state, int(token_id))
         if nxt is None:
             return False
+        if nxt[0] is not state[0]:
+            index.forget(state[0])
         self._states.append(nxt)
         return True
 

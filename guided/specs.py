@@ -77,8 +77,9 @@ class Grammar:
     """Output must be a sentence of a lark grammar (EBNF, as lark users write it).
 
     ``lark_text`` is the grammar; ``start`` its start rule. Terminals are read by
-    longest match among those the parser allows (lark's contextual lexer), and
-    ``%ignore`` terminals may appear between any two terminals.
+    longest match among those the parser allows (lark's contextual lexer; on a tie
+    the higher priority, then a string literal over a regex, so keywords are not
+    names), and ``%ignore`` terminals may appear between any two terminals.
     ``Grammar.from_name("json")`` loads a shipped grammar (see ``Grammar.names()``).
 
     Example::

@@ -12,6 +12,11 @@ import pytest
 import guided
 from guided.compiler import as_vocabulary
 
+try:
+    from tests import grammar_sampler as gs
+except ImportError:  # tests/ itself on sys.path
+    import grammar_sampler as gs
+
 JSON_GRAMMAR = r"""
 ?start: value
 ?value: object | array | string | SIGNED_NUMBER -> number | "true" -> true | "false" -> false | "null" -> null
@@ -125,6 +130,50 @@ def test_json_grammar_agrees_with_lark(json_guide, smollm2_tokenizer, doc):
         assert matcher_accepts(json_guide, random_segmentation(doc.encode(), token_of, rng)) == expected
 
 
+@pytest.mark.parametrize("name", guided.Grammar.names())
+def test_shipped_grammars_agree_with_lark(name, smollm2_vocab, smollm2_tokenizer):
+    """Samples and near-miss mutations, through real tokenization and random token
+    segmentations: the matcher accepts exactly what lark's parser accepts."""
+    spec = guided.Grammar.from_name(name)
+    guide = guided.compile(spec, smollm2_vocab)
+    lalr = gs.lalr_parser(spec.lark_text)
+    token_of = _token_map(smollm2_vocab)
+    rng = random.Random(name)
+    checked = rejected = 0
+    for i in range(60):
+        text = gs.sample(spec.lark_text, rng, max_depth=4)
+        if i % 2:
+            text = gs.mutate(text, rng)
+        expected = gs.lark_accepts(lalr, text)
+        if expected != gs.longest_match_accepts(lalr, text):
+            continue  # the grammar's documented lexing exception (python_expr: "0else")
+        ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+        assert matcher_accepts(guide, ids) == expected, text
+        assert matcher_accepts(guide, random_segmentation(text.encode(), token_of, rng)) == expected, text
+        checked += 1
+        rejected += not expected
+    assert checked >= 50 and rejected >= 10
+
+
+def test_shipped_grammars_with_a_sentencepiece_tokenizer():
+    from tokenizer_zoo import mistral
+
+    tok = mistral()
+    for name in ("sql", "python_expr"):
+        spec = guided.Grammar.from_name(name)
+        guide = guided.compile(spec, tok)
+        lalr = gs.lalr_parser(spec.lark_text)
+        rng = random.Random(name)
+        for _ in range(15):
+            text = gs.sample(spec.lark_text, rng, max_depth=4)
+            for candidate in (text, gs.mutate(text, rng)):
+                expected = gs.lark_accepts(lalr, candidate)
+                if expected != gs.longest_match_accepts(lalr, candidate):
+                    continue
+                ids = tok.encode(candidate, add_special_tokens=False)
+                assert matcher_accepts(guide, ids) == expected, candidate
+
+
 def test_masks_equal_brute_force_stepping(json_guide, smollm2_tokenizer):
     """The precomputed views give exactly the tokens that byte-by-byte stepping takes,
     including tokens that complete several terminals (``"},``) and end-of-text."""
@@ -162,6 +211,20 @@ def test_keyword_name_ties_and_longest_match(query_guide, smollm2_tokenizer):
             expected = False
         ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
         assert matcher_accepts(query_guide, ids) == expected, text
+
+
+def test_keywords_win_ties_with_names_as_in_lark(smollm2_vocab, smollm2_tokenizer):
+    grammar = 'start: expr\nexpr: "not" expr | NAME\nNAME: /[a-z]+/\n%ignore " "'
+    guide = guided.compile(guided.Grammar(grammar), smollm2_vocab)
+    parser = lark.Lark(grammar, parser="lalr")
+    for text in ["not x", "not not y", "not", "nothing", "not nothing", "x"]:
+        try:
+            parser.parse(text)
+            expected = True
+        except lark.exceptions.LarkError:
+            expected = False
+        ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+        assert matcher_accepts(guide, ids) == expected, text
 
 
 def test_escaped_string_matches_lark_semantics(smollm2_vocab):
