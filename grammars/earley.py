@@ -212,29 +212,26 @@ class EarleyParser:
             s.expected = frozenset(k for k in waiting if k < nt)
 
 
-def _nullable(cfg: CFG) -> frozenset[int]:
-    nullable: set[int] = set()
+def _fixpoint(cfg: CFG, base) -> frozenset[int]:
+    """``base`` plus every nonterminal with a rule whose symbols are all in the set."""
+    got: set[int] = set(base)
     changed = True
     while changed:
         changed = False
         for lhs, rhs in cfg.rules:
-            if lhs not in nullable and all(x in nullable for x in rhs):
-                nullable.add(lhs)
+            if lhs not in got and all(x in got for x in rhs):
+                got.add(lhs)
                 changed = True
-    return frozenset(nullable)
+    return frozenset(got)
+
+
+def _nullable(cfg: CFG) -> frozenset[int]:
+    return _fixpoint(cfg, ())
 
 
 def productive_symbols(cfg: CFG) -> frozenset[int]:
     """Symbols that derive at least one terminal string (every terminal does)."""
-    good: set[int] = set(range(cfg.num_terminals))
-    changed = True
-    while changed:
-        changed = False
-        for lhs, rhs in cfg.rules:
-            if lhs not in good and all(x in good for x in rhs):
-                good.add(lhs)
-                changed = True
-    return frozenset(good)
+    return _fixpoint(cfg, range(cfg.num_terminals))
 
 
 def trim(cfg: CFG) -> CFG:

@@ -116,12 +116,7 @@ JSON_BAD = ['{"a" 1}', "[1,]", '{"a":}', "tru", '"abc', "[1 2]", '{"a":1}}', "",
 
 @pytest.mark.parametrize("doc", JSON_DOCS + JSON_BAD)
 def test_json_grammar_agrees_with_lark(json_guide, smollm2_tokenizer, doc):
-    parser = lark.Lark(JSON_GRAMMAR, parser="earley", lexer="dynamic")
-    try:
-        parser.parse(doc)
-        expected = True
-    except lark.exceptions.LarkError:
-        expected = False
+    expected = gs.lark_accepts(lark.Lark(JSON_GRAMMAR, parser="earley", lexer="dynamic"), doc)
     ids = smollm2_tokenizer.encode(doc, add_special_tokens=False)
     assert matcher_accepts(json_guide, ids) == expected
     token_of = _token_map(json_guide.vocab)
@@ -204,11 +199,7 @@ def test_keyword_name_ties_and_longest_match(query_guide, smollm2_tokenizer):
         "select where where where = 1",
     ]
     for text in cases:
-        try:
-            parser.parse(text)
-            expected = True
-        except lark.exceptions.LarkError:
-            expected = False
+        expected = gs.lark_accepts(parser, text)
         ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
         assert matcher_accepts(query_guide, ids) == expected, text
 
@@ -218,13 +209,31 @@ def test_keywords_win_ties_with_names_as_in_lark(smollm2_vocab, smollm2_tokenize
     guide = guided.compile(guided.Grammar(grammar), smollm2_vocab)
     parser = lark.Lark(grammar, parser="lalr")
     for text in ["not x", "not not y", "not", "nothing", "not nothing", "x"]:
-        try:
-            parser.parse(text)
-            expected = True
-        except lark.exceptions.LarkError:
-            expected = False
+        expected = gs.lark_accepts(parser, text)
         ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
         assert matcher_accepts(guide, ids) == expected, text
+
+
+def test_lark_features_templates_aliases_imports(smollm2_vocab, smollm2_tokenizer):
+    grammar = r"""
+        start: _list{item, ";"}
+        _list{x, sep}: x (sep x)*
+        ?item: pair -> kv | SIGNED_INT [UNIT]
+        pair: CNAME "=" SIGNED_INT
+        UNIT: "kg"i | "m"
+        %import common (CNAME, SIGNED_INT, WS_INLINE)
+        %ignore WS_INLINE
+    """
+    guide = guided.compile(guided.Grammar(grammar), smollm2_vocab)
+    parser = lark.Lark(grammar, parser="lalr")
+    for text in ["a=1; -2 KG; 3 m", "x = 5", "1;", "a=b", "7kg;8", "", "3 kg kg"]:
+        ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+        assert matcher_accepts(guide, ids) == gs.lark_accepts(parser, text), text
+
+
+def test_declared_terminal_is_refused(smollm2_vocab):
+    with pytest.raises(guided.GrammarError):
+        guided.compile(guided.Grammar("start: A\n%declare A"), smollm2_vocab)
 
 
 def test_escaped_string_matches_lark_semantics(smollm2_vocab):
@@ -239,11 +248,7 @@ def test_escaped_string_matches_lark_semantics(smollm2_vocab):
     for _ in range(300):
         body = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6)))
         text = f'"{body}"'
-        try:
-            parser.parse(text)
-            expected = True
-        except lark.exceptions.LarkError:
-            expected = False
+        expected = gs.lark_accepts(parser, text)
         got = matcher_accepts(guide, random_segmentation(text.encode(), token_of, rng))
         assert got == expected, text
 
