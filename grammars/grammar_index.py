@@ -47,6 +47,10 @@ from .earley import EarleyParser, EarleySet
 from .lexer import Lexer
 
 
+#: Groups of at most this many pieces are checked one by one (see ``_viable_one``).
+_FEW = 8
+
+
 class Pieces:
     """Every distinct nonempty suffix of a vocabulary's token texts.
 
@@ -344,6 +348,8 @@ class GrammarIndex:
 
     def _viable(self, p: EarleySet, pieces: np.ndarray) -> np.ndarray:
         """For each piece, whether it can be read from a fresh lexeme after ``p``."""
+        if len(pieces) <= _FEW:
+            return np.array([self._viable_one(p, x) for x in pieces.tolist()], dtype=bool)
         pv = self.piece_view(self.start_state(p))
         ok = pv.inside[pieces]
         acc = pv.exit_accept[pieces]
@@ -355,6 +361,22 @@ class GrammarIndex:
                 if p2 is not None:
                     ok[sel] = self._viable(p2, pv.exit_rest[pieces[sel]])
         return ok
+
+    def _viable_one(self, p: EarleySet, piece: int) -> bool:
+        """``_viable`` for one piece, memoised on ``p``: deep in a token's suffixes the
+        groups are a piece or two, where array calls cost more than they save."""
+        key = ("viable", piece)
+        got = p.cache.get(key)
+        if got is None:
+            pv = self.piece_view(self.start_state(p))
+            if pv.inside[piece]:
+                got = True
+            else:
+                a = int(pv.exit_accept[piece])
+                p2 = self.scan(p, a) if a else None
+                got = p2 is not None and self._viable_one(p2, int(pv.exit_rest[piece]))
+            p.cache[key] = got
+        return got
 
     # -- per lexer state views (cached) -----------------------------------------------------
 
