@@ -497,6 +497,10 @@ class SchemaCompiler:
         base = {k: v for k, v in schema.items() if k != "oneOf"}
         branches = [({"allOf": [base, b]} if base else b, _pointer(path, "oneOf", i))
                     for i, b in enumerate(self.list_of_schemas(schema, "oneOf", path))]
+        if self.grammar is not None and self.grammar.owns(nfa) and not self.over:
+            union = self._disjoint_union(nfa, branches, depth)
+            if union is not None:
+                return union
         frags = []
         for i, (b, ptr) in enumerate(branches):
             try:
@@ -510,6 +514,28 @@ class SchemaCompiler:
             frags.append(embed(nfa, only))
         if not frags:
             raise UnsatisfiableSchemaError("no value satisfies exactly one oneOf branch", _pointer(path, "oneOf"))
+        return nfa.union(frags)
+
+    def _disjoint_union(self, nfa, branches, depth):
+        """Grammar mode: when supersets of the ``oneOf`` branches are pairwise disjoint,
+        no value matches two, so ``oneOf`` is their union, and the branches keep their
+        recursive ``$ref`` calls (which DFA algebra could not hold). None otherwise."""
+        try:
+            supersets = [self.negated_dfa(b, ptr, depth) for b, ptr in branches]
+        except (UnsatisfiableSchemaError, EmptyLanguageError):
+            return None
+        for i in range(len(supersets)):
+            for j in range(i):
+                if not is_empty_intersection(supersets[i], supersets[j]):
+                    return None
+        frags = []
+        for b, ptr in branches:
+            try:
+                frags.append(self.value(nfa, b, ptr, depth))
+            except UnsatisfiableSchemaError:
+                continue
+        if not frags:
+            raise UnsatisfiableSchemaError("no oneOf branch can be satisfied", ptr.rsplit("/", 1)[0])
         return nfa.union(frags)
 
     def logic_dfa(self, schema, path, depth) -> DFA:

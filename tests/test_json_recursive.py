@@ -120,8 +120,19 @@ def test_flexible_whitespace(smollm2_vocab):
     assert not matches(guide, b'{"name": "a",\n\n\n\n "kids": []}')  # runaway newlines stay bounded
 
 
-def test_recursion_inside_one_of_is_named():
+def test_one_of_with_disjoint_branches_is_a_union(smollm2_vocab):
+    """Branches that no value can match twice (by their supersets) keep their calls."""
     schema = {"$defs": {"n": {"oneOf": [{"type": "object", "properties": {"x": {"$ref": "#/$defs/n"}}}, {"type": "string"}]}},
+              "$ref": "#/$defs/n"}
+    guide = guided.compile(guided.JsonSchema(schema, whitespace="compact"), smollm2_vocab)
+    validator = _validator(schema)
+    for value in ["s", {}, {"x": {"x": "deep"}}, {"x": 1}, [], {"x": {"x": {"x": None}}}]:
+        assert matches(guide, compact(value)) == validator.is_valid(value), value
+
+
+def test_recursion_inside_overlapping_one_of_is_named():
+    schema = {"$defs": {"n": {"oneOf": [{"type": "object", "properties": {"x": {"$ref": "#/$defs/n"}}},
+                                        {"type": "object", "required": ["y"]}]}},
               "$ref": "#/$defs/n"}
     with pytest.raises(guided.RecursiveSchemaError, match="#/\\$defs/n"):
         compile_recursive_schema(schema, "compact")
