@@ -47,6 +47,9 @@ from .earley import EarleyParser, EarleySet
 from .lexer import Lexer
 
 
+#: Parse states cached (across sequences) before the cache is dropped (see ``drop_caches``).
+MAX_CACHED_SCANS = 50_000
+
 #: Groups of at most this many pieces are checked one by one (see ``_viable_one``).
 _FEW = 8
 
@@ -197,6 +200,7 @@ class GrammarIndex:
         self.ignore = ignore
         self.ranks = ranks
         self._winners: dict[int, frozenset[int]] = {}
+        self._cached_scans = 0
         self.vocab = vocab
         self.words = bitmask_words(vocab.size)
         self.pieces = vocabulary_pieces(vocab)
@@ -232,7 +236,23 @@ class GrammarIndex:
             real = self._winners[accept_id] = self._tie_winners(accept_id)
         nxt = self.parser.advance(p, real) if real else p
         cache[key] = nxt
+        self._cached_scans += 1
+        if self._cached_scans > MAX_CACHED_SCANS:
+            self.drop_caches()
         return nxt
+
+    def drop_caches(self) -> None:
+        """Forget every parse state reachable from the root, with its masks.
+
+        Parse states and masks are cached on the states themselves, so sequences that
+        share a prefix (requests with the same schema: ``{"name": "``) share the work.
+        Left alone, that tree would keep every path ever decoded; past
+        ``MAX_CACHED_SCANS`` new states it is dropped (sequences in flight keep their
+        own states, and only speed is at stake)."""
+        root = self.parser.root()
+        root.memo.clear()
+        root.cache.clear()
+        self._cached_scans = 0
 
     def _tie_winners(self, accept_id: int) -> frozenset[int]:
         """The terminals a lexeme accepted by ``accept_sets[accept_id]`` is read as
@@ -294,15 +314,6 @@ class GrammarIndex:
         if not data:
             return None
         return self.consume(state, data)
-
-    def forget(self, p: EarleySet) -> None:
-        """Drop the trial parses and masks cached on ``p`` (a parse state a sequence
-        has moved past): they would otherwise live as long as the sequence's history.
-        Only speed is at stake: a rollback to ``p`` recomputes them. The root is kept,
-        since every sequence starts there."""
-        if p is not self.parser.root():
-            p.memo.clear()
-            p.cache.clear()
 
     def can_end(self, state) -> bool:
         p, lx, fresh = state

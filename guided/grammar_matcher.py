@@ -87,8 +87,6 @@ class GrammarMatcher(Matcher):
         nxt = index.consume_token(state, int(token_id))
         if nxt is None:
             return False
-        if nxt[0] is not state[0]:
-            index.forget(state[0])
         self._states.append(nxt)
         return True
 

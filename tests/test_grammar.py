@@ -284,6 +284,28 @@ def test_rollback_and_fork_restore_masks(json_guide, smollm2_tokenizer):
         m.rollback(len(ids) + 1)
 
 
+def test_dropping_shared_caches_changes_no_mask(smollm2_vocab, smollm2_tokenizer, monkeypatch):
+    """The cross-sequence cache is bounded; dropping it mid-sequence is invisible."""
+    import grammars.grammar_index as gi
+
+    doc = '{"key": [10, "v", {"x": null}], "z": true}'
+    ids = smollm2_tokenizer.encode(doc, add_special_tokens=False)
+    reference = guided.compile(guided.Grammar(JSON_GRAMMAR), smollm2_vocab, eager=False)
+    m = reference.matcher()
+    want = []
+    for t in ids:
+        want.append(mask_of(reference, m))
+        m.accept_token(t)
+    monkeypatch.setattr(gi, "MAX_CACHED_SCANS", 5)
+    guided.compiler._cache.clear()
+    small = guided.compile(guided.Grammar(JSON_GRAMMAR), smollm2_vocab)
+    for _ in range(2):  # the second sequence starts after several drops
+        m = small.matcher()
+        for t, expected in zip(ids, want):
+            assert np.array_equal(mask_of(small, m), expected)
+            assert m.accept_token(t)
+
+
 def test_refused_token_leaves_state_unchanged(json_guide, smollm2_tokenizer):
     m = json_guide.matcher()
     before = mask_of(json_guide, m)
