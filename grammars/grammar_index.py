@@ -14,8 +14,8 @@ only where a token completes a terminal.
                                             allowed from (P', fresh lexeme): that mask,
                                             cached on P', AND "t's first byte ends L"
 
-A *piece* is any nonempty suffix of a token's bytes (77k distinct for a 49k
-vocabulary). For the lexer state that starts a lexeme of the terminals a parser
+A *piece* is any nonempty suffix of a token's bytes (112k distinct for SmolLM2's 49k
+tokens). For the lexer state that starts a lexeme of the terminals a parser
 state allows, the "piece view" says for every piece whether it stays inside that
 lexeme or where it leaves it, so a token that crosses several terminals (``"},``) is
 checked by a few array gathers per terminal boundary, grouped by the terminals
@@ -102,7 +102,7 @@ _PIECES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def vocabulary_pieces(vocab) -> Pieces:
-    """The ``Pieces`` of a vocabulary (built once per Vocabulary object, ~0.5 s)."""
+    """The ``Pieces`` of a vocabulary (built once per Vocabulary object, ~0.7 s)."""
     got = _PIECES.get(vocab)
     if got is None:
         got = _PIECES[vocab] = Pieces(vocab)
@@ -397,23 +397,27 @@ class GrammarIndex:
             tv = self._token_views[lx] = self._build_token_view(lx)
         return tv
 
-    def _build_token_view(self, lx: int) -> TokenView:
-        trie = self._token_trie
+    def _walk_units(self, trie: Trie, depth: np.ndarray, lx: int):
+        """Per unit of ``trie`` (a token or a piece): does it stay inside the lexeme
+        begun or continued at ``lx``; if not, does it leave it at an offset k > 0 where
+        some terminals accept (``leave``), which ones (``acc``) and k."""
         state, deep = _walk_states(trie, self.lexer, lx)
         node = trie.token_node.astype(np.int64)
         has_text = node >= 0
-        node_safe = np.maximum(node, 0)
-        inside = has_text & (state[node_safe] >= 0)
-        inside_row = pack_bits(inside[None, :])[0]
-        # Exits at offset > 0: the deepest live prefix is a proper, nonempty one.
-        dnode = deep[node_safe]
-        accept_ids = np.asarray(self.lexer._accept_ids, dtype=np.int64)
-        acc = accept_ids[state[dnode]]
-        k = self._token_depth[dnode]
+        safe = np.maximum(node, 0)
+        inside = has_text & (state[safe] >= 0)
+        dnode = deep[safe]  # the deepest live prefix
+        acc = self.lexer.accept_id_array()[state[dnode]]
+        k = depth[dnode]
         leave = has_text & ~inside & (k > 0) & (acc > 0)
+        return inside, leave, acc, k
+
+    def _build_token_view(self, lx: int) -> TokenView:
+        inside, leave, acc, k = self._walk_units(self._token_trie, self._token_depth, lx)
         tokens = np.flatnonzero(leave)
         rest = self.pieces.suffix_at(self.pieces.token_piece[tokens], k[tokens])
         exits = _Exits(tokens, acc[tokens], rest)
+        inside_row = pack_bits(inside[None, :])[0]
         # Tokens whose first byte cannot extend the lexeme: they may follow its end.
         dead_classes = tuple(c for c, t in enumerate(self.lexer.row(lx)) if t < 0)
         after_end = self._class_rows.get(dead_classes)
@@ -433,15 +437,7 @@ class GrammarIndex:
         if self._piece_trie is None:
             self._piece_trie = class_trie(self.pieces.bytes, self.lexer.byte_to_class)
             self._piece_depth = _node_depth(self._piece_trie)
-        trie = self._piece_trie
-        state, deep = _walk_states(trie, self.lexer, lx)
-        node = trie.token_node.astype(np.int64)  # every piece has text
-        inside = state[node] >= 0
-        dnode = deep[node]
-        accept_ids = np.asarray(self.lexer._accept_ids, dtype=np.int64)
-        acc = accept_ids[state[dnode]]
-        k = self._piece_depth[dnode]
-        leave = ~inside & (k > 0) & (acc > 0)
+        inside, leave, acc, k = self._walk_units(self._piece_trie, self._piece_depth, lx)
         exit_accept = np.where(leave, acc, 0).astype(np.int32)
         exit_rest = np.full(self.pieces.size, -1, dtype=np.int64)
         idx = np.flatnonzero(leave)

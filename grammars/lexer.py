@@ -128,6 +128,10 @@ class Lexer:
         """Id (in ``accept_sets``) of the terminals that accept the lexeme read so far."""
         return self._accept_ids[state]
 
+    def accept_id_array(self) -> np.ndarray:
+        """``accept_id`` of every state built so far, as an array."""
+        return np.asarray(self._accept_ids, dtype=np.int64)
+
     def accepting_terminals(self, state: int) -> frozenset[int]:
         return self.accept_sets[self._accept_ids[state]]
 
