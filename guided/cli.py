@@ -241,7 +241,7 @@ def _cmd_generate(args) -> int:
         seed=args.seed,
         chat=not args.no_chat,
         system=args.system,
-        logits_processors=[watermark] if watermark is not None else (),
+        watermark=watermark,
     )
     s = result.stats
     _log(

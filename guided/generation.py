@@ -19,7 +19,7 @@ import torch
 from .bitmask import allocate_token_bitmask, apply_token_bitmask_
 from .compiler import as_vocabulary, compile
 from .matcher import Guide
-from .sampling import choose_next_token
+from .sampling import warp
 from .specs import JsonSchema
 
 
@@ -93,6 +93,39 @@ def prompt_ids(tokenizer, prompt, chat: bool = True, system: str | None = None) 
     return tokenizer(prompt, add_special_tokens=True)["input_ids"]
 
 
+def next_token_scores(
+    logits: torch.Tensor,
+    input_ids: torch.Tensor,
+    bitmask=None,
+    processors=(),
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    min_p: float | None = None,
+    watermark=None,
+) -> torch.Tensor:
+    """The scores the next token is drawn from, in the documented order::
+
+        mask -> processors -> mask again -> temperature / top-k / top-p / min-p -> watermark
+
+    The mask comes first so that top-k and the like only ever choose among allowed
+    tokens; it is applied again after the processors so that none can bring a
+    forbidden token back. ``logits`` is modified in place where possible.
+    """
+    if bitmask is not None:
+        apply_token_bitmask_(logits, bitmask)
+    if processors:
+        for proc in processors:
+            logits = proc(input_ids, logits)
+        if bitmask is not None:
+            apply_token_bitmask_(logits, bitmask)
+    if temperature > 0:
+        logits = warp(logits, temperature, top_k, top_p, min_p)
+    if watermark is not None:
+        logits = watermark(input_ids, logits)
+    return logits
+
+
 @torch.inference_mode()
 def generate(
     model,
@@ -104,18 +137,24 @@ def generate(
     temperature: float = 0.0,
     top_k: int | None = None,
     top_p: float | None = None,
+    min_p: float | None = None,
     seed: int | None = None,
     chat: bool = True,
     system: str | None = None,
+    processors=(),
+    watermark=None,
     logits_processors=(),
 ) -> GenerationResult:
     """Generate from ``model`` so that the output satisfies ``spec``.
 
     ``spec`` is a ``guided.Regex`` (or any spec ``guided.compile`` takes), an already
     compiled ``Guide``, or ``None`` for unconstrained text. ``temperature=0`` is
-    greedy; otherwise sampling with optional ``top_k`` / ``top_p``, all applied after
-    the mask. ``logits_processors`` are HF-style ``(input_ids, scores) -> scores``
-    callables run between the mask and sampling.
+    greedy; otherwise sampling with optional ``top_k`` / ``top_p`` / ``min_p``.
+    ``processors`` are HF-style ``(input_ids, scores) -> scores`` callables
+    (``guided.processors``, ``guided.ensemble``, your own); ``watermark`` a
+    ``watermark.WatermarkLogitsProcessor``. They run in the order of
+    ``next_token_scores``: mask, processors, mask, sampling warpers, watermark.
+    (``logits_processors`` is the older name of ``processors``.)
 
     Example::
 
@@ -132,6 +171,10 @@ def generate(
         guide = spec if isinstance(spec, Guide) else compile(spec, vocab)
         stats.compile_s = time.perf_counter() - t
     matcher = guide.matcher() if guide is not None else None
+    processors = [*logits_processors, *processors]
+    for proc in processors:
+        if hasattr(proc, "reset"):
+            proc.reset()  # a new prompt: penalties and helper models start over
     eos = set(vocab.eos_token_ids)
     generator = None
     if seed is not None:
@@ -155,13 +198,14 @@ def generate(
         stats.mask_s += time.perf_counter() - t
     for step in range(max_new_tokens):
         logits = out.logits[:, -1, :].float()
-        if matcher is not None:
-            t = time.perf_counter()
-            apply_token_bitmask_(logits, bitmask)
-            stats.mask_s += time.perf_counter() - t
-        for proc in logits_processors:
-            logits = proc(seq, logits)
-        token = choose_next_token(logits, temperature, top_k, top_p, generator)
+        scores = next_token_scores(
+            logits, seq, bitmask if matcher is not None else None, processors,
+            temperature, top_k, top_p, min_p, watermark,
+        )
+        if temperature == 0:
+            token = scores.argmax(dim=-1)
+        else:
+            token = torch.multinomial(scores.softmax(dim=-1), 1, generator=generator).squeeze(-1)
         tok = int(token[0])
         if tok in eos:
             if matcher is not None:
@@ -172,10 +216,7 @@ def generate(
         if matcher is not None:
             t = time.perf_counter()
             if not matcher.accept_token(tok):
-                raise RuntimeError(
-                    f"token {tok} was chosen although the spec forbids it: a logits processor "
-                    "after the mask must not re-allow masked (-inf) tokens"
-                )
+                raise RuntimeError(f"token {tok} was chosen although the spec forbids it")
             done = matcher.is_terminated()
             if not done:
                 # The next mask depends only on this token: fill it now, before the

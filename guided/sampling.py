@@ -1,8 +1,9 @@
-"""Next-token choice from (already masked) logits: greedy, or temperature / top-k / top-p.
+"""Next-token choice from (already masked) logits: greedy, or temperature / top-k /
+top-p / min-p.
 
 The grammar mask must come first: top-k or top-p applied to unmasked logits could
-keep only tokens the spec forbids. ``guided.generate`` masks, then runs any user
-processors, then calls ``choose_next_token``.
+keep only tokens the spec forbids. ``guided.generate`` masks, runs the processors,
+masks again, warps (here), adds the watermark, then samples.
 """
 
 from __future__ import annotations
@@ -10,8 +11,15 @@ from __future__ import annotations
 import torch
 
 
-def warp(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None) -> torch.Tensor:
-    """Temperature, then top-k, then top-p (nucleus), as in Hugging Face generate."""
+def warp(
+    logits: torch.Tensor,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    min_p: float | None = None,
+) -> torch.Tensor:
+    """Temperature, then top-k, then top-p (nucleus), then min-p (keep tokens whose
+    probability is at least ``min_p`` times the top one's), as in Hugging Face."""
     if temperature <= 0:
         raise ValueError("temperature must be > 0 for sampling (use temperature=0 for greedy)")
     logits = logits / temperature
@@ -25,18 +33,8 @@ def warp(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = Non
         drop_sorted[..., -1] = False  # always keep the most likely token
         drop = drop_sorted.scatter(-1, order, drop_sorted)
         logits = logits.masked_fill(drop, float("-inf"))
+    if min_p is not None and min_p > 0:
+        # p >= min_p * p_max  <=>  logit >= logit_max + log(min_p)
+        floor = logits.max(dim=-1, keepdim=True).values + torch.log(torch.tensor(min_p))
+        logits = logits.masked_fill(logits < floor, float("-inf"))
     return logits
-
-
-def choose_next_token(
-    logits: torch.Tensor,
-    temperature: float = 0.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    generator: torch.Generator | None = None,
-) -> torch.Tensor:
-    """Token ids ``[batch]``: argmax when ``temperature == 0``, else a sample."""
-    if temperature == 0:
-        return logits.argmax(dim=-1)
-    probs = warp(logits, temperature, top_k, top_p).softmax(dim=-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)

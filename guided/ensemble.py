@@ -1,0 +1,143 @@
+"""Steering with other models' logits: DExperts and proxy-tuning.
+
+Both add a scaled difference of two models' next-token logits to the base model's::
+
+    z = z_base + alpha * (z_expert - z_anti_expert)
+
+DExperts (Liu et al. 2021) steers toward an attribute with an expert and away with an
+anti-expert (alpha ~ 2); proxy-tuning (Liu et al. 2024) steers a large base model with
+a small tuned model minus its untuned twin (alpha = 1). The two models can be one
+model under two prompts (``ContextModel(model, prompt_ids)``), as in the examples.
+
+Each helper model runs in a ``ContextModel``: it keeps its own KV cache, so every step
+costs one incremental forward per model over the new token(s), never the prefix again.
+When the base sequence changes other than by appending (a rollback in speculative
+decoding, a beam reordered), the cache is cut back to the longest prefix still shared
+and only the rest is fed: ``fork`` / ``rollback`` are supported, at the cost of
+re-reading what changed.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class ContextModel:
+    """A causal LM that reads along with the base model, one incremental forward per step.
+
+    ``prompt_ids=None``: it reads the same ids as the base model (proxy-tuning: same
+    prompt, same output). Otherwise it reads its own prompt, then the tokens the base
+    model generated after its prompt (contrastive prompts for DExperts). The base
+    prompt's length is taken at the first call; ``reset()`` starts over.
+
+    Example::
+
+        >>> positive = ContextModel(model, tokenizer("Write a happy review:")["input_ids"])
+        >>> positive.logits(input_ids)     # [batch, vocab], float32
+        >>> positive.forward_passes        # one per call
+    """
+
+    def __init__(self, model, prompt_ids=None):
+        self.model = model
+        self.prompt_ids = None if prompt_ids is None else [int(t) for t in prompt_ids]
+        self.forward_passes = 0
+        self.reset()
+
+    def reset(self) -> None:
+        self._base_start: int | None = None
+        self._cache = None
+        self._ids: torch.Tensor | None = None  # what the cache holds, [batch, n]
+        self._last: torch.Tensor | None = None
+
+    def _own_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
+        if self._base_start is None:
+            self._base_start = input_ids.shape[-1]
+        if self.prompt_ids is None:
+            return input_ids
+        prompt = torch.tensor(self.prompt_ids, dtype=input_ids.dtype, device=input_ids.device)
+        return torch.cat([prompt.expand(input_ids.shape[0], -1), input_ids[:, self._base_start :]], dim=1)
+
+    @torch.inference_mode()
+    def logits(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Next-token logits after ``input_ids`` (the base model's ids), ``[batch, vocab]``."""
+        own = self._own_ids(input_ids).to(self.model.device)
+        shared = self._shared_prefix(own)
+        if shared == own.shape[1] and self._last is not None:
+            return self._last  # asked again for the same ids
+        shared = min(shared, own.shape[1] - 1)  # at least one position to read
+        cache = self._cache
+        if shared == 0:
+            cache = None
+        elif shared < self._ids.shape[1]:
+            cache.crop(shared - self._ids.shape[1])  # a negative count: remove that many
+        out = self.model(input_ids=own[:, shared:], past_key_values=cache, use_cache=True)
+        self.forward_passes += 1
+        self._cache, self._ids = out.past_key_values, own
+        self._last = out.logits[:, -1, :].float()
+        return self._last
+
+    def _shared_prefix(self, own: torch.Tensor) -> int:
+        """How many leading positions the cache holds for every row of ``own``."""
+        if self._ids is None or self._ids.shape[0] != own.shape[0]:
+            return 0
+        n = min(self._ids.shape[1], own.shape[1])
+        differs = (self._ids[:, :n] != own[:, :n]).any(dim=0).nonzero()
+        return int(differs[0]) if len(differs) else n
+
+
+def _as_context(m) -> ContextModel:
+    return m if isinstance(m, ContextModel) else ContextModel(m)
+
+
+class DExperts:
+    """``scores + alpha * (expert - anti_expert)`` on next-token logits (Liu et al. 2021).
+
+    ``expert`` and ``anti_expert`` are causal LMs over the base model's vocabulary (a
+    different logits width is a ``ValueError``), or ``ContextModel``s giving them
+    their own prompts. Assumes the grammar mask came first: a masked token stays
+    masked (-inf plus a finite number). Supports ``fork`` / ``rollback`` (see the
+    module docstring). One forward per helper model per step.
+
+    Example::
+
+        >>> happy = ContextModel(model, tok("A glowing review:")["input_ids"])
+        >>> angry = ContextModel(model, tok("A scathing review:")["input_ids"])
+        >>> guided.generate(model, tok, "The film was", processors=[DExperts(happy, angry, alpha=2.0)])
+    """
+
+    default_alpha = 2.0
+
+    def __init__(self, expert, anti_expert, alpha: float | None = None):
+        self.expert = _as_context(expert)
+        self.anti_expert = _as_context(anti_expert)
+        self.alpha = float(self.default_alpha if alpha is None else alpha)
+
+    def reset(self) -> None:
+        self.expert.reset()
+        self.anti_expert.reset()
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        plus = self.expert.logits(input_ids)
+        minus = self.anti_expert.logits(input_ids)
+        for name, z in (("expert", plus), ("anti-expert", minus)):
+            if z.shape[-1] != scores.shape[-1]:
+                raise ValueError(
+                    f"{type(self).__name__}: the {name} model has {z.shape[-1]} logits, the base model "
+                    f"{scores.shape[-1]}: the models must share the base model's vocabulary"
+                )
+        return scores + self.alpha * (plus - minus).to(scores.device, scores.dtype)
+
+
+class ProxyTuning(DExperts):
+    """Proxy-tuning (Liu et al. 2024): steer a large base model with a small tuned
+    ``expert`` minus its untuned twin ``anti_expert``, ``alpha = 1`` by default.
+
+    The same arithmetic as ``DExperts``; the models read the base model's own ids
+    (same prompt) unless wrapped in ``ContextModel`` with a prompt of their own.
+
+    Example::
+
+        >>> guided.generate(big, tok, prompt, processors=[ProxyTuning(small_tuned, small_base)])
+    """
+
+    default_alpha = 1.0
