@@ -173,3 +173,35 @@ def test_generate_with_processors_stays_valid_and_counts_passes(tiny_model, smol
         steps = len(r.token_ids) + (r.finish_reason == "eos")
         assert helper.forward_passes == steps and anti.forward_passes == steps  # reset per call
         helper.forward_passes = anti.forward_passes = 0
+
+
+# -- classifier guidance ------------------------------------------------------------------
+
+
+class _CharTokenizer:
+    """Token t is the character chr(ord('a') + t)."""
+
+    def decode(self, ids):
+        return "".join(chr(ord("a") + int(t)) for t in ids)
+
+
+def test_classifier_guidance_rescores_top_k_allowed_candidates():
+    from guided.classifier_guidance import ClassifierGuidance
+
+    seen = []
+
+    def scorer(texts):  # likes texts ending in "d"
+        seen.append(list(texts))
+        return [0.0 if t.endswith("d") else -2.0 for t in texts]
+
+    proc = ClassifierGuidance(scorer, _CharTokenizer(), top_k=3, weight=1.5)
+    prompt = torch.tensor([[0, 1]])
+    proc(prompt, torch.zeros(1, V))  # the first call fixes the prompt length
+    ids = torch.tensor([[0, 1, 2]])  # generated so far: "c"
+    logits = scores_of([5.0, float("-inf"), 4.0, 3.9, 3.8, 1.0] + [0.0] * (V - 6))
+    out = proc(ids, logits)
+    # Candidates: the 3 best allowed tokens 0, 2, 3 (token 1 is masked).
+    assert seen[-1] == ["ca", "cc", "cd"]
+    assert out[0, [0, 2, 3]].tolist() == pytest.approx([5.0 - 3.0, 4.0 - 3.0, 3.9])  # "cd" now wins
+    assert torch.isinf(out[0, [1, 4, 5]]).all()
+    assert proc.calls == 2
