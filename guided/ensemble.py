@@ -11,9 +11,10 @@ model under two prompts (``ContextModel(model, prompt_ids)``), as in the example
 
 Each helper model runs in a ``ContextModel``: it keeps its own KV cache, so every step
 costs one incremental forward per model over the new token(s), never the prefix again.
-When the base sequence changes other than by appending (a rollback in speculative
-decoding, a beam reordered), the cache is cut back to the longest prefix still shared
-and only the rest is fed: ``fork`` / ``rollback`` are supported, at the cost of
+When beam search reorders, duplicates or drops rows that each extend a cached row,
+the cache rows follow them; when the sequence changes otherwise (a rollback in
+speculative decoding), the cache is cut back to the longest prefix still shared and
+only the rest is fed. So ``fork`` / ``rollback`` are supported, at the cost of
 re-reading what changed.
 """
 
@@ -77,10 +78,25 @@ class ContextModel:
         return self._last
 
     def _shared_prefix(self, own: torch.Tensor) -> int:
-        """How many leading positions the cache holds for every row of ``own``."""
-        if self._ids is None or self._ids.shape[0] != own.shape[0]:
+        """How many leading positions the cache holds for every row of ``own``.
+
+        Rows that each extend *some* cached row (beam search: beams reordered,
+        duplicated or dropped) first get the cache rows reordered to follow them."""
+        if self._ids is None:
             return 0
-        n = min(self._ids.shape[1], own.shape[1])
+        n = self._ids.shape[1]
+        if own.shape[1] >= n:
+            same = (own[:, None, :n] == self._ids[None, :, :]).all(dim=-1)  # [new rows, cached rows]
+            if same.any(dim=1).all():
+                parents = same.float().argmax(dim=1)
+                if not torch.equal(parents, torch.arange(len(self._ids), device=parents.device)):
+                    self._cache.reorder_cache(parents.to(self.model.device))
+                    self._ids = self._ids[parents]
+                    self._last = self._last[parents.to(self._last.device)]
+                return n
+        if self._ids.shape[0] != own.shape[0]:
+            return 0
+        n = min(n, own.shape[1])
         differs = (self._ids[:, :n] != own[:, :n]).any(dim=0).nonzero()
         return int(differs[0]) if len(differs) else n
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from .beam_search import beam_search
 from .bitmask import allocate_token_bitmask, apply_token_bitmask_
 from .compiler import as_vocabulary, compile
 from .matcher import Guide
@@ -143,6 +144,7 @@ def generate(
     system: str | None = None,
     processors=(),
     watermark=None,
+    num_beams: int = 1,
     logits_processors=(),
 ) -> GenerationResult:
     """Generate from ``model`` so that the output satisfies ``spec``.
@@ -154,7 +156,9 @@ def generate(
     (``guided.processors``, ``guided.ensemble``, your own); ``watermark`` a
     ``watermark.WatermarkLogitsProcessor``. They run in the order of
     ``next_token_scores``: mask, processors, mask, sampling warpers, watermark.
-    (``logits_processors`` is the older name of ``processors``.)
+    (``logits_processors`` is the older name of ``processors``.) ``num_beams > 1``
+    runs constrained beam search (``guided.beam_search``; greedy, so
+    ``temperature=0``), one matcher per beam.
 
     Example::
 
@@ -182,6 +186,13 @@ def generate(
 
     ids = prompt_ids(tokenizer, prompt, chat=chat, system=system)
     stats.prompt_tokens = len(ids)
+    if num_beams > 1:
+        if temperature != 0 or watermark is not None:
+            raise ValueError("beam search keeps the most likely hypotheses: use temperature=0 and no watermark")
+        t = time.perf_counter()
+        tokens, finish = beam_search(model, ids, guide, eos, num_beams, max_new_tokens, processors)
+        stats.decode_s = time.perf_counter() - t
+        return _result(vocab, guide, tokens, finish, stats, t_start)
     device = model.device
     seq = torch.tensor([ids], dtype=torch.long, device=device)
     tokens: list[int] = []
@@ -231,6 +242,10 @@ def generate(
         seq = torch.cat([seq, token.view(1, 1)], dim=1)
         out = model(input_ids=token.view(1, 1), past_key_values=out.past_key_values, use_cache=True)
     stats.decode_s = time.perf_counter() - t_decode
+    return _result(vocab, guide, tokens, finish, stats, t_start)
+
+
+def _result(vocab, guide, tokens, finish, stats, t_start) -> GenerationResult:
     stats.new_tokens = len(tokens)
     stats.total_s = time.perf_counter() - t_start
     text = vocab.decode(tokens).decode("utf-8", errors="replace")

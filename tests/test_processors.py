@@ -205,3 +205,68 @@ def test_classifier_guidance_rescores_top_k_allowed_candidates():
     assert out[0, [0, 2, 3]].tolist() == pytest.approx([5.0 - 3.0, 4.0 - 3.0, 3.9])  # "cd" now wins
     assert torch.isinf(out[0, [1, 4, 5]]).all()
     assert proc.calls == 2
+
+
+# -- constrained beam search ----------------------------------------------------------------
+
+
+class _BigramCache:
+    def reorder_cache(self, beam_idx):
+        pass
+
+
+class _BigramModel:
+    """Next-token log-probabilities that depend on the last token only."""
+
+    device = torch.device("cpu")
+
+    def __init__(self, table, vocab_size):
+        self.table = table  # last token -> {next token: probability}
+        self.vocab_size = vocab_size
+
+    def __call__(self, input_ids, past_key_values=None, use_cache=True):
+        rows = []
+        for last in input_ids[:, -1].tolist():
+            row = torch.full((self.vocab_size,), -30.0)
+            for tok, p in self.table.get(last, {}).items():
+                row[tok] = float(torch.log(torch.tensor(p)))
+            rows.append(row)
+        logits = torch.stack(rows)[:, None, :].expand(-1, input_ids.shape[1], -1)
+        return type("Out", (), {"logits": logits, "past_key_values": _BigramCache()})()
+
+
+def test_beam_search_finds_what_greedy_misses():
+    # Tokens: 0 = <s>, 1 = EOS, 2.. = "a" "b" "x" "y" "z"
+    vocab = guided.Vocabulary([None, None, b"a", b"b", b"x", b"y", b"z"], eos_token_ids=[1])
+    a, b, x, y, z = 2, 3, 4, 5, 6
+    model = _BigramModel({0: {a: 0.6, b: 0.4}, a: {x: 0.5, y: 0.5}, b: {z: 0.99}, x: {1: 1.0}, y: {1: 1.0}, z: {1: 1.0}}, 7)
+    spec = guided.Regex(r"ax|ay|bz")
+    greedy = guided.generate(model, vocab, [0], spec, max_new_tokens=5)
+    beams = guided.generate(model, vocab, [0], spec, max_new_tokens=5, num_beams=2)
+    assert greedy.text == "ax"       # 0.6 * 0.5 = 0.30
+    assert beams.text == "bz"        # 0.4 * 0.99 = 0.396
+    assert beams.finish_reason == "complete"
+    # Scores are those of the constrained distribution (renormalised over allowed
+    # tokens): with "bz" forbidden, "y" after "b" has probability 1, so "by" (0.4) wins.
+    assert guided.generate(model, vocab, [0], guided.Regex("ax|ay|by"), num_beams=2, max_new_tokens=5).text == "by"
+
+
+def test_beam_search_outputs_match_the_spec(tiny_model, smollm2_tokenizer):
+    pattern = r"(yes|no|maybe)( [a-z]{2,6}){0,3}"
+    for prompt in ["Answer:", "Is it so?", "Well"]:
+        r = guided.generate(tiny_model, smollm2_tokenizer, prompt, guided.Regex(pattern), num_beams=3,
+                            max_new_tokens=12, chat=False)
+        if r.finish_reason != "length":
+            assert re.fullmatch(pattern, r.text), r.text
+    with pytest.raises(ValueError, match="temperature=0"):
+        guided.generate(tiny_model, smollm2_tokenizer, "x", guided.Regex(pattern), num_beams=2, temperature=1.0)
+
+
+def test_context_model_follows_beam_reordering():
+    model = _tiny(8)
+    ctx = ContextModel(model)
+    a = torch.tensor([[1, 2, 3], [1, 2, 4]])
+    ctx.logits(a)
+    b = torch.tensor([[1, 2, 4, 7], [1, 2, 4, 8], [1, 2, 3, 9]])  # row 1 twice, row 0 once, one new token each
+    assert torch.allclose(ctx.logits(b), _full_logits(model, b), atol=1e-5)
+    assert ctx.forward_passes == 2
