@@ -142,3 +142,8 @@ class RepetitionPenalty:
         seen = torch.gather(scores, 1, ids)
         seen = torch.where(seen > 0, seen / self.penalty, seen * self.penalty)
         return scores.scatter(1, ids, seen)
+
+
+# The model-based processors, importable from here too: guided.processors.DExperts, ...
+from .classifier_guidance import ClassifierGuidance  # noqa: E402,F401
+from .ensemble import ContextModel, DExperts, ProxyTuning  # noqa: E402,F401
