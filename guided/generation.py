@@ -21,6 +21,7 @@ from .bitmask import allocate_token_bitmask, apply_token_bitmask_
 from .compiler import as_vocabulary, compile
 from .matcher import Guide
 from .sampling import warp
+from .speculative import default_drafters, speculative_loop
 from .specs import JsonSchema
 
 
@@ -33,6 +34,13 @@ class GenerationStats:
     decode_s: float = 0.0       # all later steps, forward passes included
     mask_s: float = 0.0         # filling + applying masks and advancing matchers
     total_s: float = 0.0
+    target_forward_passes: int = 0   # speculative decoding: the model's forward passes
+    draft_tokens: int = 0            # ... tokens proposed by the drafters
+    accepted_draft_tokens: int = 0   # ... and kept after verification
+
+    def __getitem__(self, name: str):
+        """``stats["target_forward_passes"]`` reads the field of that name."""
+        return getattr(self, name)
 
     @property
     def tokens_per_s(self) -> float:
@@ -145,6 +153,8 @@ def generate(
     processors=(),
     watermark=None,
     num_beams: int = 1,
+    speculative=None,
+    num_draft_tokens: int = 8,
     logits_processors=(),
 ) -> GenerationResult:
     """Generate from ``model`` so that the output satisfies ``spec``.
@@ -158,7 +168,10 @@ def generate(
     ``next_token_scores``: mask, processors, mask, sampling warpers, watermark.
     (``logits_processors`` is the older name of ``processors``.) ``num_beams > 1``
     runs constrained beam search (``guided.beam_search``; greedy, so
-    ``temperature=0``), one matcher per beam.
+    ``temperature=0``), one matcher per beam. ``speculative="auto"`` (or a list of
+    drafters from ``guided.speculative``) verifies up to ``num_draft_tokens`` drafted
+    tokens per forward pass; the output distribution is unchanged (greedy output
+    identical), and ``stats["target_forward_passes"]`` counts the passes.
 
     Example::
 
@@ -191,6 +204,16 @@ def generate(
             raise ValueError("beam search keeps the most likely hypotheses: use temperature=0 and no watermark")
         t = time.perf_counter()
         tokens, finish = beam_search(model, ids, guide, eos, num_beams, max_new_tokens, processors)
+        stats.decode_s = time.perf_counter() - t
+        return _result(vocab, guide, tokens, finish, stats, t_start)
+    if speculative is not None:
+        drafters = default_drafters(tokenizer) if speculative == "auto" else list(speculative)
+        t = time.perf_counter()
+        tokens, finish = speculative_loop(
+            model, vocab, ids, guide, drafters, max_new_tokens=max_new_tokens, num_draft_tokens=num_draft_tokens,
+            temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, processors=processors,
+            watermark=watermark, generator=generator, stats=stats,
+        )
         stats.decode_s = time.perf_counter() - t
         return _result(vocab, guide, tokens, finish, stats, t_start)
     device = model.device

@@ -145,5 +145,10 @@ class RepetitionPenalty:
 
 
 # The model-based processors, importable from here too: guided.processors.DExperts, ...
-from .classifier_guidance import ClassifierGuidance  # noqa: E402,F401
-from .ensemble import ContextModel, DExperts, ProxyTuning  # noqa: E402,F401
+from .classifier_guidance import ClassifierGuidance  # noqa: E402
+from .ensemble import ContextModel, DExperts, ProxyTuning  # noqa: E402
+
+__all__ = [
+    "ClassifierGuidance", "ContextModel", "DExperts", "FrequencyPenalty", "LogitBias", "PresencePenalty",
+    "ProxyTuning", "RepetitionPenalty",
+]

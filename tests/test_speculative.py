@@ -1,0 +1,145 @@
+"""Speculative decoding: exact (greedy output identical, sampled distribution equal to
+plain constrained sampling), drafts always allowed, fewer target forward passes."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pytest
+import torch
+
+import guided
+from guided.speculative import ForcedTokens, PromptLookup, default_drafters, forced_bytes, propose
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 12},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "tags": {"type": "array", "items": {"enum": ["red", "green", "blue"]}, "maxItems": 3},
+    },
+    "required": ["name", "age", "tags"],
+    "additionalProperties": False,
+}
+PROMPT = 'Person: {"name": "Ada", "age": 36, "tags": ["red", "blue"]} Another person:'
+
+
+def drafter_sets(tokenizer):
+    return {"forced": [ForcedTokens(tokenizer)], "lookup": [PromptLookup()], "auto": default_drafters(tokenizer)}
+
+
+@pytest.mark.parametrize("which", ["forced", "lookup", "auto"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        guided.JsonSchema(PERSON, whitespace="compact"),
+        guided.Regex(r"(Ada|Bob) is [0-9]{2} years old, tags: (red|green|blue)(, (red|green|blue)){0,2}\."),
+        guided.Grammar.from_name("json"),
+        None,
+    ],
+    ids=["schema", "regex", "grammar", "free"],
+)
+def test_greedy_output_is_identical(tiny_model, smollm2_tokenizer, spec, which):
+    plain = guided.generate(tiny_model, smollm2_tokenizer, PROMPT, spec, max_new_tokens=40, chat=False)
+    fast = guided.generate(tiny_model, smollm2_tokenizer, PROMPT, spec, max_new_tokens=40, chat=False,
+                           speculative=drafter_sets(smollm2_tokenizer)[which])
+    assert fast.token_ids == plain.token_ids
+    assert fast.finish_reason == plain.finish_reason
+    # Never more target passes than plain decoding (the prefill, then one per token).
+    plain_passes = 1 + len(plain.token_ids) + (plain.finish_reason == "eos")
+    assert fast.stats["target_forward_passes"] <= plain_passes - fast.stats.accepted_draft_tokens + 1
+
+
+def test_schema_drafts_save_forward_passes(tiny_model, smollm2_tokenizer):
+    spec = guided.JsonSchema(PERSON, whitespace="compact")
+    r = guided.generate(tiny_model, smollm2_tokenizer, PROMPT, spec, max_new_tokens=60, chat=False, speculative="auto")
+    assert r.stats.accepted_draft_tokens >= 5  # the keys and punctuation are forced
+    assert r.stats["target_forward_passes"] < len(r.token_ids)
+
+
+def test_every_draft_is_accepted_by_the_matcher(smollm2_vocab, smollm2_tokenizer):
+    guide = guided.compile(guided.JsonSchema(PERSON, whitespace="compact"), smollm2_vocab)
+    context = smollm2_tokenizer.encode(PROMPT + ' {"name":"Ada","age":3', add_special_tokens=False)
+    m = guide.matcher()
+    assert m.accept_tokens(smollm2_tokenizer.encode('{"name":"Ada","age":3', add_special_tokens=False))
+    for drafters in drafter_sets(smollm2_tokenizer).values():
+        fork = m.fork()
+        draft = propose(drafters, context, fork, 12)
+        check = m.fork()
+        assert check.accept_tokens(draft), draft
+    before = m.allowed_token_ids()
+    propose(default_drafters(smollm2_tokenizer), context, m.fork(), 12)
+    assert m.allowed_token_ids() == before  # proposing works on a fork only
+
+
+def test_forced_bytes_of_a_key(smollm2_vocab):
+    guide = guided.compile(guided.Regex(r'\{"name":"[a-z]+"\}'), smollm2_vocab)
+    assert forced_bytes(guide.dfa, guide.dfa.start) == b'{"name":"'
+
+
+def test_prompt_lookup_continues_the_latest_match():
+    lookup = PromptLookup(max_ngram=2)
+    assert lookup.propose([5, 6, 7, 8, 1, 5, 6, 9, 2, 5, 6], None, 3) == [9, 2, 5]
+    assert lookup.propose([1, 2, 3], None, 3) == []
+
+
+def _exact_string_distribution(model, vocab, prompt_ids, guide):
+    """Probability of every output string under plain constrained sampling
+    (temperature 1): the sum over its token paths of the masked softmax products."""
+    out: Counter = Counter()
+
+    def walk(ids, matcher, prob):
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([ids])).logits[0, -1].float()
+        allowed = matcher.allowed_token_ids()
+        p = torch.softmax(logits[allowed], dim=-1).tolist()
+        for tok, q in zip(allowed, p):
+            if tok in guide.eos_token_ids:
+                out[vocab.decode(ids[len(prompt_ids):]).decode()] += prob * q
+                continue
+            child = matcher.fork()
+            assert child.accept_token(tok)
+            if child.is_terminated():
+                out[vocab.decode(ids[len(prompt_ids):] + [tok]).decode()] += prob * q
+            else:
+                walk(ids + [tok], child, prob * q)
+
+    walk(list(prompt_ids), guide.matcher(), 1.0)
+    return out
+
+
+def test_sampled_outputs_follow_the_plain_distribution(tiny_model, smollm2_tokenizer, smollm2_vocab):
+    """Chi-square against the exact distribution, for each drafter (fixed seeds)."""
+    spec = guided.Regex(r"x(ab|ba|bb)yz")
+    guide = guided.compile(spec, smollm2_vocab)
+    prompt = smollm2_tokenizer.encode("xabyz xbayz x", add_special_tokens=False)
+    exact = _exact_string_distribution(tiny_model, smollm2_vocab, prompt, guide)
+    assert set(exact) == {"xabyz", "xbayz", "xbbyz"} and abs(sum(exact.values()) - 1) < 1e-6
+    n = 150
+    for which, drafters in drafter_sets(smollm2_tokenizer).items():
+        counts, drafted = Counter(), 0
+        for seed in range(n):
+            r = guided.generate(tiny_model, smollm2_tokenizer, prompt, guide, temperature=1.0, seed=seed,
+                                max_new_tokens=10, speculative=drafters)
+            counts[r.text] += 1
+            drafted += r.stats.accepted_draft_tokens
+        assert drafted >= n // 3  # drafts were really used
+        assert chi_square_p_value(counts, exact, n) > 1e-3, (which, counts, exact)
+
+
+def chi_square_p_value(counts: Counter, probs: dict, n: int) -> float:
+    """Pearson's test, with categories expected fewer than 5 times merged into the
+    next rarer-but-larger one (1 or 2 degrees of freedom here)."""
+    cells = sorted(([n * p, counts[s]] for s, p in probs.items()), reverse=True)
+    while len(cells) > 1 and cells[-1][0] < 5:
+        expected, observed = cells.pop()
+        cells[-1][0] += expected
+        cells[-1][1] += observed
+    stat = sum((o - e) ** 2 / e for e, o in cells)
+    df = len(cells) - 1
+    if df == 1:
+        return math.erfc(math.sqrt(stat / 2))
+    if df == 2:
+        return math.exp(-stat / 2)
+    raise ValueError(f"{df} degrees of freedom")
