@@ -7,16 +7,16 @@
       -> ONE target forward over [t, d1..dn]: the scores after t, d1, ..., dn
       -> verify in order, each position with its own mask and the same processors:
            greedy:   keep d_i while it is the argmax
-           sampling: keep d_i with probability p~(d_i) (a drafted token is certain,
-                     q = 1, so min(1, p/q) = p); on rejection draw from p~ without d_i
+           sampling: keep d_i with probability min(1, p~/q~) (q~ = 1 for a certain
+                     token); on rejection draw from max(0, p~ - q~), renormalised
       -> the first non-draft token (correction, or the bonus after all n) is the new
          pending token; the cache is cut back to what was kept
 
 ``p~`` is the distribution generation would use at that position (mask, processors,
 mask, warpers, watermark: ``generation.next_token_scores``), so the output follows
 exactly the plain constrained distribution, and greedy output is the plain greedy
-output. The drafters here propose deterministic tokens; a draft model's own
-distribution (``q`` < 1) is a later addition.
+output. A deterministic draft has q = 1; a draft model's token is kept with
+probability min(1, p~/q~), and on rejection the token comes from max(0, p~ - q~).
 
 Drafters (``propose(context, matcher, k) -> tokens``, advancing the forked matcher):
 
@@ -24,6 +24,8 @@ Drafters (``propose(context, matcher, k) -> tokens``, advancing the forked match
   also the canonical tokenization of a forced byte string (``{"name":`` after ``{``).
 * ``PromptLookup``: the tokens that followed the latest earlier occurrence of the last
   n-gram (n = 3, 2, 1) in the prompt and output, cut at the first the matcher refuses.
+* ``DraftModel``: a small model sharing the vocabulary, sampling its own masked
+  distribution (KV-cached, rolled back with the target).
 
 The draft length adapts: it grows by 2 after a fully accepted draft and halves after
 an early rejection, within 1 .. ``num_draft_tokens``.
@@ -138,19 +140,72 @@ class PromptLookup:
         return []
 
 
+class DraftModel:
+    """A small model over the same vocabulary drafts by sampling its own masked
+    distribution q~ (greedy when generation is greedy); verification then keeps a
+    draft with probability min(1, p~/q~). Runs in a ``ContextModel`` (KV-cached, cut
+    back after rejections): one forward per drafted token.
+
+    Example::
+
+        >>> guided.generate(model, tok, prompt, spec, speculative=[ForcedTokens(tok), DraftModel(small)])
+    """
+
+    def __init__(self, model):
+        from .ensemble import ContextModel
+
+        self.context = ContextModel(model)
+        self.sampling: dict = {"temperature": 0.0}
+        self.generator = None
+        self.last_q: list = []  # q~ of each token of the last proposal (None: greedy)
+
+    def reset(self) -> None:
+        self.context.reset()
+
+    def propose(self, context: list[int], matcher, k: int) -> list[int]:
+        from .generation import next_token_scores
+
+        self.last_q = []
+        out: list[int] = []
+        eos = set(matcher.guide.eos_token_ids) if matcher is not None else set()
+        temperature = self.sampling.get("temperature", 0.0)
+        while len(out) < k and not (matcher is not None and matcher.is_terminated()):
+            ids = torch.tensor([context + out])
+            logits = self.context.logits(ids).clone()
+            bitmask = None
+            if matcher is not None:
+                bitmask = allocate_token_bitmask(1, logits.shape[-1])
+                matcher.fill_next_token_bitmask(bitmask, 0)
+            scores = next_token_scores(logits, ids, bitmask, **{**self.sampling, "temperature": temperature})
+            if temperature == 0:
+                q, tok = None, int(scores.argmax(dim=-1)[0])
+            else:
+                q = scores.softmax(dim=-1)[0]
+                tok = int(torch.multinomial(q, 1, generator=self.generator)[0])
+            if tok in eos or (matcher is not None and not matcher.accept_token(tok)):
+                break
+            out.append(tok)
+            self.last_q.append(q)
+        return out
+
+
 def default_drafters(tokenizer) -> list:
     """``speculative="auto"``: forced tokens first, then prompt lookup."""
     return [ForcedTokens(tokenizer), PromptLookup()]
 
 
-def propose(drafters, context: list[int], matcher, k: int) -> list[int]:
-    """Chain the drafters: each continues where the previous one stopped."""
+def propose(drafters, context: list[int], matcher, k: int):
+    """Chain the drafters, each continuing where the previous one stopped; returns
+    the tokens and, per token, the drafter's distribution q~ (None: a certain token)."""
     draft: list[int] = []
+    qs: list = []
     for d in drafters:
         if len(draft) >= k:
             break
-        draft += d.propose(context + draft, matcher, k - len(draft))
-    return draft
+        got = d.propose(context + draft, matcher, k - len(draft))
+        draft += got
+        qs += list(getattr(d, "last_q", None) or [None] * len(got))
+    return draft, qs
 
 
 def speculative_loop(model, vocab, prompt: list[int], guide, drafters, *, max_new_tokens: int, num_draft_tokens: int,
@@ -163,6 +218,12 @@ def speculative_loop(model, vocab, prompt: list[int], guide, drafters, *, max_ne
     if max_new_tokens <= 0:
         return [], "length"
     matcher = guide.matcher() if guide is not None else None
+    for d in drafters:
+        if hasattr(d, "reset"):
+            d.reset()
+        if hasattr(d, "sampling"):
+            d.sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p}
+            d.generator = generator
     out = model(input_ids=torch.tensor([prompt[:-1]], device=device), use_cache=True) if len(prompt) > 1 else None
     cache = out.past_key_values if out is not None else None
     stats.target_forward_passes += 1 if out is not None else 0
@@ -171,12 +232,13 @@ def speculative_loop(model, vocab, prompt: list[int], guide, drafters, *, max_ne
     k = max(1, num_draft_tokens)
     while True:
         budget = max_new_tokens - len(tokens)
-        draft = []
+        draft, qs = [], []
         if budget > 1:  # leave room for the token verification always adds
             if matcher is not None:
-                draft = propose(drafters, seq, matcher.fork(), min(k, budget - 1))
+                draft, qs = propose(drafters, seq, matcher.fork(), min(k, budget - 1))
             else:  # unconstrained: only drafters that need no automaton
-                draft = propose([d for d in drafters if isinstance(d, PromptLookup)], seq, None, min(k, budget - 1))
+                usable = [d for d in drafters if not isinstance(d, ForcedTokens)]
+                draft, qs = propose(usable, seq, None, min(k, budget - 1))
         feed = torch.tensor([[seq[-1]] + draft], device=device)
         out = model(input_ids=feed, past_key_values=cache, use_cache=True)
         cache = out.past_key_values
@@ -187,7 +249,7 @@ def speculative_loop(model, vocab, prompt: list[int], guide, drafters, *, max_ne
             scores = _scores(next_token_scores, out.logits[:, i, :].float(), seq, matcher, processors,
                              temperature, top_k, top_p, min_p, watermark)
             d = draft[i] if i < len(draft) else None
-            tok = _verify(scores, d, temperature, generator)
+            tok = _verify(scores, d, qs[i] if d is not None else None, temperature, generator)
             if d is not None and tok == d:
                 kept += 1
                 seq.append(d)
@@ -231,17 +293,25 @@ def _scores(next_token_scores, logits, seq, matcher, processors, temperature, to
     return next_token_scores(logits, ids, bitmask, processors, temperature, top_k, top_p, min_p, watermark)
 
 
-def _verify(scores: torch.Tensor, draft: int | None, temperature: float, generator) -> int:
-    """The token generation would take here, given a deterministic ``draft`` (or None)."""
+def _verify(scores: torch.Tensor, draft: int | None, q, temperature: float, generator) -> int:
+    """The token generation takes here, given a ``draft`` drawn from ``q`` (None: a
+    certain token, or no draft): keep it with probability min(1, p/q), else draw from
+    the residual max(0, p - q), renormalised; greedy: the argmax."""
     if temperature == 0:
         return int(scores.argmax(dim=-1)[0])
     p = scores.softmax(dim=-1)[0]
     if draft is not None:
-        if torch.rand((), generator=generator, device=p.device) < p[draft]:
+        if q is not None and q.shape != p.shape:
+            raise ValueError(f"the draft model has {q.shape[-1]} logits, the target {p.shape[-1]}: they must share a vocabulary")
+        q_draft = 1.0 if q is None else float(q[draft])
+        if float(torch.rand((), generator=generator, device=p.device)) * q_draft < float(p[draft]):
             return draft
-        p = p.clone()
-        p[draft] = 0.0  # the residual max(0, p - q) with q the point mass on the draft
-        if p.sum() <= 0:
+        if q is None:
+            residual = p.clone()
+            residual[draft] = 0.0
+        else:
+            residual = (p - q.to(p.device)).clamp(min=0.0)
+        if residual.sum() <= 0:
             return draft
+        p = residual
     return int(torch.multinomial(p, 1, generator=generator)[0])
-

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import guided
-from guided.speculative import ForcedTokens, PromptLookup, default_drafters, forced_bytes, propose
+from guided.speculative import DraftModel, ForcedTokens, PromptLookup, default_drafters, forced_bytes, propose
 
 PERSON = {
     "type": "object",
@@ -25,11 +25,28 @@ PERSON = {
 PROMPT = 'Person: {"name": "Ada", "age": 36, "tags": ["red", "blue"]} Another person:'
 
 
-def drafter_sets(tokenizer):
-    return {"forced": [ForcedTokens(tokenizer)], "lookup": [PromptLookup()], "auto": default_drafters(tokenizer)}
+@pytest.fixture(scope="module")
+def other_tiny_model(tiny_model):
+    """A second random model over the same (padded) vocabulary: a draft model whose
+    distribution differs from the target's."""
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(1)
+    model = LlamaForCausalLM(tiny_model.config).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(40.0)
+    return model
 
 
-@pytest.mark.parametrize("which", ["forced", "lookup", "auto"])
+def drafter_sets(tokenizer, draft_model=None):
+    sets = {"forced": [ForcedTokens(tokenizer)], "lookup": [PromptLookup()], "auto": default_drafters(tokenizer)}
+    if draft_model is not None:
+        sets["draft_model"] = [DraftModel(draft_model)]
+        sets["combined"] = [ForcedTokens(tokenizer), PromptLookup(), DraftModel(draft_model)]
+    return sets
+
+
+@pytest.mark.parametrize("which", ["forced", "lookup", "auto", "draft_model", "combined"])
 @pytest.mark.parametrize(
     "spec",
     [
@@ -40,15 +57,22 @@ def drafter_sets(tokenizer):
     ],
     ids=["schema", "regex", "grammar", "free"],
 )
-def test_greedy_output_is_identical(tiny_model, smollm2_tokenizer, spec, which):
+def test_greedy_output_is_identical(tiny_model, other_tiny_model, smollm2_tokenizer, spec, which):
     plain = guided.generate(tiny_model, smollm2_tokenizer, PROMPT, spec, max_new_tokens=40, chat=False)
     fast = guided.generate(tiny_model, smollm2_tokenizer, PROMPT, spec, max_new_tokens=40, chat=False,
-                           speculative=drafter_sets(smollm2_tokenizer)[which])
+                           speculative=drafter_sets(smollm2_tokenizer, other_tiny_model)[which])
     assert fast.token_ids == plain.token_ids
     assert fast.finish_reason == plain.finish_reason
     # Never more target passes than plain decoding (the prefill, then one per token).
     plain_passes = 1 + len(plain.token_ids) + (plain.finish_reason == "eos")
     assert fast.stats["target_forward_passes"] <= plain_passes - fast.stats.accepted_draft_tokens + 1
+
+
+def test_a_draft_model_equal_to_the_target_is_always_right(tiny_model, smollm2_tokenizer):
+    spec = guided.JsonSchema(PERSON, whitespace="compact")
+    r = guided.generate(tiny_model, smollm2_tokenizer, PROMPT, spec, max_new_tokens=40, chat=False,
+                        speculative=[DraftModel(tiny_model)], num_draft_tokens=4)
+    assert r.stats.accepted_draft_tokens == r.stats.draft_tokens > 0
 
 
 def test_schema_drafts_save_forward_passes(tiny_model, smollm2_tokenizer):
@@ -65,7 +89,7 @@ def test_every_draft_is_accepted_by_the_matcher(smollm2_vocab, smollm2_tokenizer
     assert m.accept_tokens(smollm2_tokenizer.encode('{"name":"Ada","age":3', add_special_tokens=False))
     for drafters in drafter_sets(smollm2_tokenizer).values():
         fork = m.fork()
-        draft = propose(drafters, context, fork, 12)
+        draft, _ = propose(drafters, context, fork, 12)
         check = m.fork()
         assert check.accept_tokens(draft), draft
     before = m.allowed_token_ids()
@@ -109,7 +133,7 @@ def _exact_string_distribution(model, vocab, prompt_ids, guide):
     return out
 
 
-def test_sampled_outputs_follow_the_plain_distribution(tiny_model, smollm2_tokenizer, smollm2_vocab):
+def test_sampled_outputs_follow_the_plain_distribution(tiny_model, other_tiny_model, smollm2_tokenizer, smollm2_vocab):
     """Chi-square against the exact distribution, for each drafter (fixed seeds)."""
     spec = guided.Regex(r"x(ab|ba|bb)yz")
     guide = guided.compile(spec, smollm2_vocab)
@@ -117,7 +141,9 @@ def test_sampled_outputs_follow_the_plain_distribution(tiny_model, smollm2_token
     exact = _exact_string_distribution(tiny_model, smollm2_vocab, prompt, guide)
     assert set(exact) == {"xabyz", "xbayz", "xbbyz"} and abs(sum(exact.values()) - 1) < 1e-6
     n = 150
-    for which, drafters in drafter_sets(smollm2_tokenizer).items():
+    for which, drafters in drafter_sets(smollm2_tokenizer, other_tiny_model).items():
+        if which == "combined":
+            continue  # its parts are each checked; the chain is exact if they are
         counts, drafted = Counter(), 0
         for seed in range(n):
             r = guided.generate(tiny_model, smollm2_tokenizer, prompt, guide, temperature=1.0, seed=seed,
