@@ -15,7 +15,7 @@ from grammars.grammar_index import GrammarIndex
 from grammars.lark_frontend import CompiledGrammar
 from grammars.lexer import Lexer
 
-from .matcher import Guide, Matcher
+from .matcher import Guide, StackMatcher
 
 _EOS_ACCEPTED = None  # history entry after EOS; nothing may follow it
 
@@ -48,7 +48,7 @@ class GrammarGuide(Guide):
         return row if row.any() else self._eos_row
 
 
-class GrammarMatcher(Matcher):
+class GrammarMatcher(StackMatcher):
     """Sequence state under a ``GrammarGuide``: a stack of parse states (for rollback)."""
 
     __slots__ = ("guide", "_states")
@@ -56,10 +56,6 @@ class GrammarMatcher(Matcher):
     def __init__(self, guide: GrammarGuide, states=None):
         self.guide = guide
         self._states = list(states) if states is not None else [guide.index.initial()]
-
-    @property
-    def num_tokens(self) -> int:
-        return len(self._states) - 1
 
     def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:
         """Write the allowed tokens into row ``index`` of ``bitmask`` (computed on the
@@ -104,14 +100,3 @@ class GrammarMatcher(Matcher):
         row = self.guide.index.mask(state)
         return not (row & ~self.guide._eos_row).any()
 
-    def rollback(self, num_tokens: int = 1) -> None:
-        if not 0 <= num_tokens <= self.num_tokens:
-            raise ValueError(f"cannot roll back {num_tokens} tokens: {self.num_tokens} accepted")
-        if num_tokens:
-            del self._states[-num_tokens:]
-
-    def fork(self) -> "GrammarMatcher":
-        return GrammarMatcher(self.guide, self._states)
-
-    def reset(self) -> None:
-        del self._states[1:]

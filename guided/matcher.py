@@ -80,6 +80,30 @@ class Matcher:
         return np.nonzero(bits[: self.guide.vocab_size])[0].tolist()
 
 
+class StackMatcher(Matcher):
+    """A matcher whose state is a stack of per-token states (the first is the start):
+    ``rollback`` pops, ``fork`` copies the stack (the states themselves are shared and
+    never modified)."""
+
+    __slots__ = ()
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self._states) - 1
+
+    def rollback(self, num_tokens: int = 1) -> None:
+        if not 0 <= num_tokens <= self.num_tokens:
+            raise ValueError(f"cannot roll back {num_tokens} tokens: {self.num_tokens} accepted")
+        if num_tokens:
+            del self._states[-num_tokens:]
+
+    def fork(self):
+        return type(self)(self.guide, self._states)
+
+    def reset(self) -> None:
+        del self._states[1:]
+
+
 class FSMGuide(Guide):
     """A guide backed by a byte-level DFA and its token index (regex, JSON Schema).
 
@@ -129,7 +153,7 @@ class FSMGuide(Guide):
         return table
 
 
-class FSMMatcher(Matcher):
+class FSMMatcher(StackMatcher):
     """Sequence state under an ``FSMGuide``: a stack of DFA states (for rollback)."""
 
     __slots__ = ("guide", "_states")
@@ -142,10 +166,6 @@ class FSMMatcher(Matcher):
     def state(self) -> int:
         """The current DFA state (``-2`` once EOS has been accepted)."""
         return self._states[-1]
-
-    @property
-    def num_tokens(self) -> int:
-        return len(self._states) - 1
 
     def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:
         """Write the allowed tokens into row ``index`` of ``bitmask``; returns True.
@@ -193,14 +213,3 @@ class FSMMatcher(Matcher):
             return True
         return self.guide.dfa.is_accepting(s) and not self.guide.dfa.has_successors(s)
 
-    def rollback(self, num_tokens: int = 1) -> None:
-        if not 0 <= num_tokens <= self.num_tokens:
-            raise ValueError(f"cannot roll back {num_tokens} tokens: {self.num_tokens} accepted")
-        if num_tokens:
-            del self._states[-num_tokens:]
-
-    def fork(self) -> "FSMMatcher":
-        return FSMMatcher(self.guide, self._states)
-
-    def reset(self) -> None:
-        del self._states[1:]
