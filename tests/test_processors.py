@@ -270,3 +270,18 @@ def test_context_model_follows_beam_reordering():
     b = torch.tensor([[1, 2, 4, 7], [1, 2, 4, 8], [1, 2, 3, 9]])  # row 1 twice, row 0 once, one new token each
     assert torch.allclose(ctx.logits(b), _full_logits(model, b), atol=1e-5)
     assert ctx.forward_passes == 2
+
+
+def test_the_same_objects_work_in_hf_generate(tiny_model, smollm2_tokenizer, smollm2_vocab):
+    from transformers import LogitsProcessorList
+
+    guide = guided.compile(guided.Regex(r"(yes|no)( [a-z]{2,5}){1,3}"), smollm2_vocab)
+    helper = ContextModel(tiny_model, smollm2_tokenizer("Agree:")["input_ids"])
+    anti = ContextModel(tiny_model, smollm2_tokenizer("Disagree:")["input_ids"])
+    processors = LogitsProcessorList([guided.LogitsProcessor(guide), FrequencyPenalty(0.5), DExperts(helper, anti)])
+    ids = torch.tensor([smollm2_tokenizer("Well?")["input_ids"]])
+    out = tiny_model.generate(ids, logits_processor=processors, max_new_tokens=12, do_sample=False, pad_token_id=2)
+    text = smollm2_tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+    assert re.match(r"(yes|no)( [a-z]{2,5}){0,3}", text), text
+    steps = out.shape[1] - ids.shape[1]  # one processor call per generated token, EOS included
+    assert helper.forward_passes == steps and anti.forward_passes == steps
