@@ -30,9 +30,9 @@ class GenerationStats:
     prompt_tokens: int = 0
     new_tokens: int = 0
     compile_s: float = 0.0      # spec -> guide (0 when a compiled guide was given or cached)
-    prefill_s: float = 0.0      # the prompt's forward pass
+    prefill_s: float = 0.0      # the prompt's forward pass (in decode_s for beam / speculative)
     decode_s: float = 0.0       # all later steps, forward passes included
-    mask_s: float = 0.0         # filling + applying masks and advancing matchers
+    mask_s: float = 0.0         # filling masks and advancing matchers (applying is in the step)
     total_s: float = 0.0
     target_forward_passes: int = 0   # speculative decoding: the model's forward passes
     draft_tokens: int = 0            # ... tokens proposed by the drafters
