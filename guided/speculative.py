@@ -11,6 +11,8 @@
                      token); on rejection draw from max(0, p~ - q~), renormalised
       -> the first non-draft token (correction, or the bonus after all n) is the new
          pending token; the cache is cut back to what was kept
+    (The first round reads the prompt's own pass instead of a pending token, so the
+    pass count starts as plain decoding's does. EOS is never drafted.)
 
 ``p~`` is the distribution generation would use at that position (mask, processors,
 mask, warpers, watermark: ``generation.next_token_scores``), so the output follows
@@ -224,10 +226,13 @@ def speculative_loop(model, vocab, prompt: list[int], guide, drafters, *, max_ne
         if hasattr(d, "sampling"):
             d.sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p}
             d.generator = generator
-    out = model(input_ids=torch.tensor([prompt[:-1]], device=device), use_cache=True) if len(prompt) > 1 else None
-    cache = out.past_key_values if out is not None else None
-    stats.target_forward_passes += 1 if out is not None else 0
-    seq = list(prompt)  # everything decided; the cache holds all but the last token
+    # The prompt's pass gives the first position's logits; after that, the token chosen
+    # last ("pending") is not in the cache yet and is fed with the next draft.
+    out = model(input_ids=torch.tensor([prompt], device=device), use_cache=True)
+    cache = out.past_key_values
+    known = out.logits[:, -1:, :]  # logits not yet used, or None when a token is pending
+    stats.target_forward_passes += 1
+    seq = list(prompt)  # everything decided
     tokens: list[int] = []
     k = max(1, num_draft_tokens)
     while True:
@@ -239,14 +244,21 @@ def speculative_loop(model, vocab, prompt: list[int], guide, drafters, *, max_ne
             else:  # unconstrained: only drafters that need no automaton
                 usable = [d for d in drafters if not isinstance(d, ForcedTokens)]
                 draft, qs = propose(usable, seq, None, min(k, budget - 1))
-        feed = torch.tensor([[seq[-1]] + draft], device=device)
-        out = model(input_ids=feed, past_key_values=cache, use_cache=True)
-        cache = out.past_key_values
-        stats.target_forward_passes += 1
+            cut = next((i for i, t in enumerate(draft) if t in eos), len(draft))
+            draft, qs = draft[:cut], qs[:cut]  # EOS is never drafted: it ends the text
+        if known is not None and not draft:
+            logits = known
+        else:
+            feed = ([] if known is not None else [seq[-1]]) + draft
+            out = model(input_ids=torch.tensor([feed], device=device), past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            stats.target_forward_passes += 1
+            logits = out.logits if known is None else torch.cat([known, out.logits], dim=1)
+        known = None
         stats.draft_tokens += len(draft)
         kept, chosen = 0, None
         for i in range(len(draft) + 1):
-            scores = _scores(next_token_scores, out.logits[:, i, :].float(), seq, matcher, processors,
+            scores = _scores(next_token_scores, logits[:, i, :].float(), seq, matcher, processors,
                              temperature, top_k, top_p, min_p, watermark)
             d = draft[i] if i < len(draft) else None
             tok = _verify(scores, d, qs[i] if d is not None else None, temperature, generator)
@@ -265,7 +277,7 @@ def speculative_loop(model, vocab, prompt: list[int], guide, drafters, *, max_ne
         stats.accepted_draft_tokens += kept
         if draft:
             k = min(num_draft_tokens, k + 2) if kept == len(draft) else max(1, k // 2)
-        # The cache holds the old pending token and every draft: keep pending + kept.
+        # The cache holds every draft (and the old pending token): keep what was kept.
         drop = len(draft) - kept
         if drop:
             cache.crop(-drop)
