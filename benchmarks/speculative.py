@@ -46,10 +46,9 @@ compiled guide (guides are cached per schema) and machine noise hit every arm al
 - acceptance = accepted_draft_tokens / draft_tokens, and drafted tokens per pass;
 - identical = how many outputs have exactly plain's ``token_ids`` (greedy decoding
   must be unchanged: anything less is a bug; the mismatching prompt indices are
-  listed). At commit 553a44e the free-text set showed one: with no grammar,
-  PromptLookup / DraftModel draft the EOS token (``<|im_end|>``, present in the
-  chat-templated prompt), verification keeps it as an ordinary output token and
-  decoding goes on, where plain decoding stops.
+  listed). The first run found such a bug on free text (a drafted ``<|im_end|>``
+  copied from the chat template was kept as an ordinary token); fixed in 1afafca,
+  where EOS is no longer drafted.
 
 The issue's targets (combined drafters, schema-constrained JSON): >= 2x fewer target
 forward passes and >= 1.5x wall-clock speedup.
