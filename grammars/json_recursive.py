@@ -64,7 +64,7 @@ class _Calls:
     def owns(nfa) -> bool:
         return isinstance(nfa, CallNFA)
 
-    def call(self, nfa: CallNFA, rule: str, path: str = "") -> tuple[int, int]:
+    def call(self, nfa: CallNFA, rule: str) -> tuple[int, int]:
         if rule not in self.known:
             self.known.add(rule)
             self.todo.append(rule)

@@ -327,12 +327,12 @@ class SchemaCompiler:
                 set(schema) - {"$ref"} - ANNOTATIONS
             ):
                 # Grammar mode: a plain reference is a rule, written once however often used.
-                return self.grammar.call(nfa, ref, path)
+                return self.grammar.call(nfa, ref)
             if ref in self._ref_stack:
                 if self.over:
                     return nfa.any_bytes()  # a superset of any recursive structure
                 if self.grammar is not None and self.grammar.owns(nfa):
-                    return self.grammar.call(nfa, ref, path)
+                    return self.grammar.call(nfa, ref)
                 why = (
                     "recursion is supported through anyOf, properties and items, not inside the "
                     "oneOf / not / if / allOf parts that need automaton algebra"

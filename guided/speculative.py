@@ -85,8 +85,6 @@ class ForcedTokens:
             if not matcher.accept_token(int(t)):
                 break
             out.append(int(t))
-        # Keep only tokens that end inside the forced string (a last token could have
-        # been chosen by the tokenizer for a longer text).
         return out
 
 
