@@ -52,6 +52,10 @@ def _build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--no-chat", action="store_true", help="send the prompt raw, without the chat template")
     gen.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     gen.add_argument("--json", action="store_true", help="print one JSON object with text and stats")
+    gen.add_argument("--speculative", metavar="DRAFTERS", default=None,
+                     help="speculative decoding (same output, fewer model passes): 'auto', or a comma "
+                          "list of forced, lookup, early-exit[:LAYERS]")
+    gen.add_argument("--num-draft-tokens", type=int, default=8, help="most tokens drafted per pass")
     gen.add_argument("--watermark-key-file", metavar="K", default=None,
                      help="watermark the output with this key (red-green, gamma 0.25, delta 2)")
     gen.set_defaults(func=_cmd_generate)
@@ -219,6 +223,7 @@ def _cmd_generate(args) -> int:
 
     spec = _spec_from_args(args)
     _check_spec(spec)  # a bad spec fails before the slow model load
+    drafter_names = _parse_drafters(args.speculative)  # and so does a bad drafter list
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     watermark = None
     if args.watermark_key_file:
@@ -242,6 +247,8 @@ def _cmd_generate(args) -> int:
         chat=not args.no_chat,
         system=args.system,
         watermark=watermark,
+        speculative=_drafters(drafter_names, model, tokenizer),
+        num_draft_tokens=args.num_draft_tokens,
     )
     s = result.stats
     _log(
@@ -249,11 +256,41 @@ def _cmd_generate(args) -> int:
         f"compile {1e3 * s.compile_s:.1f} ms; mask {s.mask_us_per_token:.0f} us/token; "
         f"finish: {result.finish_reason})"
     )
+    if drafter_names is not None:
+        _log(f"speculative: {s.target_forward_passes} model passes, {s.accepted_draft_tokens} of "
+             f"{s.draft_tokens} drafted tokens kept")
     if args.json:
         print(json.dumps(result.as_dict(), ensure_ascii=False, default=_jsonable))
     else:
         print(result.text)
     return 0
+
+
+_DRAFTERS = ("forced", "lookup", "early-exit")
+
+
+def _parse_drafters(text):
+    """``--speculative``: None, "auto", or [(name, layers or None), ...]."""
+    if text is None or text == "auto":
+        return text
+    out = []
+    for item in text.split(","):
+        name, _, layers = item.strip().partition(":")
+        if name not in _DRAFTERS or (layers and (name != "early-exit" or not layers.isdigit())):
+            raise SystemExit(f"--speculative: unknown drafter {item.strip()!r} (use auto, or a comma list of "
+                             f"forced, lookup, early-exit[:LAYERS])")
+        out.append((name, int(layers) if layers else None))
+    return out
+
+
+def _drafters(names, model, tokenizer):
+    from .speculative import EarlyExit, ForcedTokens, PromptLookup
+
+    if names is None or names == "auto":
+        return names
+    make = {"forced": lambda _: ForcedTokens(tokenizer), "lookup": lambda _: PromptLookup(),
+            "early-exit": lambda layers: EarlyExit(model, layers)}
+    return [make[name](layers) for name, layers in names]
 
 
 def _watermark_processor(spec, tokenizer, key):

@@ -28,6 +28,8 @@ Drafters (``propose(context, matcher, k) -> tokens``, advancing the forked match
   n-gram (n = 3, 2, 1) in the prompt and output, cut at the first the matcher refuses.
 * ``DraftModel``: a small model sharing the vocabulary, sampling its own masked
   distribution (KV-cached, rolled back with the target).
+* ``EarlyExit``: the target's own first layers and LM head as that small model
+  (self-speculation): no second model, no copied weights.
 
 The draft length adapts: it grows by 2 after a fully accepted draft and halves after
 an early rejection, within 1 .. ``num_draft_tokens``.
@@ -35,15 +37,26 @@ an early rejection, within 1 .. ``num_draft_tokens``.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
+from torch import nn
 
 from .bitmask import allocate_token_bitmask
 
 
 class ForcedTokens:
     """Propose what the automaton forces: a token allowed alone, or (regex / JSON
-    Schema guides, with a ``tokenizer``) the canonical tokens of a forced byte string.
+    Schema guides, with a ``tokenizer``) tokens that spell a forced byte string.
+
+    A forced string is drafted one token at a time: the tokenizer's canonical first
+    token, or the token the target wrote instead the last time that canonical token
+    was drafted. Models often split differently from their tokenizer (SmolLM2 writes
+    ``{`` ``"`` and ``":`` ``"`` where the tokenizer says ``{"`` and ``":"``), and one
+    wrong split costs the rest of the draft, so the drafter remembers what was kept.
+    The memory is shared by the drafters of one vocabulary (pass ``splits={}`` for a
+    private one); it only changes what is drafted, never what is generated.
 
     Example::
 
@@ -51,41 +64,74 @@ class ForcedTokens:
         [90, 1, 1463, 2352]          # '{"', 'name', '":' ...
     """
 
-    def __init__(self, tokenizer=None):
+    def __init__(self, tokenizer=None, splits: dict | None = None):
         self.tokenizer = tokenizer
+        self.splits = splits  # canonical first token -> the token the target wrote instead
+        # The last proposal: (context, [((forced string, canonical token) or (None, None), drafted token)])
+        self._last: tuple | None = None
 
     def propose(self, context: list[int], matcher, k: int) -> list[int]:
-        out: list[int] = []
+        vocab = matcher.guide.vocab
+        if self.splits is None:
+            self.splits = _SHARED_SPLITS.setdefault(vocab.fingerprint, {})
+        self._learn(context, vocab.token_bytes)
         eos = set(matcher.guide.eos_token_ids)
+        out: list[int] = []
+        why: list = []
         while len(out) < k and not matcher.is_terminated():
-            forced = self._forced_text_tokens(matcher, k - len(out))
-            if forced:
-                out += forced
-                continue
-            allowed = matcher.allowed_token_ids()
-            if len(allowed) != 1 or allowed[0] in eos or not matcher.accept_token(allowed[0]):
+            text = self._forced_text(matcher)
+            if text is not None:
+                canonical = int(self.tokenizer.encode(text.decode("utf-8"), add_special_tokens=False)[0])
+                tok = self.splits.get(canonical, canonical)
+            else:
+                allowed = matcher.allowed_token_ids()
+                if len(allowed) != 1 or allowed[0] in eos:
+                    break
+                tok, text, canonical = allowed[0], None, None
+            if not matcher.accept_token(tok):
                 break
-            out.append(allowed[0])
+            out.append(tok)
+            why.append((text, canonical))
+        self._last = (list(context), list(zip(why, out)))
         return out
 
-    def _forced_text_tokens(self, matcher, k: int) -> list[int]:
-        """Tokens of the byte string the DFA forces from here (accepted into ``matcher``)."""
+    def _learn(self, context: list[int], token_bytes) -> None:
+        """Compare the last proposal with what the target kept after it; where the
+        target began a forced string with another token than the one drafted,
+        remember that token for the forced string's canonical first token."""
+        if self._last is None:
+            return
+        before, drafted = self._last
+        self._last = None
+        n = len(before)
+        if len(context) <= n or context[:n] != before:
+            return
+        for ((text, canonical), tok), actual in zip(drafted, context[n:]):
+            if actual == tok:
+                continue
+            spelled = token_bytes[actual]
+            if text is not None and spelled and text.startswith(spelled):
+                if len(self.splits) >= 4096:
+                    self.splits.clear()
+                self.splits[canonical] = actual
+            break
+
+    def _forced_text(self, matcher) -> bytes | None:
+        """The UTF-8 string (2+ bytes) the DFA forces from here, if any."""
         dfa = getattr(matcher.guide, "dfa", None)
         if self.tokenizer is None or dfa is None:
-            return []
+            return None
         data = forced_bytes(dfa, matcher.state)
         if len(data) < 2:
-            return []
+            return None
         try:
-            text = data.decode("utf-8")
+            data.decode("utf-8")
         except UnicodeDecodeError:
-            return []
-        out = []
-        for t in self.tokenizer.encode(text, add_special_tokens=False)[:k]:
-            if not matcher.accept_token(int(t)):
-                break
-            out.append(int(t))
-        return out
+            return None
+        return data
+
+
+_SHARED_SPLITS: dict[str, dict[int, int]] = {}  # vocabulary fingerprint -> ForcedTokens.splits
 
 
 def forced_bytes(dfa, state: int, limit: int = 64) -> bytes:
@@ -189,6 +235,65 @@ class DraftModel:
         return out
 
 
+class EarlyExit(DraftModel):
+    """Self-speculation: the target's own first ``num_layers`` decoder layers, then its
+    final norm and LM head, draft for it (the draft of LayerSkip, Elhoushi et al. 2024,
+    without its early-exit training). No second model and no copied weights: the
+    draft is a view of the target sharing its modules, with its own KV cache.
+
+    Without training for it, an early exit predicts the full model's token less often
+    than a separate small model would (measured in ``benchmarks/speculative.py``).
+
+    Example::
+
+        >>> guided.generate(model, tok, prompt, spec, speculative=[ForcedTokens(tok), EarlyExit(model, 12)])
+    """
+
+    def __init__(self, model, num_layers: int | None = None):
+        layers = _decoder_layers(model)[1]
+        total = len(layers)
+        if num_layers is None:
+            num_layers = max(1, total // 4)
+        if not 1 <= num_layers < total:
+            raise ValueError(f"EarlyExit needs 1 <= num_layers < {total} (the target's decoder layers), got {num_layers}")
+        self.num_layers = num_layers
+        super().__init__(truncated_model(model, num_layers))
+
+
+def _decoder_layers(model):
+    """(the module holding the decoder layers, the layers, attribute name)."""
+    for outer in ("model", "transformer", "gpt_neox"):
+        inner = getattr(model, outer, None)
+        for name in ("layers", "h"):
+            layers = getattr(inner, name, None) if inner is not None else None
+            if isinstance(layers, nn.ModuleList) and len(layers):
+                return inner, layers, (outer, name)
+    raise ValueError(f"EarlyExit: cannot find the decoder layers of {type(model).__name__} "
+                     "(looked for model.layers, transformer.h, gpt_neox.layers)")
+
+
+def truncated_model(model, num_layers: int):
+    """A view of a causal LM that runs only its first ``num_layers`` decoder layers
+    (then its final norm and LM head). Modules are shared, never copied; only the
+    containers and the config are new, so the original model is untouched."""
+    inner, layers, (outer_name, layers_name) = _decoder_layers(model)
+    config = copy.deepcopy(model.config)
+    for attr in ("num_hidden_layers", "n_layer"):
+        if hasattr(config, attr):
+            setattr(config, attr, num_layers)
+    if isinstance(getattr(config, "layer_types", None), list):
+        config.layer_types = config.layer_types[:num_layers]
+    view_inner = copy.copy(inner)
+    view_inner.__dict__["_modules"] = dict(inner._modules)  # a new container: the original keeps its layers
+    setattr(view_inner, layers_name, nn.ModuleList(list(layers)[:num_layers]))
+    view_inner.__dict__["config"] = config
+    view = copy.copy(model)
+    view.__dict__["_modules"] = dict(model._modules)
+    setattr(view, outer_name, view_inner)
+    view.__dict__["config"] = config
+    return view
+
+
 def default_drafters(tokenizer) -> list:
     """``speculative="auto"``: forced tokens first, then prompt lookup."""
     return [ForcedTokens(tokenizer), PromptLookup()]
@@ -248,10 +353,15 @@ def speculative_loop(model, vocab, prompt: list[int], guide, drafters, *, max_ne
             logits = known
         else:
             feed = ([] if known is not None else [seq[-1]]) + draft
-            out = model(input_ids=torch.tensor([feed], device=device), past_key_values=cache, use_cache=True)
+            pad = _padding(len(feed), device)
+            out = model(input_ids=torch.tensor([feed + feed[-1:] * pad], device=device), past_key_values=cache,
+                        use_cache=True)
             cache = out.past_key_values
+            if pad:
+                cache.crop(-pad)
             stats.target_forward_passes += 1
-            logits = out.logits if known is None else torch.cat([known, out.logits], dim=1)
+            fed = out.logits[:, : len(feed)]
+            logits = fed if known is None else torch.cat([known, fed], dim=1)
         known = None
         stats.draft_tokens += len(draft)
         kept, chosen = 0, None
@@ -292,6 +402,20 @@ def speculative_loop(model, vocab, prompt: list[int], guide, drafters, *, max_ne
                 return tokens, "complete"
         if len(tokens) >= max_new_tokens:
             return tokens, "length"
+
+
+#: On CPU a forward over 2 or 3 positions costs more than over 4: BLAS multiplies
+#: fewer than 4 rows one by one (SmolLM2's LM head: 21 / 32 ms for 2 / 3 rows, 16 ms
+#: for 4; the whole model 93 / 114 ms against 82 ms), so short feeds are padded.
+_CPU_MIN_ROWS = 4
+
+
+def _padding(n: int, device) -> int:
+    """Dummy positions to append to an ``n``-token verification feed (their logits and
+    cache entries are dropped; causal attention keeps the real ones unchanged)."""
+    if torch.device(device).type != "cpu" or n < 2:
+        return 0
+    return max(0, _CPU_MIN_ROWS - n)
 
 
 def _scores(next_token_scores, logits, seq, matcher, processors, temperature, top_k, top_p, min_p, watermark):

@@ -110,3 +110,22 @@ def test_watermark_key_file_errors_before_loading_a_model(tmp_path, capsys):
     short.write_bytes(b"tiny")
     assert main(["generate", "--watermark-key-file", str(short), "hi"]) == 2
     assert "16 bytes" in capsys.readouterr().err
+
+
+def test_unknown_drafter_is_refused_before_loading_a_model(capsys):
+    with pytest.raises(SystemExit, match="unknown drafter 'guess'"):
+        main(["generate", "--regex", "a", "--speculative", "forced,guess", "--model", "/nonexistent", "hi"])
+    with pytest.raises(SystemExit, match="unknown drafter 'lookup:3'"):
+        main(["generate", "--regex", "a", "--speculative", "lookup:3", "--model", "/nonexistent", "hi"])
+
+
+@pytest.mark.slow
+def test_speculative_generation_from_the_cli_matches_plain():
+    args = [sys.executable, "-m", "guided.cli", "generate", "--regex", r"The answer is (yes|no)\. Because [a-z ]{5,30}\.",
+            "--json", "--threads", "1", "--max-tokens", "30", "Is the sun a star?"]
+    plain = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    fast = subprocess.run(args + ["--speculative", "forced,lookup,early-exit:8"], capture_output=True, text=True,
+                          timeout=300)
+    assert plain.returncode == 0 and fast.returncode == 0, fast.stderr
+    assert json.loads(fast.stdout)["token_ids"] == json.loads(plain.stdout)["token_ids"]
+    assert "model passes" in fast.stderr

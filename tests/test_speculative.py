@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import guided
-from guided.speculative import DraftModel, ForcedTokens, PromptLookup, default_drafters, forced_bytes, propose
+from guided.speculative import (DraftModel, EarlyExit, ForcedTokens, PromptLookup, default_drafters, forced_bytes, propose,
+                                truncated_model)
 
 PERSON = {
     "type": "object",
@@ -38,15 +39,17 @@ def other_tiny_model(tiny_model):
     return model
 
 
-def drafter_sets(tokenizer, draft_model=None):
+def drafter_sets(tokenizer, draft_model=None, target=None):
     sets = {"forced": [ForcedTokens(tokenizer)], "lookup": [PromptLookup()], "auto": default_drafters(tokenizer)}
     if draft_model is not None:
         sets["draft_model"] = [DraftModel(draft_model)]
         sets["combined"] = [ForcedTokens(tokenizer), PromptLookup(), DraftModel(draft_model)]
+    if target is not None:
+        sets["early_exit"] = [EarlyExit(target, 1)]
     return sets
 
 
-@pytest.mark.parametrize("which", ["forced", "lookup", "auto", "draft_model", "combined"])
+@pytest.mark.parametrize("which", ["forced", "lookup", "auto", "draft_model", "combined", "early_exit"])
 @pytest.mark.parametrize(
     "spec",
     [
@@ -60,7 +63,7 @@ def drafter_sets(tokenizer, draft_model=None):
 def test_greedy_output_is_identical(tiny_model, other_tiny_model, smollm2_tokenizer, spec, which):
     plain = guided.generate(tiny_model, smollm2_tokenizer, PROMPT, spec, max_new_tokens=40, chat=False)
     fast = guided.generate(tiny_model, smollm2_tokenizer, PROMPT, spec, max_new_tokens=40, chat=False,
-                           speculative=drafter_sets(smollm2_tokenizer, other_tiny_model)[which])
+                           speculative=drafter_sets(smollm2_tokenizer, other_tiny_model, tiny_model)[which])
     assert fast.token_ids == plain.token_ids
     assert fast.finish_reason == plain.finish_reason
     # Plain decoding: the prompt's pass, then one per token after the first (and the
@@ -109,6 +112,45 @@ def test_every_draft_is_accepted_by_the_matcher(smollm2_vocab, smollm2_tokenizer
     assert m.allowed_token_ids() == before  # proposing works on a fork only
 
 
+def test_forced_tokens_learn_the_targets_split(smollm2_vocab, smollm2_tokenizer):
+    """The tokenizer splits '{"name":' as '{"' 'name' '":'; a model that writes '{' '"'
+    rejects the first draft. Told what the target kept, the drafter drafts '{' from
+    then on, for any forced string whose canonical split begins with '{"'."""
+    enc = lambda text: smollm2_tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    guide = guided.compile(guided.Regex(r'\{"(name|nom)":"[a-z]+"\}'), smollm2_vocab)
+    other = guided.compile(guided.Regex(r'\{"age":[0-9]+\}'), smollm2_vocab)
+    drafter = ForcedTokens(smollm2_tokenizer, splits={})
+    prompt = enc("Answer:")
+    assert drafter.propose(prompt, guide.matcher(), 4) == enc('{"')
+    brace, quote = enc("{")[0], enc('"')[0]
+    # The target wrote '{' instead; the next proposal starts from there.
+    m = guide.matcher()
+    assert m.accept_token(brace)
+    assert drafter.propose(prompt + [brace], m, 4)[:1] == [quote]
+    assert drafter.splits == {enc('{"')[0]: brace}
+    assert drafter.propose(prompt, other.matcher(), 1) == [brace]
+
+
+def test_early_exit_is_the_targets_first_layers(tiny_model):
+    """The view runs layer 0 only, with the target's own weights; the target is untouched."""
+    from transformers import LlamaForCausalLM
+
+    ids = torch.tensor([[5, 17, 300, 42]])
+    with torch.no_grad():
+        full_before = tiny_model(input_ids=ids).logits
+        view = truncated_model(tiny_model, 1)
+        config = type(tiny_model.config).from_dict({**tiny_model.config.to_dict(), "num_hidden_layers": 1})
+        reference = LlamaForCausalLM(config).eval()
+        missing, _ = reference.load_state_dict(tiny_model.state_dict(), strict=False)
+        assert not [k for k in missing if "rotary" not in k]
+        assert torch.allclose(view(input_ids=ids).logits, reference(input_ids=ids).logits, atol=1e-5)
+        assert torch.equal(tiny_model(input_ids=ids).logits, full_before)
+    assert len(tiny_model.model.layers) == tiny_model.config.num_hidden_layers == 2
+    assert view.lm_head is tiny_model.lm_head and view.model.layers[0] is tiny_model.model.layers[0]
+    with pytest.raises(ValueError, match="num_layers"):
+        EarlyExit(tiny_model, 2)
+
+
 def test_forced_bytes_of_a_key(smollm2_vocab):
     guide = guided.compile(guided.Regex(r'\{"name":"[a-z]+"\}'), smollm2_vocab)
     assert forced_bytes(guide.dfa, guide.dfa.start) == b'{"name":"'
@@ -153,7 +195,7 @@ def test_sampled_outputs_follow_the_plain_distribution(tiny_model, other_tiny_mo
     exact = _exact_string_distribution(tiny_model, smollm2_vocab, prompt, guide)
     assert set(exact) == {"xabyz", "xbayz", "xbbyz"} and abs(sum(exact.values()) - 1) < 1e-6
     n = 150
-    for which, drafters in drafter_sets(smollm2_tokenizer, other_tiny_model).items():
+    for which, drafters in drafter_sets(smollm2_tokenizer, other_tiny_model, tiny_model).items():
         if which == "combined":
             continue  # its parts are each checked; the chain is exact if they are
         counts, drafted = Counter(), 0
