@@ -15,7 +15,8 @@ watermarked and the plain arm of a batch start from the same seed.
    * TPR at z >= 4 of the watermarked generations (detected on the new token ids);
    * FPR of the same prompts generated without the processor, and of human-written
      English: the license texts in ``/usr/share/common-licenses`` (when present) and
-     the docstrings of some stdlib modules, cut into ``--new-tokens``-token chunks;
+     the docstrings of the standard library and numpy (about 4,000 chunks), cut into
+     ``--new-tokens``-token chunks;
    * perplexity: the same model, with no processor, scores the new tokens given
      the prompt (one forward pass); PPL = exp(mean NLL over all new tokens), for the
      watermarked and the plain arm, and their ratio;
@@ -32,10 +33,11 @@ watermarked and the plain arm of a batch start from the same seed.
    dates, patterned short strings), compact whitespace, at most ``--json-tokens`` (120) new
    tokens, generated with ``WatermarkLogitsProcessor(..., guide=guide)`` (a fresh one
    per call; it applies the grammar itself). Naive detection (``detect(ids)``) vs
-   grammar-aware detection (``detect(ids, guide=guide)``): TPR, z, tokens scored and
-   forced. The same prompts generated with ``guided.LogitsProcessor`` alone (no
-   watermark) give the FPR of both detectors. A second table splits the results by
-   schema.
+   grammar-aware detection (``detect(ids, guide=guide)``), and the same from the
+   decoded text (re-tokenised: positions where only the split of a forced string was
+   open are not scored): TPR, z, tokens scored and forced.
+   The same prompts generated with ``guided.LogitsProcessor`` alone (no watermark)
+   give the FPR of every detector. A second table splits the results by schema.
 
 3. Detection throughput on CPU: ``--throughput-texts`` (1,000) texts of
    ``--throughput-len`` (1,000) token ids, windows of the human-text token stream:
@@ -54,9 +56,9 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
-import importlib
-import inspect
+import importlib.util
 import json
 import math
 import os
@@ -64,6 +66,7 @@ import re
 import shlex
 import statistics
 import sys
+import sysconfig
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -289,17 +292,10 @@ JSON_TASKS += [
     },
 ]
 
-# Stdlib modules with long English docstrings (imported for their docs only).
-DOC_MODULES = [
-    "abc", "argparse", "asyncio", "bisect", "calendar", "codecs", "collections", "configparser",
-    "contextlib", "copy", "csv", "dataclasses", "datetime", "decimal", "difflib", "doctest", "email",
-    "enum", "fractions", "ftplib", "functools", "getopt", "gettext", "heapq", "http.client",
-    "imaplib", "inspect", "ipaddress", "itertools", "json", "locale", "logging", "mailbox", "numbers",
-    "operator", "optparse", "pathlib", "pickle", "pprint", "pydoc", "queue", "random", "re", "sched",
-    "shelve", "shutil", "smtplib", "socket", "sqlite3", "statistics", "string", "subprocess",
-    "tarfile", "tempfile", "textwrap", "threading", "typing", "unittest", "urllib.parse", "uuid",
-    "warnings", "weakref", "zipfile",
-]
+# Human-written English beside the licenses: the docstrings of the Python standard
+# library and of numpy, read from their source files (``ast``, nothing imported).
+DOC_PACKAGES = ["stdlib", "numpy"]
+SKIP_DIRS = {"test", "tests", "testing", "idle_test", "lib2to3", "site-packages", "__pycache__"}
 LICENSE_DIR = "/usr/share/common-licenses"
 
 
@@ -377,8 +373,8 @@ def _normalize(text: str) -> str:
 
 
 def human_documents() -> list[tuple[str, str]]:
-    """(source, text): each distinct license under LICENSE_DIR, and each module's docstrings
-    (module, then its public classes and functions), with repeated docstrings dropped."""
+    """(source, text): each distinct license under LICENSE_DIR, then the docstrings of
+    each source file of DOC_PACKAGES, with repeated docstrings dropped."""
     docs, seen = [], set()
     if os.path.isdir(LICENSE_DIR):
         for name in sorted(os.listdir(LICENSE_DIR)):
@@ -391,23 +387,44 @@ def human_documents() -> list[tuple[str, str]]:
             if text and digest not in seen:  # GPL -> GPL-3 and the like are symlinks
                 seen.add(digest)
                 docs.append(("license", text))
-    for modname in DOC_MODULES:
-        try:
-            mod = importlib.import_module(modname)
-        except ImportError:
-            continue
-        objs = [mod] + [obj for name, obj in sorted(vars(mod).items())
-                        if not name.startswith("_") and (inspect.isclass(obj) or inspect.isfunction(obj))
-                        and getattr(obj, "__module__", None) == mod.__name__]
-        parts = []
-        for obj in objs:
-            doc = inspect.getdoc(obj)
-            if doc and doc not in seen:
-                seen.add(doc)
-                parts.append(_normalize(doc))
-        if parts:
-            docs.append(("docstring", "\n\n".join(parts)))
+    for package in DOC_PACKAGES:
+        for text in package_docstrings(package, seen):
+            docs.append((f"{package} docstrings", text))
     return docs
+
+
+def package_docstrings(package: str, seen: set) -> list[str]:
+    """One text per source file of ``package`` ("stdlib" or an installed package): its
+    module, class and function docstrings of more than 40 characters, each docstring
+    once across everything read (``seen``)."""
+    if package == "stdlib":
+        root = sysconfig.get_paths()["stdlib"]
+    else:
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            return []
+        root = spec.submodule_search_locations[0]
+    texts = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    tree = ast.parse(f.read())
+            except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+                continue
+            parts = []
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                    doc = ast.get_docstring(node)
+                    if doc and len(doc) > 40 and doc not in seen:
+                        seen.add(doc)
+                        parts.append(_normalize(doc))
+            if parts:
+                texts.append("\n\n".join(parts))
+    return texts
 
 
 def token_chunks(tok, docs: list[tuple[str, str]], length: int):
@@ -568,7 +585,11 @@ def eval_json(model, tok, det, args) -> None:
         detected[arm] = {
             "naive": [det.detect(ids) for _, ids in rows],
             "grammar-aware": [det.detect(ids, guide=guides[name]) for name, ids in rows],
+            # The published text, re-tokenised: where only the split was open it is
+            # the tokenizer's, and those positions are not scored.
+            "grammar-aware, from text": [det.detect(tok.decode(ids), guide=guides[name]) for name, ids in rows],
         }
+
     wm_rows = outputs["watermarked"]
     complete = sum(_is_json(tok.decode(ids)) for _, ids in wm_rows)
     mismatches = sum(r.grammar_mismatch_at is not None for r in detected["watermarked"]["grammar-aware"])
@@ -579,7 +600,7 @@ def eval_json(model, tok, det, args) -> None:
           f"complete JSON documents (the rest hit the token limit); grammar mismatches in detection: "
           f"{mismatches}.\n")
     rows = []
-    for mode in ("naive", "grammar-aware"):
+    for mode in detected["watermarked"]:
         w, u = detected["watermarked"][mode], detected["unwatermarked"][mode]
         tp, fp = sum(r.is_watermarked for r in w), sum(r.is_watermarked for r in u)
         rows.append([mode, f"{tp}/{len(w)} = {tp / len(w):.3f}",
@@ -591,23 +612,33 @@ def eval_json(model, tok, det, args) -> None:
                      f"{max(r.z_score for r in u):.2f}"])
     print(md_table(["detection", "TPR (z >= 4)", "z mean", "z median", "z min", "tokens scored (mean)",
                     "forced tokens (mean)", "FPR, unwatermarked JSON", "z mean, unwm.", "z max, unwm."], rows))
+    print("\nTokens scored: positions with a real choice (grammar-aware). \"from text\": the decoded "
+          "output, re-tokenised by the detector.")
     print("\nBy schema (watermarked outputs): the free-text-heavy schemas first, the structure-heavy last.\n")
     task_rows = []
     for name in by_task:
         idx = [i for i, (n, _) in enumerate(wm_rows) if n == name]
         nv = [detected["watermarked"]["naive"][i] for i in idx]
         gv = [detected["watermarked"]["grammar-aware"][i] for i in idx]
+        tv = [detected["watermarked"]["grammar-aware, from text"][i] for i in idx]
         task_rows.append([name, len(idx), f"{sum(r.is_watermarked for r in nv)}/{len(idx)}",
                           f"{sum(r.is_watermarked for r in gv)}/{len(idx)}",
+                          f"{sum(r.is_watermarked for r in tv)}/{len(idx)}",
                           f"{statistics.mean(r.z_score for r in nv):.2f}", f"{statistics.mean(r.z_score for r in gv):.2f}",
+                          f"{statistics.mean(r.z_score for r in tv):.2f}",
                           f"{statistics.mean(r.num_tokens_scored for r in gv):.1f}",
-                          f"{statistics.mean(r.num_forced for r in gv):.1f}"])
-    print(md_table(["schema", "n", "naive TPR", "grammar-aware TPR", "naive z mean", "grammar-aware z mean",
-                    "scored (aware)", "forced"], task_rows))
-    g_tpr = sum(r.is_watermarked for r in detected["watermarked"]["grammar-aware"]) / len(wm_rows)
+                          f"{statistics.mean(r.num_forced for r in gv):.1f}",
+                          f"{statistics.mean(r.num_tokens_scored for r in tv):.1f}"])
+    print(md_table(["schema", "n", "naive TPR", "grammar-aware TPR", "from text TPR", "naive z mean",
+                    "grammar-aware z mean", "from text z mean", "scored (aware)", "forced", "scored (text)"],
+                   task_rows))
     n_tpr = sum(r.is_watermarked for r in detected["watermarked"]["naive"]) / len(wm_rows)
-    print(f"\nTarget grammar-aware TPR >= {TARGET_JSON_TPR} and above naive: {g_tpr:.3f} vs {n_tpr:.3f} "
-          f"({'MET' if g_tpr >= TARGET_JSON_TPR and g_tpr > n_tpr else 'MISSED'})")
+    for mode in detected["watermarked"]:
+        if mode == "naive":
+            continue
+        g_tpr = sum(r.is_watermarked for r in detected["watermarked"][mode]) / len(wm_rows)
+        print(f"\nTarget TPR >= {TARGET_JSON_TPR} and above naive, {mode}: {g_tpr:.3f} vs {n_tpr:.3f} "
+              f"({'MET' if g_tpr >= TARGET_JSON_TPR and g_tpr > n_tpr else 'MISSED'})")
     name, ids = wm_rows[0]
     print(f"\nExample ({name}, grammar-aware z = {detected['watermarked']['grammar-aware'][0].z_score:.2f}): "
           f"{tok.decode(ids)[:240]!r}")

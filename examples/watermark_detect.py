@@ -3,7 +3,8 @@
     python examples/watermark_detect.py
 
 Prints, for each output, the z-score and p-value with the right key, with a wrong
-key, and (for JSON) naive against grammar-aware detection.
+key, and (for JSON) naive against grammar-aware detection, from token ids and from
+the text.
 """
 
 import torch
@@ -49,3 +50,4 @@ r = guided.generate(model, tokenizer, "Review a pair of running shoes as JSON.",
 print("\n" + r.text + "\n")
 show("naive", detector.detect(r.token_ids))
 show("grammar-aware", detector.detect(r.token_ids, guide=guide))
+show("from the text", detector.detect(r.text, guide=guide))  # re-tokenised: spelling choices not scored

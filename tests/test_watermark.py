@@ -13,6 +13,7 @@ import torch
 import guided
 from watermark import WatermarkDetector, WatermarkLogitsProcessor
 from watermark.prf import green_count_among, keyed_tables, mix32, values
+from watermark.spelling import SpellingCheck
 from watermark.stats import binomial_sf, normal_sf, poisson_binomial_sf
 
 KEY = b"test-key-0123456789abcdef"
@@ -118,6 +119,42 @@ def test_guided_processor_draws_green_among_allowed(smollm2_tokenizer):
     green = out[0] == 2.0
     assert bool((green <= allowed).all())
     assert int(green.sum()) == green_count_among(n, 0.25)
+
+
+def test_spelling_check_finds_positions_that_only_choose_a_tokenization(smollm2_tokenizer):
+    guide = guided.compile(guided.JsonSchema(LONG_KEYS, whitespace="compact"), smollm2_tokenizer)
+    check = SpellingCheck(guide.vocab)
+    ids = {smollm2_tokenizer.decode([i]): i for i in range(len(smollm2_tokenizer))}
+    assert check([ids["o"], ids["om"], ids["omer"]])
+    assert not check([ids["o"], ids["om"], ids["a"]])  # two different texts
+    assert not check([ids["o"], smollm2_tokenizer.eos_token_id])  # stopping is a real choice
+    assert not check([ids["o"]])  # one token: forced, not a tokenization choice
+    # Inside a fixed key every allowed token spells a prefix of the rest of the key.
+    m = guide.matcher()
+    assert m.accept_tokens(smollm2_tokenizer.encode('{"the_first_ra', add_special_tokens=False))
+    allowed = m.allowed_token_ids()
+    assert len(allowed) > 1 and check(allowed)
+
+
+def test_text_detection_skips_positions_where_only_the_split_is_open(smollm2_tokenizer, detector):
+    """Text is re-tokenised canonically, so where the grammar fixed the text its tokens
+    are the tokenizer's choice: detection from text does not score them; detection from
+    token ids (the model's own split) does."""
+    guide = guided.compile(guided.JsonSchema(LONG_KEYS, whitespace="compact"), smollm2_tokenizer)
+    text = ('{"the_first_rather_long_property_name":"blue sky","another_extremely_long_property_name_here":7,'
+            '"yet_one_more_long_descriptive_field_name":"fine"}')
+    ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+    check = SpellingCheck(guide.vocab)
+    m, single, spelled = guide.matcher(), 0, 0
+    for t in ids:
+        allowed = m.allowed_token_ids()
+        single += len(allowed) == 1
+        spelled += check(allowed)
+        assert m.accept_token(t)
+    assert spelled >= 10
+    from_ids, from_text = detector.detect(ids, guide=guide), detector.detect(text, guide=guide)
+    assert from_ids.num_forced == single and from_text.num_forced == single + spelled
+    assert from_text.num_tokens_scored < from_ids.num_tokens_scored
 
 
 def test_processor_rejects_bad_settings():
@@ -289,3 +326,4 @@ def test_tiny_model_generate_with_processor_is_flagged(tiny_model, detector):
     plain = tiny_model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=True, top_k=0,
                                 temperature=2.0, max_new_tokens=200, min_new_tokens=200, pad_token_id=2)
     assert not any(detector.detect(row).is_watermarked for row in plain[:, 3:].tolist())
+

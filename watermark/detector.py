@@ -5,8 +5,10 @@
     text --tokenizer--> ids --PRF(key, context, token)--> green flags
          naive:          every position with a full context, null p = gamma
          grammar-aware:  replay the spec's matcher; skip forced positions (one allowed
-                         token); green = among the allowed tokens (as generation drew
-                         it); null p_i = green allowed / allowed
+                         token; for text input also allowed tokens that all spell the
+                         same forced text, whose canonical re-tokenisation is no choice);
+                         green = among the allowed tokens (as generation drew it);
+                         null p_i = green allowed / allowed
     --> z, exact one-sided p-value (binomial / Poisson-binomial), per-token flags
 
 Repeated (context, token) n-grams are scored once by default: a text that repeats a
@@ -23,6 +25,7 @@ import torch
 
 from .config import WatermarkConfig, as_key, fingerprint, hf_key
 from .prf import green_count_among, keyed_tables, rank_keys, threshold, values
+from .spelling import SpellingCheck
 from .stats import best_window, binomial_sf, normal_sf, poisson_binomial_sf, z_score
 
 
@@ -32,6 +35,9 @@ class DetectionResult:
 
     ``green_flags[i]`` is True / False for each scored token and None for tokens not
     scored (no full context yet, forced by the grammar, or a repeated n-gram).
+    ``num_forced`` counts the positions the grammar left no real choice at: one allowed
+    token and, when the input was text, allowed tokens that all spell the same text
+    (``watermark.spelling``).
     ``p_value`` is exact and one-sided; in windowed mode it is the best span's p-value
     times the number of spans tried (Bonferroni), and ``span`` gives the span in
     token indices. ``is_watermarked``: ``z_score >= threshold``, or in windowed mode
@@ -101,6 +107,7 @@ class WatermarkDetector:
         else:
             self._tables = keyed_tables(as_key(key), self.vocab_size)
         self._threshold = threshold(gamma)
+        self._spelling: tuple | None = None  # (vocabulary fingerprint, SpellingCheck)
         self.fingerprint = fingerprint(self.config, key, _tokenizer_hash(tokenizer, self.vocab_size))
 
     # -- public API --------------------------------------------------------------------
@@ -115,7 +122,10 @@ class WatermarkDetector:
         schema dict, pydantic class, ``guided.Regex``) makes detection grammar-aware."""
         ids = self._ids(text_or_ids)
         if guide is not None:
-            green, scored, probs, forced, mismatch = self._score_with_guide(ids, self._guide(guide))
+            # Text is re-tokenised canonically: where only the split was open, the
+            # tokens seen are the tokenizer's, not the model's, so they are not scored.
+            skip_spellings = isinstance(text_or_ids, str)
+            green, scored, probs, forced, mismatch = self._score_with_guide(ids, self._guide(guide), skip_spellings)
             mode = "grammar"
         else:
             green, scored, probs = self._score(ids)
@@ -198,7 +208,7 @@ class WatermarkDetector:
         probs = np.full(n, self.config.gamma)
         return green, scored, probs
 
-    def _score_with_guide(self, ids: np.ndarray, guide):
+    def _score_with_guide(self, ids: np.ndarray, guide, skip_spellings: bool = False):
         from guided.bitmask import allocate_token_bitmask, unpack_token_bitmask
 
         if self.config.prf == "hf":
@@ -209,6 +219,7 @@ class WatermarkDetector:
         probs = np.full(n, self.config.gamma)
         ctx_table, cand_table = self._tables
         matcher = guide.matcher()
+        spelling = self._spelling_check(guide.vocab) if skip_spellings else (lambda allowed: False)
         bitmask = allocate_token_bitmask(1, guide.vocab_size)
         seen: set = set()
         forced, mismatch = 0, None
@@ -218,7 +229,7 @@ class WatermarkDetector:
             allowed = np.nonzero(unpack_token_bitmask(bitmask, guide.vocab_size)[0].numpy())[0]
             allowed = allowed[allowed < self.vocab_size]
             j = int(np.searchsorted(allowed, tok))  # allowed is sorted: tok's place in it
-            if len(allowed) == 1:
+            if len(allowed) == 1 or spelling(allowed):
                 forced += 1
             elif i >= w and len(allowed) > 1 and j < len(allowed) and allowed[j] == tok:
                 ngram = tuple(ids[i - w : i + 1].tolist())
@@ -237,6 +248,11 @@ class WatermarkDetector:
                 scored[i + 1 :] = naive_scored[i + 1 :]
                 break
         return green, scored, probs, forced, mismatch
+
+    def _spelling_check(self, vocab) -> SpellingCheck:
+        if self._spelling is None or self._spelling[0] != vocab.fingerprint:
+            self._spelling = (vocab.fingerprint, SpellingCheck(vocab))
+        return self._spelling[1]
 
     def _hf_green(self, prev: int, token: int) -> bool:
         greens = self._hf_cache.get(prev)

@@ -26,7 +26,10 @@ class WatermarkLogitsProcessor:
     grammar mask (it runs a ``guided.LogitsProcessor`` inside), then draws the green
     list *among the allowed tokens*: the allowed tokens with the smallest PRF values,
     about gamma of them but at least one and never all. A position where the grammar
-    allows a single token is left alone. ``WatermarkDetector.detect(..., guide=...)``
+    allows a single token is left alone. Where the grammar fixes the text but several
+    tokens spell it (``o``, ``om``, ``omer`` inside a fixed key), the bias moves only
+    the tokenisation, never the text: signal that token ids keep and re-tokenised text
+    loses (see ``watermark.spelling``). ``WatermarkDetector.detect(..., guide=...)``
     replays the same rule, so every real choice carries signal and forced tokens are
     not scored. Use it instead of (not after) ``guided.LogitsProcessor``.
 
