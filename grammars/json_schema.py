@@ -47,6 +47,7 @@ from fsm.ops import difference, embed, intersect, is_empty_intersection
 
 from . import json_text as jt
 from .json_merge import ANNOTATIONS, merge
+from .json_presence import presence_keys, presence_variants
 from .json_merge import json_equal as _json_equal
 from .json_formats import format_regex
 from .json_numbers import integer_multiple_of_regex, integer_range_regex, number_range_regex
@@ -358,6 +359,12 @@ class SchemaCompiler:
             # A finite set: each value is checked against all the other keywords by
             # the reference validator, which is exact whatever they are.
             return self.enum(nfa, schema, path)
+        keys = presence_keys(schema)
+        if keys is not None:  # logic over which keys are present: a union of key sets
+            variants = presence_variants(schema, keys)
+            if not variants:
+                raise UnsatisfiableSchemaError(f"no combination of the keys {keys} satisfies the logic", path)
+            return self.value(nfa, variants[0] if len(variants) == 1 else {"anyOf": variants}, path, depth)
         if "allOf" in schema:
             return self.all_of(nfa, schema, path, depth)
         if "anyOf" in schema:
@@ -1014,7 +1021,10 @@ class SchemaCompiler:
                     nfa.epsilon(tracks[c], nxt[c])
             tracks = nxt
         if extras is not None:
-            self._step(nfa, tracks, tracks, after, extras, depth)
+            try:
+                self._step(nfa, tracks, tracks, after, extras, depth)
+            except UnsatisfiableSchemaError:
+                pass  # no extra key can have a valid value, so the object has none
         c_ws = self.ws.site(nfa, "close", depth)
         for c in range(max(lo_p, 1), k + 1):
             nfa.epsilon(tracks[c], c_ws[0])
@@ -1054,9 +1064,10 @@ class SchemaCompiler:
         """``{`` any text ``}`` containing each required key (in any of its spellings),
         followed by one of its values where the property is a scalar enum or const
         (what tells ``oneOf`` branches of tagged unions apart). An object closed by
-        ``additionalProperties: false`` whose properties are all scalars has only its
-        own keys, each followed by a scalar (what tells apart variants that differ
-        in which keys they have)."""
+        ``additionalProperties: false`` has only its own keys, each followed by a
+        scalar where the property is one, by any text otherwise; its first key is
+        then one of its own (what tells apart variants that differ in which keys
+        they have)."""
         props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
         body = self._closed_object_body(schema, props) or _body_dfa(lambda n: n.any_bytes())
         for name in schema.get("required", []) or []:
@@ -1082,10 +1093,7 @@ class SchemaCompiler:
             sub = self.deref(sub, "#")
             if sub is False:
                 continue  # the key cannot appear
-            kinds = _scalar_kinds(sub)
-            if kinds is None:
-                return None
-            scalars[name] = kinds
+            scalars[name] = _scalar_kinds(sub)  # None: not a scalar, any text stands for it
 
         def build(n):
             def ws():
@@ -1093,7 +1101,8 @@ class SchemaCompiler:
 
             def entry():
                 return n.union([n.concat([jt.quoted(n, jt.full_match_body(n, re.escape(name))), ws(),
-                                          n.byte_string(b":"), ws(), self._scalar_superset(n, kinds)])
+                                          n.byte_string(b":"), ws(),
+                                          n.any_bytes() if kinds is None else self._scalar_superset(n, kinds)])
                                 for name, kinds in scalars.items()])
 
             if not scalars:

@@ -219,6 +219,61 @@ def test_agrees_with_jsonschema(name, data):
             pytest.fail(f"valid mutated instance rejected: {text!r}")
 
 
+def test_extra_keys_whose_value_is_impossible_are_simply_absent():
+    """additionalProperties that no value satisfies (here an allOf of two types, as a
+    merged allOf of {} and false gives) means no extra key, not an impossible object."""
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}},
+              "additionalProperties": {"allOf": [{"type": "string"}, {"type": "integer"}]}}
+    dfa = compile_json_schema(schema, "compact")
+    validator = _validator(schema)
+    for doc in ({"a": 1}, {}, {"a": 1, "b": "x"}, {"b": 1}):
+        assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
+
+
+def test_one_of_closed_objects_told_apart_by_their_keys():
+    """Two closed objects with array values: {} matches both (excluded), one key picks
+    a branch, both keys match neither (dart-test.json in MaskBench)."""
+    schema = {"oneOf": [
+        {"type": "object", "additionalProperties": False, "properties": {"except": {"type": "array", "items": {"type": "string"}}}},
+        {"type": "object", "additionalProperties": False, "properties": {"only": {"type": "array", "items": {"type": "string"}}}},
+    ]}
+    dfa = compile_json_schema(schema, "compact")
+    validator = _validator(schema)
+    for doc in ({}, {"except": ["a"]}, {"only": []}, {"except": [], "only": []}, {"only": ["x"], "except": ["y"]}):
+        assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
+
+
+PRESENCE_LOGIC = [
+    {"oneOf": [{"required": ["length", "width"], "not": {"required": ["base", "height"]}},
+               {"required": ["base", "height"], "not": {"required": ["length", "width"]}}]},
+    {"not": {"allOf": [{"required": ["base"]}, {"required": ["width"]}]}},
+    {"anyOf": [{"required": ["base"], "not": {"required": ["height"]}}, {"oneOf": [{"required": ["length"]}, {"required": ["width"]}]}]},
+    {"oneOf": [{"required": ["base"]}, {}]},
+]
+
+
+@pytest.mark.parametrize("logic", PRESENCE_LOGIC, ids=["either_or", "not_both", "nested", "one_of_true"])
+@pytest.mark.parametrize("typed", [True, False])
+def test_logic_over_which_keys_are_present(logic, typed):
+    """oneOf / not over required keys compile to a union of key sets: every subset of
+    the keys (and, untyped, other JSON values) is judged as jsonschema judges it."""
+    keys = ["base", "height", "length", "width"]
+    schema = {"properties": {k: {"type": "number"} for k in keys + ["radius"]}, "required": ["radius"], **logic}
+    if typed:
+        schema["type"] = "object"
+    dfa = compile_json_schema(schema, "compact")
+    validator = _validator(schema)
+    for mask in range(1 << len(keys)):
+        for radius in (True, False):
+            doc = {k: i + 1 for i, k in enumerate(keys) if mask >> i & 1}
+            if radius:
+                doc["radius"] = 2.5
+            text = compact(ordered(doc, schema))
+            assert dfa.matches(text) == validator.is_valid(doc), text
+    for other in ("x", 3, None, [1]):
+        assert dfa.matches(compact(other)) == validator.is_valid(other), other
+
+
 def test_one_of_is_exclusive():
     dfa = dfa_for("one_of_overlapping")
     assert dfa.matches(b"-5") and dfa.matches(b"11")
