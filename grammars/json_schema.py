@@ -47,10 +47,10 @@ from fsm.ops import difference, embed, intersect, is_empty_intersection
 
 from . import json_text as jt
 from .json_merge import ANNOTATIONS, merge
-from .json_presence import presence_keys, presence_variants
 from .json_merge import json_equal as _json_equal
 from .json_formats import format_regex
 from .json_numbers import integer_multiple_of_regex, integer_range_regex, number_range_regex
+from .json_presence import presence_keys, presence_variants
 
 #: Nesting depth of open values inside eagerly built sub-automata (DFA algebra).
 ANY_DEPTH = 2

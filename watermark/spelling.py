@@ -27,7 +27,7 @@ class SpellingCheck:
     Example::
 
         >>> check = SpellingCheck(guide.vocab)
-        >>> check(np.array([ids["o"], ids["om"], ids["omer"]]))
+        >>> check([ids["o"], ids["om"], ids["omer"]])
         True
     """
 
