@@ -188,9 +188,10 @@ class PromptLookup:
 
 class DraftModel:
     """A small model over the same vocabulary drafts by sampling its own masked
-    distribution q~ (greedy when generation is greedy); verification then keeps a
-    draft with probability min(1, p~/q~). Runs in a ``ContextModel`` (KV-cached, cut
-    back after rejections): one forward per drafted token.
+    distribution q~ (greedy when generation is greedy), through the same processors,
+    warpers and watermark as generation; verification then keeps a draft with
+    probability min(1, p~/q~). Runs in a ``ContextModel`` (KV-cached, cut back after
+    rejections): one forward per drafted token.
 
     Example::
 
@@ -202,6 +203,8 @@ class DraftModel:
 
         self.context = ContextModel(model)
         self.sampling: dict = {"temperature": 0.0}
+        self.processors: tuple = ()  # generation's processors and watermark, set by the loop
+        self.watermark = None
         self.generator = None
         self.last_q: list = []  # q~ of each token of the last proposal (None: greedy)
 
@@ -222,7 +225,10 @@ class DraftModel:
             if matcher is not None:
                 bitmask = allocate_token_bitmask(1, logits.shape[-1])
                 matcher.fill_next_token_bitmask(bitmask, 0)
-            scores = next_token_scores(logits, ids, bitmask, **{**self.sampling, "temperature": temperature})
+            scores = next_token_scores(logits, ids, bitmask, self.processors,
+                                       **{**self.sampling, "temperature": temperature})
+            if self.watermark is not None:  # its green list, without its own (stateful) mask
+                scores = self.watermark.bias(ids, scores, bitmask)
             if temperature == 0:
                 q, tok = None, int(scores.argmax(dim=-1)[0])
             else:
@@ -326,9 +332,9 @@ def speculative_loop(model, vocab, prompt: list[int], guide, drafters, *, max_ne
     for d in drafters:
         if hasattr(d, "reset"):
             d.reset()
-        if hasattr(d, "sampling"):
+        if hasattr(d, "sampling"):  # a model drafts from the chain generation uses
             d.sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p}
-            d.generator = generator
+            d.processors, d.watermark, d.generator = tuple(processors or ()), watermark, generator
     # The prompt's pass gives the first position's logits; after that, the token chosen
     # last ("pending") is not in the cache yet and is fed with the next draft.
     out = model(input_ids=torch.tensor([prompt], device=device), use_cache=True)

@@ -90,6 +90,29 @@ def test_a_draft_model_equal_to_the_target_is_always_right(tiny_model, smollm2_t
     assert r.stats.accepted_draft_tokens == r.stats.draft_tokens > 0
 
 
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_a_draft_model_uses_generations_processors_and_watermark(tiny_model, smollm2_tokenizer, temperature):
+    """The draft model drafts from the same chain as generation (processors, warpers,
+    watermark with its green list among the allowed tokens): the target drafting for
+    itself is then right every time, and the output is plain decoding's."""
+    from guided.processors import RepetitionPenalty
+    from watermark import WatermarkLogitsProcessor
+
+    spec = guided.compile(guided.JsonSchema(PERSON, whitespace="compact"), smollm2_tokenizer)
+
+    def run(speculative):
+        wm = WatermarkLogitsProcessor(tiny_model.config.vocab_size, b"speculative-test-key-0001", guide=spec)
+        return guided.generate(tiny_model, smollm2_tokenizer, PROMPT, spec, max_new_tokens=30, chat=False,
+                               temperature=temperature, seed=3, processors=[RepetitionPenalty(1.5)], watermark=wm,
+                               speculative=speculative, num_draft_tokens=4)
+
+    plain, fast = run(None), run([DraftModel(tiny_model)])
+    assert fast.stats.draft_tokens > 0
+    assert fast.stats.accepted_draft_tokens == fast.stats.draft_tokens
+    if temperature == 0:
+        assert fast.token_ids == plain.token_ids
+
+
 def test_schema_drafts_save_forward_passes(tiny_model, smollm2_tokenizer):
     spec = guided.JsonSchema(PERSON, whitespace="compact")
     r = guided.generate(tiny_model, smollm2_tokenizer, PROMPT, spec, max_new_tokens=60, chat=False, speculative="auto")

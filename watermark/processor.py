@@ -99,10 +99,20 @@ class WatermarkLogitsProcessor:
         return green
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        allowed = None
+        bitmask = None
         if self._mask is not None:
             scores = self._mask(input_ids, scores)
-            allowed = unpack_token_bitmask(self._mask.bitmask, scores.shape[-1]).to(scores.device)
+            bitmask = self._mask.bitmask
+        return self.bias(input_ids, scores, bitmask)
+
+    def bias(self, input_ids: torch.Tensor, scores: torch.Tensor, bitmask=None) -> torch.Tensor:
+        """The green-list step alone, stateless: with a guide, the green list is drawn
+        among the tokens ``bitmask`` allows (the caller's grammar mask, ``[batch,
+        words]``); without one ``bitmask`` is ignored. Speculative drafters use it
+        on draft positions, which the guide's own stateful mask cannot roll back."""
+        allowed = None
+        if self._mask is not None and bitmask is not None:
+            allowed = unpack_token_bitmask(bitmask, scores.shape[-1]).to(scores.device)
         if input_ids.shape[-1] < self.config.context_width:
             return scores
         green = self.green_mask(input_ids, scores.shape[-1], allowed)
