@@ -47,6 +47,11 @@ Usage::
     python benchmarks/maskbench.py [--engine guided|llguidance|both] [--sample N --seed S]
         [--workers N] [--timeout 60] [--limit-tests K] [--only ID_SUBSTRING]
         [--data PATH] [--json-out FILE] [--guided-whitespace compact|flexible]
+        [--results LOG.jsonl]
+
+The whole data set takes hours on two cores. With ``--results LOG.jsonl`` every
+schema's result is appended to the log as it finishes, and a later run with the same
+log skips what is already there, so a full run can be stopped and resumed.
 """
 
 from __future__ import annotations
@@ -712,9 +717,32 @@ def run_pool(engine_spec: str, tasks: list[tuple], workers: int = 1, timeout: fl
 # --------------------------------------------------------------------------- CLI
 
 
+def load_results_log(path: str | None, engine: str) -> dict[str, dict]:
+    """Results already in a ``--results`` log for ``engine``, by schema id."""
+    done: dict[str, dict] = {}
+    if path and os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue  # a line cut short when an earlier run was stopped
+                if row.get("engine") == engine:
+                    done[row["id"]] = row["result"]
+    return done
+
+
 def run_engine(engine: str, records: list[dict], args, progress=sys.stderr) -> list[dict]:
+    """Run ``engine`` over ``records``. With ``args.results`` each result is appended
+    to that JSON-lines log as it comes, and schemas already in it are not run again,
+    so a stopped run resumes where it was."""
+    done = load_results_log(args.results, engine)
+    todo = [r for r in records if r["id"] not in done]
+    if done:
+        print(f"[{engine}] {len(records) - len(todo)} schemas already in {args.results}; running {len(todo)}",
+              file=progress, flush=True)
     tasks = []
-    for r in records:
+    for r in todo:
         tests = r.get("tests") or []
         if args.limit_tests is not None:
             tests = tests[: args.limit_tests]
@@ -722,8 +750,12 @@ def run_engine(engine: str, records: list[dict], args, progress=sys.stderr) -> l
     counts: Counter = Counter()
     t_start = time.monotonic()
     every = max(1, args.progress_every)
+    log = open(args.results, "a", encoding="utf-8") if args.results else None
 
     def on_result(idx, res):
+        if log is not None:
+            log.write(json.dumps({"engine": engine, "id": todo[idx]["id"], "result": res}) + "\n")
+            log.flush()
         counts[res["status"]] += 1
         n = sum(counts.values())
         if n % every == 0 or n == len(tasks):
@@ -731,11 +763,16 @@ def run_engine(engine: str, records: list[dict], args, progress=sys.stderr) -> l
             print(f"[{engine}] {n}/{len(tasks)}  {parts}  {time.monotonic() - t_start:.1f}s",
                   file=progress, flush=True)
 
-    raw = run_pool(engine, tasks, workers=args.workers, timeout=args.timeout, on_result=on_result,
-                   options={"guided_whitespace": args.guided_whitespace})
+    try:
+        raw = run_pool(engine, tasks, workers=args.workers, timeout=args.timeout, on_result=on_result,
+                       options={"guided_whitespace": args.guided_whitespace}) if tasks else []
+    finally:
+        if log is not None:
+            log.close()
+    fresh = {r["id"]: res for r, res in zip(todo, raw)}
     out = []
-    for r, res in zip(records, raw):
-        res = dict(res)
+    for r in records:
+        res = dict(fresh[r["id"]] if r["id"] in fresh else done[r["id"]])
         res["id"] = r["id"]
         res["category"] = category(r["id"])
         out.append(res)
@@ -786,6 +823,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit-tests", type=int, default=None, help="at most K test instances per schema")
     p.add_argument("--only", default=None, help="only schemas whose id contains this substring")
     p.add_argument("--json-out", default=None, help="write per-schema results to this JSON file")
+    p.add_argument("--results", default=None, metavar="LOG.jsonl",
+                   help="append each schema's result to this log as it finishes, and skip schemas "
+                        "already in it (resume a stopped run; use one log per configuration)")
     p.add_argument("--progress-every", type=int, default=50)
     p.add_argument("--guided-whitespace", choices=("compact", "flexible"), default=None,
                    help="compile guided.JsonSchema(schema, whitespace=...) instead of the plain dict "

@@ -341,7 +341,7 @@ def test_main_without_data_exits_zero(tmp_path, capsys):
     assert "data file not found" in capsys.readouterr().err
 
 
-def test_main_with_fake_data_and_json_out(tmp_path, capsys, monkeypatch):
+def _fake_data(tmp_path):
     import gzip
     import json
 
@@ -353,6 +353,13 @@ def test_main_with_fake_data_and_json_out(tmp_path, capsys, monkeypatch):
     with gzip.open(data, "wt") as f:
         for row in rows:
             f.write(json.dumps(row) + "\n")
+    return data
+
+
+def test_main_with_fake_data_and_json_out(tmp_path, capsys, monkeypatch):
+    import json
+
+    data = _fake_data(tmp_path)
     monkeypatch.setattr(mb, "run_pool", lambda spec, tasks, **kw: [
         mb.run_schema(AcceptListed(), s, t, byte_tokenize) for s, t in tasks])
     out = tmp_path / "res.json"
@@ -363,6 +370,40 @@ def test_main_with_fake_data_and_json_out(tmp_path, capsys, monkeypatch):
     got = json.loads(out.read_text())
     assert len(got) == 6 and {g["engine"] for g in got} == {"guided", "llguidance"}
     assert set(got[0]) >= {"id", "category", "status", "ttfm_us", "tbm_count", "message"}
+
+
+def test_results_log_resumes_a_stopped_run(tmp_path, capsys, monkeypatch):
+    """A run stopped after 2 schemas leaves them in the log; the next run with the
+    same log runs only the other 3 and reports all 5, as one uninterrupted run does."""
+    import json
+
+    data = _fake_data(tmp_path)
+    ran = []
+    stop_after = [2]
+
+    def pool(spec, tasks, on_result=None, **kw):
+        out = []
+        for i, (schema, tests) in enumerate(tasks):
+            if stop_after[0] is not None and len(ran) >= stop_after[0]:
+                raise KeyboardInterrupt
+            res = mb.run_schema(AcceptListed(), schema, tests, byte_tokenize)
+            ran.append(schema)
+            on_result(i, res)
+            out.append(res)
+        return out
+
+    monkeypatch.setattr(mb, "run_pool", pool)
+    log = tmp_path / "log.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        mb.main(["--data", str(data), "--results", str(log)])
+    assert len(log.read_text().splitlines()) == 2
+    stop_after[0] = None
+    resumed, whole = tmp_path / "resumed.json", tmp_path / "whole.json"
+    assert mb.main(["--data", str(data), "--results", str(log), "--json-out", str(resumed)]) == 0
+    assert len(ran) == 5 and len(log.read_text().splitlines()) == 5
+    assert mb.main(["--data", str(data), "--json-out", str(whole)]) == 0
+    status = lambda path: {(r["id"], r["status"]) for r in json.loads(path.read_text())}  # noqa: E731
+    assert status(resumed) == status(whole) and len(status(whole)) == 5
 
 
 def test_real_data_sample_is_stratified():
