@@ -57,7 +57,7 @@ forward passes and >= 1.5x wall-clock speedup.
 
 Usage (from the repository root)::
 
-    python benchmarks/speculative.py                 # full: ~8 min on one core (~11 with --draft-model)
+    python benchmarks/speculative.py                 # full: ~10 min on one quiet core (more with --draft-model)
     python benchmarks/speculative.py --quick         # 4 schemas, 3 free-text prompts, 60 tokens
     python benchmarks/speculative.py [--schemas N] [--max-tokens N] [--skip-free-text] [--draft-model]
 
