@@ -23,7 +23,8 @@ probability min(1, p~/q~), and on rejection the token comes from max(0, p~ - q~)
 Drafters (``propose(context, matcher, k) -> tokens``, advancing the forked matcher):
 
 * ``ForcedTokens``: tokens the automaton allows alone; for regex / JSON Schema guides
-  also the canonical tokenization of a forced byte string (``{"name":`` after ``{``).
+  also tokens spelling a forced byte string (``{"name":`` after ``{``), split as the
+  target split it before where that differed from the tokenizer.
 * ``PromptLookup``: the tokens that followed the latest earlier occurrence of the last
   n-gram (n = 3, 2, 1) in the prompt and output, cut at the first the matcher refuses.
 * ``DraftModel``: a small model sharing the vocabulary, sampling its own masked
@@ -81,7 +82,7 @@ class ForcedTokens:
         while len(out) < k and not matcher.is_terminated():
             text = self._forced_text(matcher)
             if text is not None:
-                canonical = int(self.tokenizer.encode(text.decode("utf-8"), add_special_tokens=False)[0])
+                canonical = int(self.tokenizer.encode(text, add_special_tokens=False)[0])
                 tok = self.splits.get(canonical, canonical)
             else:
                 allowed = matcher.allowed_token_ids()
@@ -110,14 +111,14 @@ class ForcedTokens:
             if actual == tok:
                 continue
             spelled = token_bytes[actual]
-            if text is not None and spelled and text.startswith(spelled):
+            if text is not None and spelled and text.encode("utf-8").startswith(spelled):
                 if len(self.splits) >= 4096:
                     self.splits.clear()
                 self.splits[canonical] = actual
             break
 
-    def _forced_text(self, matcher) -> bytes | None:
-        """The UTF-8 string (2+ bytes) the DFA forces from here, if any."""
+    def _forced_text(self, matcher) -> str | None:
+        """The text (2+ bytes of UTF-8) the DFA forces from here, if any."""
         dfa = getattr(matcher.guide, "dfa", None)
         if self.tokenizer is None or dfa is None:
             return None
@@ -125,10 +126,9 @@ class ForcedTokens:
         if len(data) < 2:
             return None
         try:
-            data.decode("utf-8")
+            return data.decode("utf-8")
         except UnicodeDecodeError:
             return None
-        return data
 
 
 _SHARED_SPLITS: dict[str, dict[int, int]] = {}  # vocabulary fingerprint -> ForcedTokens.splits
@@ -221,10 +221,7 @@ class DraftModel:
         while len(out) < k and not (matcher is not None and matcher.is_terminated()):
             ids = torch.tensor([context + out])
             logits = self.context.logits(ids).clone()
-            bitmask = None
-            if matcher is not None:
-                bitmask = allocate_token_bitmask(1, logits.shape[-1])
-                matcher.fill_next_token_bitmask(bitmask, 0)
+            bitmask = _bitmask(matcher, logits.shape[-1])
             scores = next_token_scores(logits, ids, bitmask, self.processors,
                                        **{**self.sampling, "temperature": temperature})
             if self.watermark is not None:  # its green list, without its own (stateful) mask
@@ -424,13 +421,19 @@ def _padding(n: int, device) -> int:
     return max(0, _CPU_MIN_ROWS - n)
 
 
+def _bitmask(matcher, width: int):
+    """The matcher's mask for the next token (None without a matcher)."""
+    if matcher is None:
+        return None
+    bitmask = allocate_token_bitmask(1, width)
+    matcher.fill_next_token_bitmask(bitmask, 0)
+    return bitmask
+
+
 def _scores(next_token_scores, logits, seq, matcher, processors, temperature, top_k, top_p, min_p, watermark):
-    bitmask = None
-    if matcher is not None:
-        bitmask = allocate_token_bitmask(1, logits.shape[-1])
-        matcher.fill_next_token_bitmask(bitmask, 0)
     ids = torch.tensor([seq], device=logits.device)
-    return next_token_scores(logits, ids, bitmask, processors, temperature, top_k, top_p, min_p, watermark)
+    return next_token_scores(logits, ids, _bitmask(matcher, logits.shape[-1]), processors, temperature, top_k, top_p,
+                             min_p, watermark)
 
 
 def _verify(scores: torch.Tensor, draft: int | None, q, temperature: float, generator) -> int:
