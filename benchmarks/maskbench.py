@@ -31,7 +31,9 @@ charged to the first schema; before each schema (outside the timing) guided's
 compiled-spec caches are cleared, so every schema compiles cold, as llguidance does.
 guided is called per the contract, ``guided.compile(schema_dict, vocab)`` (its default
 whitespace); ``--guided-whitespace compact`` compiles
-``guided.JsonSchema(schema, whitespace="compact")`` instead, matching llguidance's setup.
+``guided.JsonSchema(schema, whitespace="compact")`` instead, matching llguidance's setup;
+``--guided-key-order any`` lets object keys come in any order (llguidance, like guided's
+default, wants them in ``properties`` order).
 
 llguidance (``pip install llguidance``; a benchmark-only dependency) is set up as::
 
@@ -47,7 +49,7 @@ Usage::
     python benchmarks/maskbench.py [--engine guided|llguidance|both] [--sample N --seed S]
         [--workers N] [--timeout 60] [--limit-tests K] [--only ID_SUBSTRING]
         [--data PATH] [--json-out FILE] [--guided-whitespace compact|flexible]
-        [--results LOG.jsonl]
+        [--guided-key-order schema|any] [--ids FILE] [--results LOG.jsonl]
 
 The whole data set takes hours on two cores. With ``--results LOG.jsonl`` every
 schema's result is appended to the log as it finishes, and a later run with the same
@@ -448,11 +450,12 @@ class GuidedEngine:
 
     name = "guided"
 
-    def __init__(self, hf_tokenizer, whitespace: str | None = None):
+    def __init__(self, hf_tokenizer, whitespace: str | None = None, key_order: str | None = None):
         import guided
 
         self._guided = guided
         self.whitespace = whitespace
+        self.key_order = key_order
         self.vocab = guided.Vocabulary.from_tokenizer(hf_tokenizer)
         self.vocab_size = self.vocab.size
         self.eos = self.vocab.eos_token_ids[0]
@@ -472,8 +475,9 @@ class GuidedEngine:
         return self._guided.allocate_token_bitmask(1, self.vocab_size)
 
     def compile(self, schema):
-        if self.whitespace is not None:
-            schema = self._guided.JsonSchema(schema, whitespace=self.whitespace)
+        if self.whitespace is not None or self.key_order is not None:
+            schema = self._guided.JsonSchema(schema, whitespace=self.whitespace or "flexible",
+                                             key_order=self.key_order or "schema")
         return self._guided.compile(schema, self.vocab)
 
     def new_matcher(self, compiled):
@@ -555,7 +559,8 @@ def make_engine(spec: str, options: dict | None = None):
         return hf.encode(text, add_special_tokens=False)
 
     if spec == "guided":
-        return GuidedEngine(hf, whitespace=options.get("guided_whitespace")), tokenize
+        return GuidedEngine(hf, whitespace=options.get("guided_whitespace"),
+                            key_order=options.get("guided_key_order")), tokenize
     if spec == "llguidance":
         return LLGuidanceEngine(hf), tokenize
     raise ValueError(f"unknown engine {spec!r}")
@@ -765,7 +770,8 @@ def run_engine(engine: str, records: list[dict], args, progress=sys.stderr) -> l
 
     try:
         raw = run_pool(engine, tasks, workers=args.workers, timeout=args.timeout, on_result=on_result,
-                       options={"guided_whitespace": args.guided_whitespace}) if tasks else []
+                       options={"guided_whitespace": args.guided_whitespace,
+                                "guided_key_order": args.guided_key_order}) if tasks else []
     finally:
         if log is not None:
             log.close()
@@ -797,8 +803,9 @@ def write_json(path: str, all_results: dict[str, list[dict]]) -> None:
 
 def engine_config(engine: str, args) -> str:
     if engine == "guided":
-        if args.guided_whitespace:
-            return f"guided.compile(guided.JsonSchema(schema, whitespace={args.guided_whitespace!r}), vocab)"
+        if args.guided_whitespace or args.guided_key_order:
+            return (f"guided.compile(guided.JsonSchema(schema, whitespace={args.guided_whitespace or 'flexible'!r}, "
+                    f"key_order={args.guided_key_order or 'schema'!r}), vocab)")
         return "guided.compile(schema_dict, vocab)"
     if engine == "llguidance":
         try:
@@ -830,6 +837,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--guided-whitespace", choices=("compact", "flexible"), default=None,
                    help="compile guided.JsonSchema(schema, whitespace=...) instead of the plain dict "
                         "(default: the plain dict, i.e. guided's default whitespace)")
+    p.add_argument("--guided-key-order", choices=("schema", "any"), default=None,
+                   help="compile guided.JsonSchema(schema, key_order=...): object keys in properties "
+                        "order (guided's default, as in llguidance) or in any order")
+    p.add_argument("--ids", default=None, metavar="FILE",
+                   help="only the schemas whose ids are listed in FILE, one per line")
     return p
 
 
@@ -842,6 +854,10 @@ def main(argv=None) -> int:
     records = load_records(args.data)
     if args.only:
         records = [r for r in records if args.only in r["id"]]
+    if args.ids:
+        with open(args.ids, encoding="utf-8") as f:
+            wanted = {line.strip() for line in f if line.strip()}
+        records = [r for r in records if r["id"] in wanted]
     picked = stratified_sample([r["id"] for r in records], args.sample, args.seed)
     records = [records[i] for i in picked]
     if not records:

@@ -26,11 +26,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dfa import MAX_DFA_STATES, nfa_byte_classes
+from .dfa import nfa_byte_classes
 from .errors import EmptyLanguageError, RegexTooLargeError
 from .nfa import NFA
 
 UNKNOWN = -2  # a transition not computed yet
+
+#: A lazy DFA grows with the text decoded (a long array of objects with counted
+#: strings makes ~60 states per token); past this many states it is refused. A state
+#: costs ~2.5 KB with its share of the grown NFA (its row is 4 bytes per byte class).
+MAX_LAZY_DFA_STATES = 1_000_000
 
 
 class LazyDFA:
@@ -60,7 +65,6 @@ class LazyDFA:
         self._closures: dict[int, frozenset[int]] = {}
         self._ids: dict[frozenset[int], int] = {}
         self._sets: list[frozenset[int]] = []
-        self._rows: list[list[int] | None] = []
         self._accepting: list[bool] = []
         self.transitions = np.full((64, self._n_classes), UNKNOWN, dtype=np.int32)
         self._expanded = np.zeros(64, dtype=bool)
@@ -85,16 +89,16 @@ class LazyDFA:
         return self._accepting[state]
 
     def next_states(self, state: int) -> list[int]:
-        row = self._rows[state]
-        return row if row is not None else self._expand(state)
+        if not self._expanded[state]:
+            return self._expand(state)
+        return self.transitions[state].tolist()
 
     def step(self, state: int, data: bytes) -> int:
         classes = self._classes
         for b in data:
-            row = self._rows[state]
-            if row is None:
-                row = self._expand(state)
-            state = row[classes[b]]
+            if not self._expanded[state]:
+                self._expand(state)
+            state = int(self.transitions[state, classes[b]])
             if state < 0:
                 return -1
         return state
@@ -111,11 +115,11 @@ class LazyDFA:
         missing = states[~self._expanded[states]]
         if len(missing):
             for s in np.unique(missing).tolist():
-                if self._rows[s] is None:
+                if not self._expanded[s]:
                     self._expand(s)
 
     def __repr__(self) -> str:
-        expanded = sum(r is not None for r in self._rows)
+        expanded = int(self._expanded[: self.num_states].sum())
         return f"LazyDFA(states={self.num_states}, expanded={expanded}, byte_classes={self._n_classes})"
 
     # -- subset construction, one state at a time -----------------------------------
@@ -162,11 +166,10 @@ class LazyDFA:
     def _add(self, subset: frozenset[int]) -> int:
         j = self._ids.get(subset)
         if j is None:
-            if len(self._sets) >= MAX_DFA_STATES:
-                raise RegexTooLargeError(f"automaton needs more than {MAX_DFA_STATES} states")
+            if len(self._sets) >= MAX_LAZY_DFA_STATES:
+                raise RegexTooLargeError(f"automaton needs more than {MAX_LAZY_DFA_STATES} states")
             j = self._ids[subset] = len(self._sets)
             self._sets.append(subset)
-            self._rows.append(None)
             self._accepting.append(self._final in subset)
             if j >= self.transitions.shape[0]:
                 grown = np.full((2 * self.transitions.shape[0], self._n_classes), UNKNOWN, dtype=np.int32)
@@ -194,7 +197,6 @@ class LazyDFA:
                 if j is None:
                     j = done[key] = self._add(frozenset().union(*(self._closure(t) for t in key)))
                 row[a:b] = [j] * (b - a)
-        self._rows[state] = row
         self.transitions[state] = row
         self._expanded[state] = True
         return row

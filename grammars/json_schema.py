@@ -7,7 +7,8 @@
 
 The accepted texts are JSON documents valid against the schema, written with the
 chosen whitespace, object keys in ``properties`` order (optional ones may be left
-out; additional keys, where allowed, come after them).
+out; additional keys, where allowed, come after them), or with ``key_order="any"`` in
+any order (``json_key_order``).
 
 Polarity: the normal ("under") compile accepts a *subset* of the valid texts (key
 order, bounded nesting of open values, format subsets). Whatever is subtracted --
@@ -50,6 +51,7 @@ from .json_merge import ANNOTATIONS, merge
 from .json_merge import json_equal as _json_equal
 from .json_formats import format_regex
 from .json_numbers import integer_multiple_of_regex, integer_range_regex, number_range_regex
+from .json_key_order import ObjectShape, any_order_object
 from .json_presence import presence_keys, presence_variants
 
 #: Nesting depth of open values inside eagerly built sub-automata (DFA algebra).
@@ -64,6 +66,9 @@ OPEN_DEPTH = 64
 NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
 NUMBER_EXP = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?[eE][+-]?[0-9]+"
 INTEGER = r"-?(0|[1-9][0-9]*)"
+
+#: ``key_order``: "schema" (keys in ``properties`` order) or "any" (``json_key_order``).
+KEY_ORDERS = ("schema", "any")
 
 #: Formats whose regex is exactly the checker's language (the others are subsets, so
 #: an over-approximation must not use them).
@@ -192,11 +197,13 @@ class SchemaCompiler:
         (True, False)
     """
 
-    def __init__(self, schema, whitespace="flexible", strict: bool = True, *, over: bool = False, partner=None):
+    def __init__(self, schema, whitespace="flexible", strict: bool = True, *, key_order: str = "schema",
+                 over: bool = False, partner=None):
         self.over = over
         self._partner = partner
         if partner is not None:  # share the schema, settings and bookkeeping
             self.root, self.ws, self.strict = partner.root, partner.ws, partner.strict
+            self.key_order = partner.key_order
             self.dropped, self._validator = partner.dropped, None
             self._ref_stack, self._dfas = [], {}
             self.grammar = None
@@ -210,6 +217,9 @@ class SchemaCompiler:
             raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", "#")
         self.root = schema
         self.ws = Whitespace(whitespace)
+        if key_order not in KEY_ORDERS:
+            raise ValueError(f'key_order must be "schema" or "any", not {key_order!r}')
+        self.key_order = key_order
         self.strict = strict
         self.dropped: list[tuple[str, str]] = []
         self._ref_stack: list[str] = []
@@ -989,6 +999,12 @@ class SchemaCompiler:
             self.unsupported(word, path, f"counting up to {k} keys (at most {MAX_COUNTED_PROPERTIES})")
             k, hi_p, lo_p = 1, None, 0
 
+        if self.key_order == "any" and nfa.lazy:
+            shape = ObjectShape(
+                tuple((name, sub, req, _pointer(path, "properties", name)) for name, sub, req in entries),
+                extras, lo_p, hi_p, k)
+            return any_order_object(self, nfa, shape, path, depth)
+
         def after(c: int):
             if c + 1 <= k:
                 return c + 1
@@ -1455,9 +1471,9 @@ def _int_upper(hi, xhi):
     return min(vals) if vals else None
 
 
-def compile_json_schema(schema, whitespace="flexible", strict: bool = True) -> LazyDFA:
+def compile_json_schema(schema, whitespace="flexible", strict: bool = True, key_order: str = "schema") -> LazyDFA:
     """The automaton of JSON documents valid against ``schema`` (determinised lazily)."""
     try:
-        return SchemaCompiler(schema, whitespace, strict).compile()
+        return SchemaCompiler(schema, whitespace, strict, key_order=key_order).compile()
     except RecursionError:
         raise UnsupportedSchemaError("the schema nests too deeply for this compiler", "#") from None

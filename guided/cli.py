@@ -39,6 +39,8 @@ def _build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--start", default="start", help="the grammar's start rule (with --grammar)")
     gen.add_argument("--whitespace", default="flexible",
                      help='JSON whitespace: "flexible" (default), "compact" or "indent=N"')
+    gen.add_argument("--key-order", choices=("schema", "any"), default="schema",
+                     help="JSON object keys in the schema's properties order (default) or in any order")
     gen.add_argument("--lenient", action="store_true",
                      help="drop JSON Schema keywords that cannot be enforced (with a warning) instead of failing")
     gen.add_argument("prompt", help="the prompt ('-' reads it from stdin)")
@@ -58,6 +60,9 @@ def _build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--num-draft-tokens", type=int, default=8, help="most tokens drafted per pass")
     gen.add_argument("--watermark-key-file", metavar="K", default=None,
                      help="watermark the output with this key (red-green, gamma 0.25, delta 2)")
+    gen.add_argument("--watermark-spelling", choices=("soft", "hard"), default="soft",
+                     help="with a spec: 'hard' keeps only green splits of fixed text (stronger detection "
+                          "from token ids, none from text)")
     gen.set_defaults(func=_cmd_generate)
 
     det = sub.add_parser("detect", help="test a text for the watermark; prints a JSON result")
@@ -66,6 +71,8 @@ def _build_parser() -> argparse.ArgumentParser:
     det.add_argument("--schema", metavar="FILE.json", default=None,
                      help="the JSON Schema the text was generated under: grammar-aware detection")
     det.add_argument("--whitespace", default="flexible", help="the JSON whitespace generation used (as for generate)")
+    det.add_argument("--key-order", choices=("schema", "any"), default="schema",
+                     help="the JSON key order generation used (as for generate)")
     det.add_argument("--window", action="store_true", help="find the most watermarked span")
     det.set_defaults(func=_cmd_detect)
 
@@ -124,7 +131,7 @@ def _cmd_detect(args) -> int:
         from .specs import JsonSchema
 
         with open(args.schema, encoding="utf-8") as f:
-            guide = compile_spec(JsonSchema(f.read(), whitespace=_whitespace(args)), detector.tokenizer)
+            guide = compile_spec(JsonSchema(f.read(), whitespace=_whitespace(args), key_order=args.key_order), detector.tokenizer)
     result = detector.detect(text, guide=guide, window=args.window)
     print(json.dumps(result.as_dict()))
     return 0
@@ -169,9 +176,10 @@ def _spec_from_args(args):
     if args.schema is not None:
         with open(args.schema, encoding="utf-8") as f:
             text = f.read()
-        return JsonSchema(text, whitespace=whitespace, strict=not args.lenient)
+        return JsonSchema(text, whitespace=whitespace, strict=not args.lenient, key_order=args.key_order)
     if args.pydantic is not None:
-        return JsonSchema(_import_class(args.pydantic), whitespace=whitespace, strict=not args.lenient)
+        return JsonSchema(_import_class(args.pydantic), whitespace=whitespace, strict=not args.lenient,
+                          key_order=args.key_order)
     return None
 
 
@@ -215,7 +223,7 @@ def _check_spec(spec) -> None:
     elif isinstance(spec, JsonSchema):
         from grammars.json_schema import compile_json_schema
 
-        compile_json_schema(spec.schema, spec.whitespace, spec.strict)
+        compile_json_schema(spec.schema, spec.whitespace, spec.strict, spec.key_order)
 
 
 def _cmd_generate(args) -> int:
@@ -232,7 +240,7 @@ def _cmd_generate(args) -> int:
         key = load_key(args.watermark_key_file)  # a bad key file fails before the model loads
     model, tokenizer = _load(args.model, args.threads)
     if args.watermark_key_file:
-        watermark = _watermark_processor(spec, tokenizer, key)
+        watermark = _watermark_processor(spec, tokenizer, key, args.watermark_spelling)
     _log("generating…")
     result = generate(
         model,
@@ -293,14 +301,14 @@ def _drafters(names, model, tokenizer):
     return [make[name](layers) for name, layers in names]
 
 
-def _watermark_processor(spec, tokenizer, key):
+def _watermark_processor(spec, tokenizer, key, spelling: str = "soft"):
     """Watermark among the spec's allowed tokens (detect with the same --schema)."""
     from watermark import WatermarkLogitsProcessor
 
     from .compiler import compile as compile_spec
 
     guide = compile_spec(spec, tokenizer) if spec is not None else None
-    return WatermarkLogitsProcessor(len(tokenizer), key, guide=guide)
+    return WatermarkLogitsProcessor(len(tokenizer), key, guide=guide, spelling=spelling if guide else "soft")
 
 
 DEMO_TASKS = [

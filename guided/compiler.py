@@ -70,7 +70,7 @@ def _compile_uncached(spec, vocab: Vocabulary, eager) -> Guide:
         from grammars.json_schema import RecursiveSchemaError, compile_json_schema
 
         try:
-            dfa = compile_json_schema(spec.schema, spec.whitespace, spec.strict)
+            dfa = compile_json_schema(spec.schema, spec.whitespace, spec.strict, spec.key_order)
         except RecursiveSchemaError:
             # Recursion is not regular: the grammar engine takes the schema.
             from grammars.json_recursive import compile_recursive_schema

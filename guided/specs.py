@@ -35,6 +35,10 @@ class JsonSchema:
     newline each), ``"compact"`` (none), or ``{"indent": n}`` (``json.dumps(indent=n)``
     layout). ``strict=True`` refuses keywords that cannot be enforced, naming the
     keyword and its JSON pointer; ``strict=False`` drops them with a warning.
+    ``key_order="schema"`` (default) writes object keys in ``properties`` order, as
+    Outlines and XGrammar do; ``key_order="any"`` accepts them in any order, each at
+    most once (objects inside ``oneOf`` / ``not`` algebra and recursive definitions
+    keep schema order).
 
     Example::
 
@@ -43,7 +47,7 @@ class JsonSchema:
         {'age': 36}
     """
 
-    def __init__(self, schema, whitespace="flexible", strict: bool = True):
+    def __init__(self, schema, whitespace="flexible", strict: bool = True, key_order: str = "schema"):
         self.model = None
         if isinstance(schema, type) and _is_pydantic_model(schema):
             self.model = schema
@@ -56,12 +60,15 @@ class JsonSchema:
         if not isinstance(schema, (dict, bool)):
             raise TypeError(f"JsonSchema takes a dict, JSON text or a pydantic model class, not {type(schema).__name__}")
         self.schema = schema
+        if key_order not in ("schema", "any"):
+            raise ValueError(f'key_order must be "schema" or "any", not {key_order!r}')
         self.whitespace = whitespace
         self.strict = strict
+        self.key_order = key_order
 
     def key(self) -> tuple:
         ws = json.dumps(self.whitespace, sort_keys=True)
-        return ("json", json.dumps(self.schema, sort_keys=True, default=str), ws, self.strict)
+        return ("json", json.dumps(self.schema, sort_keys=True, default=str), ws, self.strict, self.key_order)
 
     def parse(self, text: str):
         """The generated text as a Python value (a validated model instance for pydantic)."""
@@ -70,7 +77,8 @@ class JsonSchema:
         return json.loads(text)
 
     def __repr__(self) -> str:
-        return f"JsonSchema({self.schema!r}, whitespace={self.whitespace!r}, strict={self.strict})"
+        return (f"JsonSchema({self.schema!r}, whitespace={self.whitespace!r}, strict={self.strict}, "
+                f"key_order={self.key_order!r})")
 
 
 class Grammar:

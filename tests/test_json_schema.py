@@ -274,6 +274,71 @@ def test_logic_over_which_keys_are_present(logic, typed):
         assert dfa.matches(compact(other)) == validator.is_valid(other), other
 
 
+KEY_ORDER_SHAPES = {
+    "closed": {"type": "object", "additionalProperties": False, "required": ["a"],
+               "properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": 3}, "c": {"type": "boolean"}}},
+    "max_properties": {"type": "object", "maxProperties": 2, "required": ["b"],
+                       "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}},
+    "min_properties": {"type": "object", "minProperties": 3,
+                       "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}},
+    "patterns": {"type": "object", "additionalProperties": False,
+                 "properties": {"a": {"type": "integer"}}, "patternProperties": {"^x": {"type": "boolean"}}},
+    "impossible_optional": {"type": "object", "required": ["a"],
+                            "properties": {"a": {"type": "integer"}, "b": {"not": {}}}},
+    "nested": {"type": "object", "properties": {
+        "a": {"type": "object", "properties": {"p": {"type": "integer"}, "q": {"type": "null"}}},
+        "b": {"type": "integer"}}},
+}
+
+
+@pytest.mark.parametrize("whitespace", ["compact", "flexible", {"indent": 2}], ids=["compact", "flexible", "indent"])
+@pytest.mark.parametrize("name", sorted(KEY_ORDER_SHAPES))
+def test_any_key_order_agrees_with_jsonschema(name, whitespace):
+    """key_order="any": every ordering of up to four keys (named, extra, nested) is
+    judged as jsonschema judges it; schema order refuses the reordered valid ones."""
+    import itertools
+
+    schema = KEY_ORDER_SHAPES[name]
+    dfa = compile_json_schema(schema, whitespace, key_order="any")
+    ordered_only = compile_json_schema(schema, whitespace)
+    validator = _validator(schema)
+    values = {"a": 1, "b": "x", "c": True, "d": None, "x1": False}
+    docs = [{k: values[k] for k in keys} for n in range(5) for keys in itertools.permutations(values, n)]
+    docs += [{"b": 1, "a": {"q": None, "p": 2}}, {"a": {"p": "no"}}]
+    reordered = 0
+    for doc in docs:
+        text = {"compact": compact(doc), "flexible": json.dumps(doc).encode()}.get(
+            whitespace if isinstance(whitespace, str) else "", json.dumps(doc, indent=2).encode())
+        assert dfa.matches(text) == validator.is_valid(doc), text
+        if validator.is_valid(doc) and not ordered_only.matches(text):
+            reordered += 1
+    assert reordered > 0  # the option makes a difference on every shape
+
+
+def test_any_key_order_builds_only_the_key_sets_decoding_reaches():
+    """20 optional properties have 2**20 key sets; writing 3 keys builds a handful."""
+    schema = {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(20)}}
+    dfa = compile_json_schema(schema, "compact", key_order="any")
+    before = len(dfa._nfa)
+    assert dfa.matches(b'{"k19":1,"k3":2,"k0":3}')
+    assert not dfa.matches(b'{"k19":1,"k19":2}')  # each key at most once
+    assert len(dfa._nfa) < before + 2000
+
+
+def test_key_order_through_the_public_api(smollm2_tokenizer):
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+              "required": ["name", "age"]}
+    text = '{"age":36,"name":"Ada"}'
+    ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+    verdicts = {}
+    for order in ("schema", "any"):
+        m = guided.compile(guided.JsonSchema(schema, whitespace="compact", key_order=order), smollm2_tokenizer).matcher()
+        verdicts[order] = m.accept_tokens(ids) and m.is_accepting()
+    assert verdicts == {"schema": False, "any": True}
+    with pytest.raises(ValueError, match="key_order"):
+        guided.JsonSchema(schema, key_order="sorted")
+
+
 def test_one_of_is_exclusive():
     dfa = dfa_for("one_of_overlapping")
     assert dfa.matches(b"-5") and dfa.matches(b"11")
@@ -377,6 +442,21 @@ def test_generate_with_tiny_model_50_schemas(tiny_model, smollm2_tokenizer):
         if not _validator(schema).is_valid(json.loads(r.text)):
             failures.append((name, r.text))
     assert not failures, failures
+
+
+def test_generate_any_key_order_with_tiny_model(tiny_model, smollm2_tokenizer):
+    """A random model under key_order="any" writes valid objects, in orders of its own."""
+    schema = KEY_ORDER_SHAPES["closed"]
+    orders = set()
+    for seed in range(12):
+        r = guided.generate(tiny_model, smollm2_tokenizer, "JSON:", guided.JsonSchema(schema, key_order="any"),
+                            max_new_tokens=48, temperature=1.0, top_k=40, seed=seed)
+        if r.finish_reason == "length":
+            continue
+        value = json.loads(r.text)
+        assert _validator(schema).is_valid(value), r.text
+        orders.add(tuple(value))
+    assert any(list(o) != sorted(o) for o in orders), orders
 
 
 def test_pydantic_round_trip(tiny_model, smollm2_tokenizer):

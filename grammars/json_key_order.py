@@ -1,0 +1,167 @@
+"""Objects whose keys may come in any order (``JsonSchema(..., key_order="any")``).
+
+Schema order is a chain: property 1, then 2, ..., each optional one skippable. Any
+order must remember which keys were written, so the object becomes a graph of
+*nodes*, one per (keys written, key count)::
+
+    { ──> node(∅) ──"b":v──> node({b}) ──,"a":v──> node({a,b}) ──> }
+             └─────"a":v──> node({a}) ──,"b":v──────┘   (each key at most once)
+
+Extra keys (``additionalProperties`` / ``patternProperties``) loop on a node: they
+may stand anywhere. A node can close the object once every required key is written
+and the ``minProperties`` count is reached; no node is made from which the object
+cannot be finished (``maxProperties`` with required keys still missing).
+
+n properties have 2^n key sets, so only the first node is built at compile time;
+every other node is a deferred NFA fragment (``NFA.deferred``) built when decoding
+first reaches it, and inside nodes each value is deferred until its key is written.
+Decoding an object builds one node per key written (plus what the token index's
+look-ahead touches). This needs a lazily determinised NFA: in the sub-automata built
+whole for ``oneOf`` / ``not`` / ``if`` algebra and in recursive schemas' grammar
+rules, objects keep schema order (stricter, never looser).
+
+Cost notes: compile builds each value once (in the first node), as schema order
+does; a node costs its key strings and a comma; a value costs what it costs in
+schema order, once per node that writes it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from fsm.nfa import NFA
+
+
+@dataclass(frozen=True)
+class ObjectShape:
+    """What an object allows, as ``SchemaCompiler.object`` worked it out.
+
+    ``entries``: ``(name, value schema, required, JSON pointer)`` for the named keys;
+    ``extras``: a builder of one extra ``"key":value`` fragment in the NFA, or None;
+    ``lo`` / ``hi``: the key count bounds (``hi`` None: unbounded); ``cap``: counts are
+    tracked up to here (``hi``, or ``max(lo, 1)``: past it only "some key" matters).
+    """
+
+    entries: tuple
+    extras: object
+    lo: int
+    hi: int | None
+    cap: int
+
+
+def any_order_object(compiler, nfa: NFA, shape: ObjectShape, path: str, depth: int) -> tuple[int, int]:
+    """The fragment of ``shape``'s objects with keys in any order (see the module).
+
+    Raises ``UnsatisfiableSchemaError`` (from the values) when a required key can have
+    no value; optional keys with no possible value are left out.
+    """
+    from .json_schema import UnsatisfiableSchemaError
+
+    ws = compiler.ws
+    entries = shape.entries
+    required = frozenset(i for i, (_, _, req, _) in enumerate(entries) if req)
+    open_ = nfa.byte_string(b"{")
+    close = nfa.byte_string(b"}")
+    if not required and shape.lo == 0:
+        e = ws.site(nfa, "empty", depth)
+        nfa.epsilon(open_[1], e[0])
+        nfa.epsilon(e[1], close[0])
+    if not entries and shape.extras is None:
+        return open_[0], close[1]
+    finish = ws.site(nfa, "close", depth)
+    nfa.epsilon(finish[1], close[0])
+
+    keys = [json.dumps(name, ensure_ascii=False).encode("utf-8") for name, _, _, _ in entries]
+    # Byte classes are fixed before any deferred node exists: the first node holds every
+    # key, value and extra entry; the comma is the one piece it lacks.
+    sample = NFA()
+    sample.concat([sample.byte_string(b","), ws.site(sample, "comma", depth)])
+    cuts = sample.edge_cuts(0)
+    usable = set(range(len(entries)))  # less the optional keys that can have no value
+    extras = shape.extras
+
+    def count_after(c: int) -> int | None:
+        if shape.hi is not None and c >= shape.hi:
+            return None  # maxProperties reached
+        return min(c + 1, shape.cap)
+
+    def viable(written: frozenset, c: int) -> bool:
+        """Can the object still be finished after writing ``written`` (``c`` keys)?"""
+        if shape.hi is not None and c + len(required - written) > shape.hi:
+            return False
+        return extras is not None or c + len(usable - written) >= shape.lo
+
+    def entry(i: int, eager: bool) -> tuple[int, int]:
+        _, sub, _, ptr = entries[i]
+        if eager:
+            val = compiler.value(nfa, sub, ptr, depth + 1)
+        else:
+            val = nfa.deferred(lambda: compiler.value(nfa, sub, ptr, depth + 1), cuts)
+        return nfa.concat([
+            nfa.byte_string(keys[i]), ws.site(nfa, "empty", depth), nfa.byte_string(b":"),
+            ws.site(nfa, "colon", depth), val,
+        ])
+
+    nodes: dict[tuple, int] = {}  # (written, count) -> the node's start state
+
+    def node(written: frozenset, c: int) -> int:
+        key = (written, c)
+        if key not in nodes:
+            s, e = nfa.deferred(lambda: build(written, c), cuts)
+            nfa.epsilon(e, finish[0])
+            nodes[key] = s
+        return nodes[key]
+
+    def build(written: frozenset, c: int) -> tuple[int, int]:
+        hub, done = nfa.state(), nfa.state()
+        if required <= written and c >= max(shape.lo, 1):
+            nfa.epsilon(hub, done)
+        nxt = count_after(c)
+        if nxt is None:
+            return hub, done
+        start = hub
+        if c > 0:
+            comma = nfa.concat([nfa.byte_string(b","), ws.site(nfa, "comma", depth)])
+            nfa.epsilon(hub, comma[0])
+            start = comma[1]
+        for i in sorted(usable - written):
+            if viable(written | {i}, nxt):
+                frag = entry(i, eager=False)
+                nfa.epsilon(start, frag[0])
+                nfa.epsilon(frag[1], node(written | {i}, nxt))
+        if extras is not None and viable(written, nxt):
+            frag = extras()
+            nfa.epsilon(start, frag[0])
+            nfa.epsilon(frag[1], node(written, nxt))
+        return hub, done
+
+    # The first node is built now, its values too: that finds the keys that can have
+    # no value, and puts every byte range the deferred nodes will use into the NFA.
+    first = {}
+    for i in range(len(entries)):
+        try:
+            first[i] = entry(i, eager=True)
+        except UnsatisfiableSchemaError:
+            if i in required:
+                raise
+            usable.discard(i)
+    if extras is not None:
+        try:
+            first["extra"] = extras()
+        except UnsatisfiableSchemaError:
+            extras = None  # no extra key can have a valid value: the object has none
+    if not viable(frozenset(), 0):
+        raise UnsatisfiableSchemaError("minProperties exceeds the number of allowed keys", path)
+    hub = nfa.state()
+    o = ws.site(nfa, "open", depth)
+    nfa.epsilon(open_[1], o[0])
+    nfa.epsilon(o[1], hub)
+    nxt = count_after(0)
+    if nxt is not None:
+        for i, frag in first.items():
+            later = frozenset() if i == "extra" else frozenset({i})
+            if viable(later, nxt):
+                nfa.epsilon(hub, frag[0])
+                nfa.epsilon(frag[1], node(later, nxt))
+    return open_[0], close[1]
