@@ -566,6 +566,8 @@ def eval_json(model, tok, det, args) -> None:
     calls = [(name, group) for name, prompts in by_task.items() for group in batches(prompts, args.batch)]
     arms = {
         "watermarked": lambda g: (lambda: WatermarkLogitsProcessor(vocab_size, KEY, gamma=GAMMA, delta=DELTA, guide=g)),
+        "watermarked, spelling=hard": lambda g: (lambda: WatermarkLogitsProcessor(
+            vocab_size, KEY, gamma=GAMMA, delta=DELTA, guide=g, spelling="hard")),
         "unwatermarked": lambda g: (lambda: guided.LogitsProcessor(g)),
     }
     outputs = {arm: [] for arm in arms}  # (task name, new ids)
@@ -642,6 +644,27 @@ def eval_json(model, tok, det, args) -> None:
     name, ids = wm_rows[0]
     print(f"\nExample ({name}, grammar-aware z = {detected['watermarked']['grammar-aware'][0].z_score:.2f}): "
           f"{tok.decode(ids)[:240]!r}")
+
+    arm = "watermarked, spelling=hard"
+    hard_rows = outputs[arm]
+    print("\n### With spelling=\"hard\" (only green splits where the grammar fixes the text)\n")
+    print(f"Complete JSON documents: {sum(_is_json(tok.decode(ids)) for _, ids in hard_rows)}/{len(hard_rows)}; "
+          f"mean {statistics.mean(len(ids) for _, ids in hard_rows):.1f} new tokens.\n")
+    rows = []
+    for name in list(by_task) + ["all"]:
+        idx = [i for i, (n, _) in enumerate(hard_rows) if name in (n, "all")]
+        cells = [name, len(idx)]
+        for mode in detected[arm]:
+            rs = [detected[arm][mode][i] for i in idx]
+            cells += [f"{sum(r.is_watermarked for r in rs)}/{len(idx)}", f"{statistics.mean(r.z_score for r in rs):.2f}"]
+        rows.append(cells)
+    print(md_table(["schema", "n"] + [f"{m} {c}" for m in detected[arm] for c in ("TPR", "z mean")], rows))
+    n_hard = sum(r.is_watermarked for r in detected[arm]["naive"]) / len(hard_rows)
+    for mode in detected[arm]:
+        if mode != "naive":
+            g_tpr = sum(r.is_watermarked for r in detected[arm][mode]) / len(hard_rows)
+            print(f"\nspelling=hard, target TPR >= {TARGET_JSON_TPR} and above naive, {mode}: {g_tpr:.3f} vs "
+                  f"{n_hard:.3f} ({'MET' if g_tpr >= TARGET_JSON_TPR and g_tpr > n_hard else 'MISSED'})")
 
 
 def _is_json(text: str) -> bool:

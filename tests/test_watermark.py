@@ -136,6 +136,34 @@ def test_spelling_check_finds_positions_that_only_choose_a_tokenization(smollm2_
     assert len(allowed) > 1 and check(allowed)
 
 
+def _scores_after(wm, prompt: list[int], prefix: list[int]) -> torch.Tensor:
+    """The processor's scores for the position after ``prefix``, fed as generation would."""
+    wm.reset()
+    for n in range(len(prefix) + 1):
+        out = wm(torch.tensor([prompt + prefix[:n]]), torch.zeros(1, V + 64))
+    return out[0]
+
+
+def test_hard_spelling_keeps_only_green_splits_of_a_fixed_key(smollm2_tokenizer):
+    """spelling="hard": where the allowed tokens all spell the same fixed text, only the
+    green ones stay; at real choices the soft bias is unchanged."""
+    guide = guided.compile(guided.JsonSchema(LONG_KEYS, whitespace="compact"), smollm2_tokenizer)
+    soft = WatermarkLogitsProcessor(len(smollm2_tokenizer), KEY, guide=guide)
+    hard = WatermarkLogitsProcessor(len(smollm2_tokenizer), KEY, guide=guide, spelling="hard")
+    prompt = smollm2_tokenizer.encode("JSON:", add_special_tokens=False)
+    inside_key = smollm2_tokenizer.encode('{"the_first_ra', add_special_tokens=False)
+    inside_value = smollm2_tokenizer.encode('{"the_first_rather_long_property_name":"bl', add_special_tokens=False)
+    for prefix, only_split in ((inside_key, True), (inside_value, False)):
+        s_soft, s_hard = _scores_after(soft, prompt, prefix), _scores_after(hard, prompt, prefix)
+        allowed, green = torch.isfinite(s_soft), s_soft == 2.0
+        assert int(green.sum()) >= 1 and int(allowed.sum()) > int(green.sum())
+        kept = torch.isfinite(s_hard)
+        assert bool((kept == (green if only_split else allowed)).all())
+        assert bool((s_hard[kept] == s_soft[kept]).all())
+    with pytest.raises(ValueError, match="spelling"):
+        WatermarkLogitsProcessor(V, KEY, spelling="always")
+
+
 def test_text_detection_skips_positions_where_only_the_split_is_open(smollm2_tokenizer, detector):
     """Text is re-tokenised canonically, so where the grammar fixed the text its tokens
     are the tokenizer's choice: detection from text does not score them; detection from

@@ -9,6 +9,7 @@ from guided.processor import LogitsProcessor
 
 from .config import WatermarkConfig, as_key
 from .prf import green_count_among, keyed_tables, rank_keys, threshold, values
+from .spelling import SpellingCheck
 
 
 class WatermarkLogitsProcessor:
@@ -33,6 +34,12 @@ class WatermarkLogitsProcessor:
     replays the same rule, so every real choice carries signal and forced tokens are
     not scored. Use it instead of (not after) ``guided.LogitsProcessor``.
 
+    ``spelling="hard"`` (with a guide) goes further at those positions: only green
+    tokens may be chosen there. The text is the same whatever the split, so this costs
+    no content, and detection from token ids gains a green token at every such
+    position; detection from text sees none of it (it re-tokenises). The model then
+    reads some non-canonical splits of fixed keys.
+
     Example::
 
         >>> wm = WatermarkLogitsProcessor(len(tokenizer), key=open("wm.key", "rb").read())
@@ -49,7 +56,10 @@ class WatermarkLogitsProcessor:
         context_width: int = 1,
         hard: bool = False,
         guide=None,
+        spelling: str = "soft",
     ):
+        if spelling not in ("soft", "hard"):
+            raise ValueError(f'spelling must be "soft" or "hard", not {spelling!r}')
         self.config = WatermarkConfig(gamma, delta, seeding, context_width, hard)
         self.vocab_size = int(vocab_size)
         ctx, cand = keyed_tables(as_key(key), self.vocab_size)
@@ -57,8 +67,11 @@ class WatermarkLogitsProcessor:
         self._tables: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
         self._threshold = threshold(gamma)
         self._mask = None
+        self._spelling = None  # SpellingCheck for spelling="hard"
         if guide is not None:
             self._mask = LogitsProcessor(guide)
+            if spelling == "hard":
+                self._spelling = SpellingCheck(guide.vocab)
 
     def reset(self) -> None:
         """Forget the previous ``generate`` call (only matters with a guide)."""
@@ -116,6 +129,13 @@ class WatermarkLogitsProcessor:
         if input_ids.shape[-1] < self.config.context_width:
             return scores
         green = self.green_mask(input_ids, scores.shape[-1], allowed)
+        if self._spelling is not None and allowed is not None:
+            # Where only the split of a fixed text is open, keep the green splits alone.
+            counts = allowed.sum(dim=-1).tolist()
+            only_split = torch.tensor(
+                [2 <= n <= self._spelling.max_chain and self._spelling(allowed[i].nonzero().flatten().tolist())
+                 for i, n in enumerate(counts)], dtype=torch.bool, device=scores.device)
+            scores = scores.masked_fill(only_split[:, None] & ~green, float("-inf"))
         if self.config.hard:
             if allowed is not None:  # rows without a green token (forced steps) stay as they are
                 green = green | ~green.any(dim=-1, keepdim=True)
