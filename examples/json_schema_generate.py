@@ -31,6 +31,8 @@ print("value:", r.value, f"({r.stats.new_tokens} tokens, {r.stats.tokens_per_s:.
 
 # 2. A pydantic model: .value is a validated instance.
 class Pet(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")  # no keys beyond these three
+
     name: str = pydantic.Field(max_length=20)
     kind: Literal["cat", "dog", "rabbit"]
     age: int = pydantic.Field(ge=0, le=30)
@@ -39,3 +41,13 @@ class Pet(pydantic.BaseModel):
 r = guided.generate(model, tokenizer, "Invent a pet and describe it as JSON.", guided.JsonSchema(Pet, whitespace={"indent": 2}))
 print(r.text)
 print("value:", repr(r.value))
+
+
+# 3. Keys in any order: the matcher as a streaming validator of JSON written elsewhere.
+# By default keys follow the schema's properties order; key_order="any" accepts any
+# order (each key at most once), as a JSON Schema validator does.
+for order in ("schema", "any"):
+    m = guided.compile(guided.JsonSchema(schema, whitespace="compact", key_order=order), tokenizer).matcher()
+    text = '{"country":"France","city":"Paris"}'
+    ok = m.accept_tokens(tokenizer.encode(text, add_special_tokens=False)) and m.is_accepting()
+    print(f"key_order={order!r}: {text} accepted: {ok}")
