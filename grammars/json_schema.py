@@ -514,7 +514,7 @@ class SchemaCompiler:
         base = {k: v for k, v in schema.items() if k != "oneOf"}
         branches = [({"allOf": [base, b]} if base else b, _pointer(path, "oneOf", i))
                     for i, b in enumerate(self.list_of_schemas(schema, "oneOf", path))]
-        if self.grammar is not None and self.grammar.owns(nfa) and not self.over:
+        if not self.over and (nfa.lazy or self.grammar is not None and self.grammar.owns(nfa)):
             union = self._disjoint_union(nfa, branches, depth)
             if union is not None:
                 return union
@@ -534,9 +534,11 @@ class SchemaCompiler:
         return nfa.union(frags)
 
     def _disjoint_union(self, nfa, branches, depth):
-        """Grammar mode: when supersets of the ``oneOf`` branches are pairwise disjoint,
-        no value matches two, so ``oneOf`` is their union, and the branches keep their
-        recursive ``$ref`` calls (which DFA algebra could not hold). None otherwise."""
+        """When supersets of the ``oneOf`` branches are pairwise disjoint, no value
+        matches two, so ``oneOf`` is their union: the branches stay lazy NFA fragments
+        (no full DFA of each, any key order where asked) and, in grammar mode, keep
+        their recursive ``$ref`` calls (which DFA algebra could not hold). None
+        otherwise."""
         try:
             supersets = [self.negated_dfa(b, ptr, depth) for b, ptr in branches]
         except (UnsatisfiableSchemaError, EmptyLanguageError):
