@@ -131,7 +131,8 @@ def _cmd_detect(args) -> int:
         from .specs import JsonSchema
 
         with open(args.schema, encoding="utf-8") as f:
-            guide = compile_spec(JsonSchema(f.read(), whitespace=_whitespace(args), key_order=args.key_order), detector.tokenizer)
+            spec = JsonSchema(f.read(), whitespace=_whitespace(args), key_order=args.key_order)
+        guide = compile_spec(spec, detector.tokenizer)
     result = detector.detect(text, guide=guide, window=args.window)
     print(json.dumps(result.as_dict()))
     return 0
