@@ -1,4 +1,4 @@
-"""MaskBench: JSON-Schema correctness and mask speed, ours vs llguidance in one run.
+"""MaskBench: JSON-Schema correctness and mask speed, ours vs llguidance (and XGrammar) in one run.
 
 Data: ``../shared/bench/maskbench.jsonl.gz`` (relative to the repository root; JSON
 lines with ``id``, ``schema`` and ``tests``: each test has ``data``, ``valid`` and
@@ -44,9 +44,16 @@ llguidance (``pip install llguidance``; a benchmark-only dependency) is set up a
     llguidance.torch.fill_next_token_bitmask(m, bitmask, 0) # m.is_error() after it -> compile error
     m.deep_copy() per instance; m.consume_token(tok)
 
+XGrammar (``pip install --no-deps xgrammar apache-tvm-ffi``; also benchmark-only) as::
+
+    info = xgrammar.TokenizerInfo.from_huggingface(hf_tokenizer, stop_token_ids=[eos])
+    compiler = xgrammar.GrammarCompiler(info, max_threads=1, cache_enabled=False)
+    compiled = compiler.compile_json_schema(schema, any_whitespace=False, separators=(",", ":"))
+    m = xgrammar.GrammarMatcher(compiled) per instance; m.fill_next_token_bitmask; m.accept_token
+
 Usage::
 
-    python benchmarks/maskbench.py [--engine guided|llguidance|both] [--sample N --seed S]
+    python benchmarks/maskbench.py [--engine guided|llguidance|xgrammar|both|all] [--sample N --seed S]
         [--workers N] [--timeout 60] [--limit-tests K] [--only ID_SUBSTRING]
         [--data PATH] [--json-out FILE] [--guided-whitespace compact|flexible]
         [--guided-key-order schema|any] [--ids FILE] [--results LOG.jsonl]
@@ -536,6 +543,41 @@ class LLGuidanceEngine:
         return m.get_error() if m.is_error() else ""
 
 
+class XGrammarEngine:
+    """XGrammar 0.2.x: compact JSON (``any_whitespace=False``, separators ``,`` and ``:``),
+    schema key order, strict mode, no compile cache (every schema compiles cold)."""
+
+    name = "xgrammar"
+
+    def __init__(self, hf_tokenizer):
+        import xgrammar
+
+        self._xgr = xgrammar
+        self.eos = hf_tokenizer.eos_token_id
+        info = xgrammar.TokenizerInfo.from_huggingface(hf_tokenizer, stop_token_ids=[self.eos])
+        self.vocab_size = info.vocab_size
+        self._compiler = xgrammar.GrammarCompiler(info, max_threads=1, cache_enabled=False)
+
+    def allocate(self):
+        return self._xgr.allocate_token_bitmask(1, self.vocab_size)
+
+    def compile(self, schema):
+        text = schema if isinstance(schema, str) else json.dumps(schema)
+        return self._compiler.compile_json_schema(text, any_whitespace=False, separators=(",", ":"))
+
+    def new_matcher(self, compiled):
+        return self._xgr.GrammarMatcher(compiled)
+
+    def fill(self, m, bitmask):
+        m.fill_next_token_bitmask(bitmask, 0)
+
+    def accept(self, m, tok: int) -> bool:
+        return bool(m.accept_token(tok))
+
+    def error(self, m) -> str:
+        return ""
+
+
 def smollm2_tokenizer():
     from tests.tokenizer_zoo import smollm2
 
@@ -563,6 +605,8 @@ def make_engine(spec: str, options: dict | None = None):
                             key_order=options.get("guided_key_order")), tokenize
     if spec == "llguidance":
         return LLGuidanceEngine(hf), tokenize
+    if spec == "xgrammar":
+        return XGrammarEngine(hf), tokenize
     raise ValueError(f"unknown engine {spec!r}")
 
 
@@ -807,13 +851,15 @@ def engine_config(engine: str, args) -> str:
             return (f"guided.compile(guided.JsonSchema(schema, whitespace={args.guided_whitespace or 'flexible'!r}, "
                     f"key_order={args.guided_key_order or 'schema'!r}), vocab)")
         return "guided.compile(schema_dict, vocab)"
-    if engine == "llguidance":
+    if engine in ("llguidance", "xgrammar"):
         try:
             from importlib.metadata import version
 
-            v = version("llguidance")
+            v = version(engine)
         except Exception:  # noqa: BLE001
             v = "?"
+        if engine == "xgrammar":
+            return f"xgrammar {v}, any_whitespace=False, separators (',', ':'), other options default"
         return f"llguidance {v}, whitespace_flexible=False, other JSON options default"
     return ""
 
@@ -821,7 +867,8 @@ def engine_config(engine: str, args) -> str:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--engine", choices=("guided", "llguidance", "both"), default="guided")
+    p.add_argument("--engine", choices=("guided", "llguidance", "xgrammar", "both", "all"), default="guided",
+                   help="both: guided and llguidance; all: guided, llguidance and xgrammar")
     p.add_argument("--data", default=DEFAULT_DATA, help="maskbench.jsonl.gz (default: %(default)s)")
     p.add_argument("--sample", type=int, default=None, help="stratified sample of N schemas (default: all)")
     p.add_argument("--seed", type=int, default=0)
@@ -867,7 +914,8 @@ def main(argv=None) -> int:
                   else min(args.limit_tests, len(r.get("tests") or [])) for r in records)
     print(f"maskbench: {len(records)} schemas, {n_tests} test instances, workers={args.workers}, "
           f"timeout={args.timeout:g}s, seed={args.seed}", file=sys.stderr)
-    engines = ["guided", "llguidance"] if args.engine == "both" else [args.engine]
+    engines = {"both": ["guided", "llguidance"], "all": ["guided", "llguidance", "xgrammar"]}.get(
+        args.engine, [args.engine])
     all_results: dict[str, list[dict]] = {}
     failed = []
     for engine in engines:
