@@ -452,7 +452,21 @@ def side_by_side(all_results: dict[str, list[dict]]) -> str:
 # --------------------------------------------------------------------------- engines
 
 
-class GuidedEngine:
+class MatcherContract:
+    """Steps a matcher with ``fill_next_token_bitmask`` / ``accept_token``: guided's
+    contract, which XGrammar's ``GrammarMatcher`` shares."""
+
+    def fill(self, m, bitmask):
+        m.fill_next_token_bitmask(bitmask, 0)
+
+    def accept(self, m, tok: int) -> bool:
+        return bool(m.accept_token(tok))
+
+    def error(self, m) -> str:
+        return ""
+
+
+class GuidedEngine(MatcherContract):
     """Our engine, through the public matcher contract."""
 
     name = "guided"
@@ -489,15 +503,6 @@ class GuidedEngine:
 
     def new_matcher(self, compiled):
         return compiled.matcher()
-
-    def fill(self, m, bitmask):
-        m.fill_next_token_bitmask(bitmask, 0)
-
-    def accept(self, m, tok: int) -> bool:
-        return bool(m.accept_token(tok))
-
-    def error(self, m) -> str:
-        return ""
 
 
 class LLGuidanceCompileError(ValueError):
@@ -543,7 +548,7 @@ class LLGuidanceEngine:
         return m.get_error() if m.is_error() else ""
 
 
-class XGrammarEngine:
+class XGrammarEngine(MatcherContract):
     """XGrammar 0.2.x: compact JSON (``any_whitespace=False``, separators ``,`` and ``:``),
     schema key order, strict mode, no compile cache (every schema compiles cold)."""
 
@@ -567,15 +572,6 @@ class XGrammarEngine:
 
     def new_matcher(self, compiled):
         return self._xgr.GrammarMatcher(compiled)
-
-    def fill(self, m, bitmask):
-        m.fill_next_token_bitmask(bitmask, 0)
-
-    def accept(self, m, tok: int) -> bool:
-        return bool(m.accept_token(tok))
-
-    def error(self, m) -> str:
-        return ""
 
 
 def smollm2_tokenizer():
