@@ -31,6 +31,24 @@ def test_grammar_error_is_reported_with_line_and_column(capsys, tmp_path):
     assert re.search(r"line 1,? column 13", err)
 
 
+def test_detect_replays_the_key_order_generation_used(tmp_path, capsys):
+    """--key-order any on detect: out-of-order JSON replays through the grammar (with
+    the default order it is a grammar mismatch)."""
+    schema = tmp_path / "s.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}))
+    key = tmp_path / "wm.key"
+    key.write_bytes(b"k" * 32)
+    doc = tmp_path / "doc.json"
+    doc.write_text('{"b":1,"a":2}')
+    results = {}
+    for order in ("schema", "any"):
+        args = ["detect", "--key-file", str(key), "--schema", str(schema), "--whitespace", "compact"]
+        assert main(args + ["--key-order", order, str(doc)]) == 0
+        results[order] = json.loads(capsys.readouterr().out)
+    assert results["schema"]["grammar_mismatch_at"] is not None
+    assert results["any"]["grammar_mismatch_at"] is None
+
+
 def test_unknown_grammar_name(capsys):
     assert main(["generate", "--grammar", "nope", "hello"]) == 2
     assert "no shipped grammar named 'nope'" in capsys.readouterr().err

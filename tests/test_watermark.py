@@ -162,6 +162,8 @@ def test_hard_spelling_keeps_only_green_splits_of_a_fixed_key(smollm2_tokenizer)
         assert bool((s_hard[kept] == s_soft[kept]).all())
     with pytest.raises(ValueError, match="spelling"):
         WatermarkLogitsProcessor(V, KEY, spelling="always")
+    with pytest.raises(ValueError, match="needs a guide"):
+        WatermarkLogitsProcessor(V, KEY, spelling="hard")
 
 
 def test_text_detection_skips_positions_where_only_the_split_is_open(smollm2_tokenizer, detector):

@@ -60,6 +60,8 @@ class WatermarkLogitsProcessor:
     ):
         if spelling not in ("soft", "hard"):
             raise ValueError(f'spelling must be "soft" or "hard", not {spelling!r}')
+        if spelling == "hard" and guide is None:
+            raise ValueError('spelling="hard" needs a guide: it acts where the grammar fixes the text')
         self.config = WatermarkConfig(gamma, delta, seeding, context_width, hard)
         self.vocab_size = int(vocab_size)
         ctx, cand = keyed_tables(as_key(key), self.vocab_size)
