@@ -82,6 +82,29 @@ def test_grammar_aware_request(server):
     assert r.status_code == 200 and r.json()["mode"] == "grammar" and r.json()["num_forced"] > 0
 
 
+def test_grammar_aware_request_with_the_generation_settings(server, smollm2_tokenizer):
+    """whitespace / key_order as generation used them: out-of-order compact JSON
+    replays without a grammar mismatch only with key_order "any"; text requests score
+    as the Python API scores text."""
+    url, detector = server
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}}
+    text = '{"b":"the_first_rather_long_property","a":12}'
+    results = {}
+    for order in ("schema", "any"):
+        r = httpx.post(url + "/v1/watermark/detect",
+                       json={"text": text, "schema": schema, "whitespace": "compact", "key_order": order})
+        assert r.status_code == 200
+        results[order] = r.json()
+    assert results["schema"]["grammar_mismatch_at"] is not None
+    assert results["any"]["grammar_mismatch_at"] is None
+    import guided
+
+    guide = guided.compile(guided.JsonSchema(schema, whitespace="compact", key_order="any"), smollm2_tokenizer)
+    assert results["any"]["z_score"] == pytest.approx(detector.detect(text, guide=guide).z_score)
+    r = httpx.post(url + "/v1/watermark/detect", json={"text": text, "schema": schema, "key_order": "sorted"})
+    assert r.status_code == 422 and "key_order" in r.text
+
+
 @pytest.mark.parametrize("body,fragment", [
     (b'{"text": "unterminated', "json"),
     (json.dumps({"text": "x", "colour": "red"}).encode(), "colour"),

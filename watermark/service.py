@@ -1,7 +1,8 @@
 """The detection HTTP service: ``guided serve --key-file K`` (FastAPI + uvicorn).
 
 Endpoints: ``POST /v1/watermark/detect`` (``{"text": ...}`` or ``{"token_ids": [...]}``,
-optional ``"schema"`` for grammar-aware detection, ``"window"``), ``GET /healthz``,
+optional ``"schema"`` for grammar-aware detection, with the ``"whitespace"`` and
+``"key_order"`` generation used, ``"window"``), ``GET /healthz``,
 and the OpenAPI docs at ``/docs`` and ``/openapi.json``.
 
 Errors: a body over the size limit is 413; malformed JSON, unknown fields, a bad
@@ -36,6 +37,9 @@ class DetectRequest(BaseModel):
     token_ids: list[int] | None = Field(None, description="token ids, instead of text")
     json_schema: dict | bool | None = Field(
         None, alias="schema", description="JSON Schema the text was generated under: grammar-aware detection")
+    whitespace: str | dict = Field(
+        "flexible", description='with schema: the JSON whitespace generation used ("flexible", "compact", {"indent": n})')
+    key_order: str = Field("schema", description='with schema: the key order generation used ("schema" or "any")')
     window: bool = Field(False, description="find the most watermarked span (p-value corrected for the search)")
     min_window: int = Field(32, ge=4, le=100_000, description="shortest span tried in window mode (tokens)")
 
@@ -118,9 +122,12 @@ def create_app(detector: WatermarkDetector, *, max_body_bytes: int = MAX_BODY_BY
             raise HTTPException(413, f"{len(ids)} tokens: at most {max_tokens} per request")
         guide = None
         if request.json_schema is not None:
-            guide = _compile_schema(detector, request.json_schema)
+            guide = _compile_schema(detector, request)
+        # Text goes in as text: the detector then knows its tokens are the tokenizer's
+        # split, not the model's (see watermark.spelling).
+        text_or_ids = ids if request.text is None else request.text
         try:
-            result = detector.detect(ids, guide=guide, window=request.window, min_window=request.min_window)
+            result = detector.detect(text_or_ids, guide=guide, window=request.window, min_window=request.min_window)
         except ValueError as e:
             raise HTTPException(422, str(e)) from None
         return JSONResponse(result.as_dict())
@@ -130,11 +137,13 @@ def create_app(detector: WatermarkDetector, *, max_body_bytes: int = MAX_BODY_BY
     return app
 
 
-def _compile_schema(detector: WatermarkDetector, schema):
+def _compile_schema(detector: WatermarkDetector, request: DetectRequest):
     from guided.compiler import compile as compile_spec
+    from guided.specs import JsonSchema
 
     try:
-        return compile_spec(schema, detector.tokenizer)
+        spec = JsonSchema(request.json_schema, whitespace=request.whitespace, key_order=request.key_order)
+        return compile_spec(spec, detector.tokenizer)
     except ValueError as e:  # SchemaError, RegexError: unsupported or invalid
         raise HTTPException(422, f"schema: {e}") from None
 
