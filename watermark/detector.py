@@ -117,14 +117,17 @@ class WatermarkDetector:
             raise ValueError("this detector has no tokenizer: pass token ids")
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def detect(self, text_or_ids, guide=None, *, window: bool = False, min_window: int = 32) -> DetectionResult:
+    def detect(self, text_or_ids, guide=None, *, window: bool = False, min_window: int = 32,
+               from_text: bool | None = None) -> DetectionResult:
         """Score one text (str) or token id list; ``guide`` (a compiled guide or a spec:
-        schema dict, pydantic class, ``guided.Regex``) makes detection grammar-aware."""
+        schema dict, pydantic class, ``guided.Regex``) makes detection grammar-aware.
+        ``from_text=True`` says the ids are ``tokenize(text)``, not the model's own ids
+        (the default: True for a str, False for ids)."""
         ids = self._ids(text_or_ids)
         if guide is not None:
             # Text is re-tokenised canonically: where only the split was open, the
             # tokens seen are the tokenizer's, not the model's, so they are not scored.
-            skip_spellings = isinstance(text_or_ids, str)
+            skip_spellings = isinstance(text_or_ids, str) if from_text is None else from_text
             green, scored, probs, forced, mismatch = self._score_with_guide(ids, self._guide(guide), skip_spellings)
             mode = "grammar"
         else:

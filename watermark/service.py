@@ -123,11 +123,11 @@ def create_app(detector: WatermarkDetector, *, max_body_bytes: int = MAX_BODY_BY
         guide = None
         if request.json_schema is not None:
             guide = _compile_schema(detector, request)
-        # Text goes in as text: the detector then knows its tokens are the tokenizer's
-        # split, not the model's (see watermark.spelling).
-        text_or_ids = ids if request.text is None else request.text
         try:
-            result = detector.detect(text_or_ids, guide=guide, window=request.window, min_window=request.min_window)
+            # from_text: the tokens of a text are the tokenizer's split, not the model's
+            # (see watermark.spelling), as in the Python API.
+            result = detector.detect(ids, guide=guide, window=request.window, min_window=request.min_window,
+                                     from_text=request.text is not None)
         except ValueError as e:
             raise HTTPException(422, str(e)) from None
         return JSONResponse(result.as_dict())
