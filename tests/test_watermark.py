@@ -184,6 +184,7 @@ def test_text_detection_skips_positions_where_only_the_split_is_open(smollm2_tok
     assert spelled >= 10
     from_ids, from_text = detector.detect(ids, guide=guide), detector.detect(text, guide=guide)
     assert from_ids.num_forced == single and from_text.num_forced == single + spelled
+    assert detector.detect(ids, guide=guide, from_text=True).z_score == from_text.z_score
     assert from_text.num_tokens_scored < from_ids.num_tokens_scored
 
 
