@@ -113,7 +113,8 @@ def any_order_object(compiler, nfa: NFA, shape: ObjectShape, path: str, depth: i
             nodes[key] = s
         return nodes[key]
 
-    def build(written: frozenset, c: int) -> tuple[int, int]:
+    def build(written: frozenset, c: int, first: dict | None = None) -> tuple[int, int]:
+        """Node (written, c); ``first``: the first node's entries, already built."""
         hub, done = nfa.state(), nfa.state()
         if required <= written and c >= max(shape.lo, 1):
             nfa.epsilon(hub, done)
@@ -127,11 +128,11 @@ def any_order_object(compiler, nfa: NFA, shape: ObjectShape, path: str, depth: i
             start = comma[1]
         for i in sorted(usable - written):
             if viable(written | {i}, nxt):
-                frag = entry(i, eager=False)
+                frag = entry(i, eager=False) if first is None else first[i]
                 nfa.epsilon(start, frag[0])
                 nfa.epsilon(frag[1], node(written | {i}, nxt))
         if extras is not None and viable(written, nxt):
-            frag = extras()
+            frag = extras() if first is None else first["extra"]
             nfa.epsilon(start, frag[0])
             nfa.epsilon(frag[1], node(written, nxt))
         return hub, done
@@ -153,15 +154,7 @@ def any_order_object(compiler, nfa: NFA, shape: ObjectShape, path: str, depth: i
             extras = None  # no extra key can have a valid value: the object has none
     if not viable(frozenset(), 0):
         raise UnsatisfiableSchemaError("minProperties exceeds the number of allowed keys", path)
-    hub = nfa.state()
     o = ws.site(nfa, "open", depth)
     nfa.epsilon(open_[1], o[0])
-    nfa.epsilon(o[1], hub)
-    nxt = count_after(0)
-    if nxt is not None:
-        for i, frag in first.items():
-            later = frozenset() if i == "extra" else frozenset({i})
-            if viable(later, nxt):
-                nfa.epsilon(hub, frag[0])
-                nfa.epsilon(frag[1], node(later, nxt))
+    nfa.epsilon(o[1], build(frozenset(), 0, first)[0])
     return open_[0], close[1]
