@@ -2,29 +2,37 @@
 
 ::
 
-    DFA state s ──walk the token trie from s──> alive trie nodes ──token_node──> tokens
-                   (all states of a batch at once;                  row bitmask int32[ceil(V/32)]
-                    a branch is dropped as soon as it dies)         + EOS bits if s accepts
+    DFA state s ──walk the split trie from s──> alive hits ──runs of token order──> tokens
+                   root ─256─> plain tokens      token ends: their own tokens   row bitmask
+                        ─257─> the rest          pruned nodes: whole subtree    int32[ceil(V/32)]
+                                                                                + EOS bits if s accepts
+
+Plain tokens (printable ASCII but ``"`` and ``\\``: 47.9k of SmolLM2's 49k) are
+walked only until a state from which any plain text stays alive as long as the
+longest token below the node (inside a free string, a free key, ``.*``, or a
+``maxLength`` string with room left); the node's whole subtree is then allowed at
+once. So a free string's row costs a walk of the ~1.3k other tokens, not of ~100k
+trie nodes.
 
 Rows are deduplicated (many states allow the same tokens: all string-interior
 states of a JSON schema, every counting state of ``.{0,200}`` but the last few).
 
 Two modes, chosen by the size of the automaton:
 
-* **eager** (``num_states <= eager_limit``): every row at construction, one batched
-  walk over the *class trie* (the vocabulary trie with bytes replaced by the DFA's
-  byte classes, typically 10-100x smaller than the byte trie);
-* **lazy**: a state's row the first time it is asked for. The very first row walks
-  the byte trie directly (no per-DFA set-up: that is what makes the first mask fast);
-  a later miss builds the class trie once and computes the missing state together
-  with its nearest uncomputed neighbours in one batched walk.
+* **eager** (``num_states <= EAGER_LIMIT``, not lazily determinised): every row at
+  construction, in batched walks;
+* **lazy**: a state's row the first time it is asked for. The very first row is
+  computed alone (that is the first mask's latency); a later miss also computes
+  the rows of the states its tokens lead to, breadth-first, until a work budget
+  is spent, because decoding goes there next.
 
 Where a token leads is not stored (it would be ``states x V`` integers); it is
 ``dfa.step(state, token_bytes)``, a few list lookups per byte.
 
-Cost notes: the walk costs O(alive (state, node) pairs) array work; a fully
-permissive state over the 49k SmolLM2 vocabulary visits ~100k byte-trie nodes
-(about 2 ms); a digit state a few dozen.
+Cost notes: a walk costs O(alive (state, node) pairs) array work plus ~20 numpy
+calls per trie level; a digit state visits a few dozen pairs, a free string ~1k.
+After the first row, walks go over the DFA's byte classes (the split trie rebuilt
+per DFA, ~10 ms once), where tokens the DFA cannot tell apart share nodes.
 """
 
 from __future__ import annotations
@@ -32,18 +40,24 @@ from __future__ import annotations
 import numpy as np
 
 from .dfa import DFA
-from .trie import Trie, class_trie, vocabulary_bytes
+from .lazy import GrowthDeferred
+from .trie import PLAIN_BYTES, RunTrie, Trie, set_bits, split_vocabulary
 
 #: Automata with at most this many states get every row at compile time.
 EAGER_LIMIT = 256
 
-#: A lazy miss computes up to this many (state x class-trie node) pairs at once.
-LAZY_BATCH_WORK = 2_000_000
-#: ... and, over a lazily determinised DFA, at most this many states.
-LAZY_DFA_NEIGHBOURS = 32
+#: A miss goes on computing the rows of token successors until its walks have
+#: visited this many (state, token-end node) pairs ...
+AHEAD_WORK = 100_000
+#: ... or computed this many states.
+AHEAD_STATES = 64
 
-# Bound on the (states x trie nodes) boolean scratch matrix of a batched walk.
-_MAX_SCRATCH = 32_000_000
+# Longer than any token (SmolLM2's longest is 48 bytes): a state that keeps alive
+# this long on plain bytes allows every plain token.
+_PLAIN_RUN_CAP = 256
+
+# States per batched walk in build_all (bounds the [states x end nodes] bit sets).
+_BATCH_STATES = 1024
 
 
 def bitmask_words(vocab_size: int) -> int:
@@ -59,17 +73,38 @@ def pack_bits(allowed: np.ndarray) -> np.ndarray:
     return np.packbits(padded, axis=1, bitorder="little").view("<i4").reshape(b, words)
 
 
-def walk(trie: Trie, symbol_class: np.ndarray, dfa: DFA, starts: np.ndarray) -> np.ndarray:
-    """bool [len(starts), trie.num_nodes]: node n alive when walked from starts[i].
+def walk(trie: Trie, symbol_class: np.ndarray, dfa: DFA, starts: np.ndarray, is_end: np.ndarray,
+         absorbing=None, roots=(0,)):
+    """The alive (start, node) pairs of a walk over ``trie`` from each of ``starts``,
+    beginning at the nodes ``roots`` (the root, or the subtries below it).
+
+    Returns ``(ends, pruned)``, each a ``(start_index, node, state)`` triple of
+    arrays. ``ends``: trie node ``node``, one where some token ends
+    (``is_end[node]``), is alive when walked from ``starts[start_index]`` and leaves
+    the DFA in ``state``. ``pruned``: pairs whose state ``absorbing(states) -> bool``
+    marks are not walked further (the caller accounts for their whole subtree);
+    empty when no ``absorbing`` is given. The cost follows the alive pairs, not
+    ``len(starts) x nodes``.
 
     Works on a ``DFA`` or a ``LazyDFA``: before each level, the rows the frontier
     needs are made to exist (a no-op for an eager DFA).
     """
-    alive = np.zeros((len(starts), trie.num_nodes), dtype=bool)
-    f_start = np.arange(len(starts))
-    f_node = np.zeros(len(starts), dtype=np.int64)
-    f_state = np.asarray(starts, dtype=np.int64)
+    k = len(roots)
+    f_start = np.repeat(np.arange(len(starts)), k)
+    f_node = np.tile(np.asarray(roots, dtype=np.int64), len(starts))
+    f_state = np.repeat(np.asarray(starts, dtype=np.int64), k)
     sym_cls = symbol_class[np.maximum(trie.symbol, 0)]
+    ends, pruned = ([], [], []), ([], [], [])
+
+    def prune():
+        nonlocal f_start, f_node, f_state
+        if absorbing is not None and len(f_state):
+            stop = absorbing(f_node, f_state)
+            for out, a in zip(pruned, (f_start, f_node, f_state)):
+                out.append(a[stop])
+            f_start, f_node, f_state = f_start[~stop], f_node[~stop], f_state[~stop]
+
+    prune()
     while len(f_node):
         first = trie.child_start[f_node]
         count = trie.child_end[f_node] - first
@@ -83,21 +118,15 @@ def walk(trie: Trie, symbol_class: np.ndarray, dfa: DFA, starts: np.ndarray) -> 
         state = dfa.transitions[f_state[rep], sym_cls[child]]
         keep = state >= 0
         f_start, f_node, f_state = f_start[rep][keep], child[keep], state[keep].astype(np.int64)
-        alive[f_start, f_node] = True
-    return alive
+        prune()
+        at_end = is_end[f_node]
+        for out, a in zip(ends, (f_start, f_node, f_state)):
+            out.append(a[at_end])
+    return tuple(_cat(x) for x in ends), tuple(_cat(x) for x in pruned)
 
 
-def _unique_rows(matrix: np.ndarray):
-    """Distinct rows of a bool matrix and each row's index among them (hash-based:
-    ``np.unique(axis=0)`` sorts wide rows as opaque records and is far slower)."""
-    packed = np.packbits(matrix, axis=1)
-    first: dict[bytes, int] = {}
-    which = np.empty(len(matrix), dtype=np.int64)
-    for i, key in enumerate(map(bytes, packed)):
-        which[i] = first.setdefault(key, len(first))
-    rows = np.zeros(len(first), dtype=np.int64)
-    rows[which] = np.arange(len(matrix))  # any member of each group represents it
-    return matrix[rows], which
+def _cat(parts: list) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 class TokenIndex:
@@ -115,8 +144,10 @@ class TokenIndex:
         self.vocab = vocab
         self.vocab_size = vocab.size
         self.words = bitmask_words(vocab.size)
-        self._bytes = vocabulary_bytes(vocab)
-        self._class_trie: Trie | None = None
+        self._split = split_vocabulary(vocab)
+        self._class_runs: RunTrie | None = None  # the split trie over this DFA's classes
+        self._plain_runs: dict[int, int] = {}  # state -> _plain_run(state)
+        self._plain_classes = np.unique(dfa.byte_to_class[np.frombuffer(PLAIN_BYTES, dtype=np.uint8)])
         self._row_of_state = np.full(max(dfa.num_states, 64), -1, dtype=np.int64)
         self._rows: list[np.ndarray] = []
         self._row_ids: dict[bytes, int] = {}
@@ -145,9 +176,9 @@ class TokenIndex:
         r = self._row_of_state[state]
         if r < 0:
             if self.num_rows == 0:
-                self._compute([state])
+                self._compute([state], first=True)  # the first mask: nothing more (TTFM)
             else:
-                self._compute(self._neighbourhood(state), use_class_trie=True)
+                self._compute_ahead(state)
             r = self._row_of_state[state]
         return int(r)
 
@@ -158,32 +189,41 @@ class TokenIndex:
         grown[: len(self._row_of_state)] = self._row_of_state
         self._row_of_state = grown
 
-    def _neighbourhood(self, state: int) -> list[int]:
-        """``state`` and the not yet computed states nearest to it (BFS over the DFA).
+    def _compute_ahead(self, state: int) -> None:
+        """Compute ``state``'s row and those of the states decoding can reach from it.
 
-        One batched walk costs little more than a single-state walk (the per-level
-        numpy overhead dominates a lone state), so a miss computes the states
-        decoding is likely to visit next, as many as keep the walk's work bounded.
+        A miss costs a batched walk whose numpy overhead dwarfs one small state, and
+        every state decoding visits misses once. So a miss walks breadth-first over
+        *token* successors (the states an allowed token leads to, which the walk
+        finds anyway) until a work budget is spent: one miss then covers the next
+        several tokens of a key, a number or a string instead of one. Those
+        extra rows stop where they would need a deferred NFA fragment built.
         """
-        if self._class_trie is None:
-            self._class_trie = class_trie(self._bytes, self.dfa.byte_to_class)
-        budget = max(1, min(4096, LAZY_BATCH_WORK // max(self._class_trie.num_nodes, 1)))
-        if self.dfa.lazy:
-            budget = min(budget, LAZY_DFA_NEIGHBOURS)  # each neighbour costs a subset construction
-        todo, seen = [state], {state}
-        i = 0
-        while i < len(todo) and len(todo) < budget:
-            for nxt in self.dfa.next_states(todo[i]):
-                if nxt >= 0 and nxt not in seen:
-                    seen.add(nxt)
-                    if nxt >= len(self._row_of_state):
-                        self._grow()
-                    if self._row_of_state[nxt] < 0:
-                        todo.append(nxt)
-                        if len(todo) >= budget:
-                            break
-            i += 1
-        return todo
+        frontier, work, done = [state], 0, 0
+        while frontier:
+            if done == 0 or not self.dfa.lazy:
+                successors, pairs = self._compute(frontier)
+            else:
+                # Rows ahead of decoding must not build deferred NFA fragments: the NFA
+                # would grow with states decoding may never visit (and hit its limit).
+                self.dfa.frozen = True
+                try:
+                    successors, pairs = self._compute(frontier)
+                except GrowthDeferred:
+                    break
+                finally:
+                    self.dfa.frozen = False
+            work += pairs
+            done += len(frontier)
+            if work >= AHEAD_WORK or done >= AHEAD_STATES:
+                break
+            if self.dfa.num_states > len(self._row_of_state):
+                self._grow()
+            unknown = successors[self._row_of_state[successors] < 0]
+            # Each new state will cost about what this level's did on average.
+            per_state = max(1, pairs // len(frontier))
+            room = min(AHEAD_STATES - done, max(1, (AHEAD_WORK - work) // per_state))
+            frontier = unknown[:room].tolist()
 
     def mask(self, state: int) -> np.ndarray:
         return self._rows[self.row_id(state)]
@@ -192,7 +232,7 @@ class TokenIndex:
         return self._rows
 
     def build_all(self) -> "TokenIndex":
-        """Compute every remaining row (one batched walk over the class trie).
+        """Compute every remaining row (batched walks).
 
         For a lazy DFA this first discovers every reachable state."""
         if self.dfa.lazy:
@@ -204,46 +244,113 @@ class TokenIndex:
                         stack.append(nxt)
             if self.dfa.num_states > len(self._row_of_state):
                 self._grow()
-        todo = np.nonzero(self._row_of_state[: self.dfa.num_states] < 0)[0]
-        if len(todo):
-            self._compute(todo.tolist(), use_class_trie=True)
+        todo = np.nonzero(self._row_of_state[: self.dfa.num_states] < 0)[0].tolist()
+        for i in range(0, len(todo), _BATCH_STATES):
+            self._compute(todo[i : i + _BATCH_STATES])
         return self
 
-    def _compute(self, states: list[int], use_class_trie: bool | None = None) -> None:
-        if use_class_trie is None:
-            use_class_trie = self.num_rows > 0  # first row: skip the per-DFA set-up
-        if use_class_trie:
-            if self._class_trie is None:
-                self._class_trie = class_trie(self._bytes, self.dfa.byte_to_class)
-            trie, symbol_class = self._class_trie, np.arange(self.dfa.num_classes)
-        else:
-            trie, symbol_class = self._bytes.trie, self.dfa.byte_to_class
-        # Tokens only care about the trie nodes where some token ends: dedupe states on
-        # their alive pattern over those few columns before expanding to V tokens.
-        end_nodes, token_col = trie.end_nodes, trie.token_column
-        has_text = end_nodes[0] < 0  # column 0 is "no node" (special tokens) if present
-        chunk = max(1, _MAX_SCRATCH // max(trie.num_nodes, 1))
-        for i in range(0, len(states), chunk):
-            batch = np.asarray(states[i : i + chunk], dtype=np.int64)
-            alive = walk(trie, symbol_class, self.dfa, batch)
-            pattern = alive[:, np.maximum(end_nodes, 0)]
-            if has_text:
-                pattern[:, 0] = False
-            state_accepts = np.array([self.dfa.is_accepting(s) for s in batch.tolist()], dtype=bool)
-            pattern = np.column_stack([pattern, state_accepts])
-            uniq, which = _unique_rows(pattern)
-            packed = pack_bits(uniq[:, token_col])
-            ids = []
-            for row, acc in zip(packed, uniq[:, -1]):
-                if acc:
-                    row = row | self.eos_row
-                key = row.tobytes()
-                rid = self._row_ids.get(key)
-                if rid is None:
-                    rid = self._row_ids[key] = len(self._rows)
-                    self._rows.append(np.ascontiguousarray(row))
-                ids.append(rid)
-            self._row_of_state[batch] = np.asarray(ids, dtype=np.int64)[which.reshape(-1)]
+    def _compute(self, states: list[int], first: bool = False) -> tuple[np.ndarray, int]:
+        """Rows of ``states``; returns the distinct states their tokens lead to, and
+        the walk's work (alive pairs).
+
+        One walk over the split trie (``fsm.trie.SplitVocabulary``): the ~1.3k
+        non-plain tokens in full, the plain ones only until a state that every plain
+        byte leads back to, whose whole subtree is then allowed. A free string's
+        inside or a key that may be any string thus costs a few hundred pairs
+        instead of ~49k.
+        """
+        split, symbol_class = self._runs(first)
+        batch = np.asarray(states, dtype=np.int64)
+        n = len(batch)
+        (em, en, es), (xm, xn, xs) = walk(split.trie, symbol_class, self.dfa, batch, split.own > 0,
+                                          absorbing=lambda nodes, st: self._plain_subtrees(split, nodes, st),
+                                          roots=split.roots)
+        # Each hit is a run of ``split.order``: a token end its own tokens, a pruned
+        # node its whole subtree.
+        member = np.concatenate([em, xm])
+        lo = np.concatenate([split.lo[en], split.lo[xn]])
+        hi = np.concatenate([split.lo[en] + split.own[en], split.hi[xn]])
+        order = np.lexsort((lo, member))
+        member, lo, hi = member[order], lo[order], hi[order]
+        bounds = np.searchsorted(member, np.arange(n + 1))
+        row_of_key: dict[tuple, int] = {}
+        ids = []
+        for i, state in enumerate(batch.tolist()):
+            a, b = bounds[i], bounds[i + 1]
+            acc = self.dfa.is_accepting(state)
+            key = (lo[a:b].tobytes(), hi[a:b].tobytes(), acc)
+            rid = row_of_key.get(key)
+            if rid is None:
+                rid = row_of_key[key] = self._intern(self._row_from_runs(split, lo[a:b], hi[a:b], acc))
+            ids.append(rid)
+        self._row_of_state[batch] = ids
+        return np.unique(np.concatenate([es, xs])), len(en) + len(xn)
+
+    def _row_from_runs(self, split: RunTrie, lo: np.ndarray, hi: np.ndarray, accepting: bool) -> np.ndarray:
+        row = np.zeros(self.words, dtype=np.uint32)
+        small = []
+        for a, b in zip(lo.tolist(), hi.tolist()):
+            if b - a >= 256:
+                row |= split.run_bits(a, b, self.words)
+            else:
+                small.append(np.arange(a, b))
+        if small:
+            set_bits(row, split.order[np.concatenate(small)])
+        row = row.view(np.int32)
+        return row | self.eos_row if accepting else row
+
+    def _runs(self, first: bool) -> tuple[RunTrie, np.ndarray]:
+        """The split trie to walk and its symbol -> byte class map: bytes for the
+        first row (no per-DFA set-up: the first mask's latency), the DFA's classes
+        after (built once; far fewer nodes where the DFA tells few bytes apart)."""
+        if first:
+            return self._split.byte_level, np.append(self.dfa.byte_to_class, [0, 0])
+        if self._class_runs is None:
+            self._class_runs = self._split.for_classes(self.dfa.byte_to_class)
+        return self._class_runs, np.arange(self.dfa.num_classes + 2)
+
+    def _plain_run(self, state: int) -> int:
+        """How many plain bytes, whichever they are, keep the DFA alive from
+        ``state`` (capped at ``_PLAIN_RUN_CAP``, beyond any token): every plain byte
+        must lead to one same state each time. A free string loops (the cap); the
+        inside of a ``maxLength`` string counts down its room."""
+        runs = self._plain_runs
+        path = []
+        while runs.get(state) is None and len(path) < _PLAIN_RUN_CAP:
+            self.dfa.ensure_rows(np.array([state]))
+            targets = self.dfa.transitions[state, self._plain_classes]
+            nxt = int(targets[0])
+            if nxt < 0 or (targets != nxt).any():
+                runs[state] = 0
+            elif nxt == state:
+                runs[state] = _PLAIN_RUN_CAP
+            else:
+                path.append(state)
+                state = nxt
+        run = runs.get(state, _PLAIN_RUN_CAP)
+        for s in reversed(path):
+            run = min(_PLAIN_RUN_CAP, run + 1)
+            runs[s] = run
+        return runs[path[0]] if path else run
+
+    def _plain_subtrees(self, split: RunTrie, nodes: np.ndarray, states: np.ndarray) -> np.ndarray:
+        """Which (node, state) pairs allow every plain token below the node: a node
+        of the plain subtrie whose state keeps alive for any plain text as long as
+        the longest token below it."""
+        out = np.zeros(len(states), dtype=bool)
+        on_plain = np.nonzero(split.plain_node[nodes])[0]
+        if len(on_plain):
+            run = np.array([self._plain_run(s) for s in states[on_plain].tolist()], dtype=np.int64)
+            out[on_plain] = run >= split.height[nodes[on_plain]]
+        return out
+
+    def _intern(self, row: np.ndarray) -> int:
+        key = row.tobytes()
+        rid = self._row_ids.get(key)
+        if rid is None:
+            rid = self._row_ids[key] = len(self._rows)
+            self._rows.append(np.ascontiguousarray(row))
+        return rid
 
     # -- stepping ----------------------------------------------------------------
 
@@ -257,8 +364,5 @@ class TokenIndex:
         return self.dfa.step(state, data)
 
     def memory_bytes(self) -> int:
-        """Bytes held by the rows and the per-DFA class trie (the byte trie is shared)."""
-        n = sum(r.nbytes for r in self._rows) + self._row_of_state.nbytes
-        if self._class_trie is not None:
-            n += self._class_trie.nbytes()
-        return n
+        """Bytes held by the rows (the vocabulary's trie is shared)."""
+        return sum(r.nbytes for r in self._rows) + self._row_of_state.nbytes

@@ -32,6 +32,10 @@ from .nfa import NFA
 
 UNKNOWN = -2  # a transition not computed yet
 
+
+class GrowthDeferred(Exception):
+    """Raised instead of building a deferred fragment while a ``LazyDFA`` is frozen."""
+
 #: A lazy DFA grows with the text decoded (a long array of objects with counted
 #: strings makes ~60 states per token); past this many states it is refused. A state
 #: costs ~2.5 KB with its share of the grown NFA (its row is 4 bytes per byte class).
@@ -51,6 +55,9 @@ class LazyDFA:
 
     start = 0
     lazy = True
+    #: While True, a state whose expansion needs a deferred fragment built raises
+    #: ``GrowthDeferred`` instead (work done ahead of decoding must not grow the NFA).
+    frozen = False
 
     def __init__(self, nfa: NFA, start: int, final: int):
         live = _co_reachable(nfa, final).tolist()
@@ -142,6 +149,8 @@ class LazyDFA:
             while stack:
                 x = stack.pop()
                 if x in pending:
+                    if self.frozen:
+                        raise GrowthDeferred(x)  # nothing cached yet: the state stays unexpanded
                     self._materialize(x)  # extends self._live (the same list) in place
                 for t in eps[x]:
                     if t not in seen and live[t]:

@@ -26,7 +26,7 @@ import numpy as np
 class Trie:
     __slots__ = (
         "parent", "symbol", "level_start", "child_start", "child_end", "token_node",
-        "end_nodes", "token_column", "__weakref__",
+        "end_nodes", "token_column", "end_column", "__weakref__",
     )
 
     def __init__(self, parent, symbol, level_start, token_node):
@@ -42,6 +42,10 @@ class Trie:
         # (column 0 is node -1, "not text", when such tokens exist).
         self.end_nodes, col = np.unique(token_node, return_inverse=True)
         self.token_column = col.reshape(-1)
+        # Each node's column among end_nodes; -1 where no token ends.
+        self.end_column = np.full(n, -1, dtype=np.int64)
+        is_node = self.end_nodes >= 0
+        self.end_column[self.end_nodes[is_node]] = np.nonzero(is_node)[0]
 
     @property
     def num_nodes(self) -> int:
@@ -149,13 +153,143 @@ def vocabulary_bytes(vocab) -> VocabularyBytes:
     return got
 
 
+#: Printable ASCII but the quote and the backslash: the bytes that stay inside a
+#: JSON string (and most free text) without changing the automaton's state.
+PLAIN_BYTES = bytes(b for b in range(0x20, 0x7F) if b not in b'"\\')
+
+
+#: Level-1 symbols of a ``SplitVocabulary`` trie: plain tokens hang under the
+#: first, the rest under the second.
+PLAIN_MARK, REST_MARK = 256, 257
+
+
+class RunTrie:
+    """A trie whose every subtree's tokens are one run of a token order.
+
+    Tokens sorted by the preorder of the node where they end make each node's
+    subtree the run ``order[lo[n]:hi[n]]``, and the tokens that end at ``n`` its
+    first ``own[n]`` entries. ``plain_node[n]``: ``n`` lies below the plain marker;
+    ``height[n]``: the most symbols a token goes on below ``n``.
+    """
+
+    __slots__ = ("trie", "roots", "plain_node", "height", "order", "lo", "hi", "own", "_rows")
+
+    def __init__(self, trie: Trie, plain_marker: int):
+        self.trie = trie
+        t = trie
+        n = t.num_nodes
+        self.roots = np.arange(t.level_start[1], t.level_start[2])
+        self.plain_node = np.zeros(n, dtype=bool)
+        self.plain_node[self.roots[t.symbol[self.roots] == plain_marker]] = True
+        levels = [np.arange(t.level_start[d], t.level_start[d + 1]) for d in range(t.depth + 1)]
+        for nodes in levels[2:]:
+            self.plain_node[nodes] = self.plain_node[t.parent[nodes]]
+        # height[n]: the most symbols below n (a token continues at most this far).
+        self.height = np.zeros(n, dtype=np.int64)
+        for nodes in reversed(levels[2:]):
+            np.maximum.at(self.height, t.parent[nodes], self.height[nodes] + 1)
+        # Preorder: a node comes right after its parent and the subtrees of its
+        # earlier siblings (siblings are contiguous, so an exclusive cumsum per level).
+        size = np.ones(n, dtype=np.int64)
+        for nodes in reversed(levels[1:]):
+            np.add.at(size, t.parent[nodes], size[nodes])
+        pre = np.zeros(n, dtype=np.int64)
+        for nodes in levels[1:]:
+            before = np.cumsum(size[nodes]) - size[nodes]
+            parent = t.parent[nodes]
+            first = t.child_start[parent]
+            pre[nodes] = pre[parent] + 1 + before - before[first - nodes[0]]
+        text = np.nonzero(t.token_node >= 0)[0]
+        end = t.token_node[text].astype(np.int64)
+        sort = np.argsort(pre[end], kind="stable")
+        self.order = text[sort]
+        self.own = np.bincount(end, minlength=n).astype(np.int64)
+        count = self.own.copy()
+        for nodes in reversed(levels[1:]):
+            np.add.at(count, t.parent[nodes], count[nodes])
+        self.lo = np.searchsorted(pre[end][sort], pre)
+        self.hi = self.lo + count
+        self._rows: dict[tuple[int, int], np.ndarray] = {}
+
+    def run_bits(self, lo: int, hi: int, words: int) -> np.ndarray:
+        """uint32 [words]: the bits of the tokens ``order[lo:hi]`` (large runs are
+        cached: a free string's subtrees recur in every row that allows it)."""
+        got = self._rows.get((lo, hi))
+        if got is None:
+            got = np.zeros(words, dtype=np.uint32)
+            set_bits(got, self.order[lo:hi])
+            if hi - lo >= 256:
+                self._rows[(lo, hi)] = got
+        return got
+
+
+class SplitVocabulary:
+    """One trie over the vocabulary, split at the root into *plain* tokens (every
+    byte in ``PLAIN_BYTES``) and the rest.
+
+    ::
+
+        root ─256─> plain tokens' bytes   (47.9k of SmolLM2's 49k tokens)
+             ─257─> the rest's bytes      (quotes, escapes, newlines, non-ASCII)
+
+    A state that every plain byte leads back to (the inside of a free string, of a
+    free key, ``.*``) allows every plain token below a node, so a walk can stop
+    there and take the node's whole subtree, one run of a ``RunTrie``.
+    ``byte_level`` walks bytes (no per-automaton set-up); ``for_classes`` gives the
+    trie over an automaton's byte classes, where the tokens it cannot tell apart
+    share nodes (a counted string's trie is a few hundred nodes).
+    """
+
+    __slots__ = ("byte_level", "__weakref__")
+
+    def __init__(self, token_bytes, vocab_size: int):
+        plain_set = frozenset(PLAIN_BYTES)
+        ids = [i for i, b in enumerate(token_bytes) if b]
+        lengths = np.array([len(token_bytes[i]) + 1 for i in ids], dtype=np.int64)
+        by_len = np.argsort(-lengths, kind="stable")
+        width = int(lengths.max()) if ids else 1
+        symbols = np.zeros((len(ids), width), dtype=np.int64)
+        for row, k in enumerate(by_len.tolist()):
+            b = token_bytes[ids[k]]
+            symbols[row, 0] = PLAIN_MARK if plain_set.issuperset(b) else REST_MARK
+            symbols[row, 1 : len(b) + 1] = np.frombuffer(b, dtype=np.uint8)
+        trie = build_trie(symbols, lengths[by_len], np.array(ids, dtype=np.int64)[by_len], vocab_size)
+        self.byte_level = RunTrie(trie, PLAIN_MARK)
+
+    def for_classes(self, byte_to_class: np.ndarray) -> RunTrie:
+        """The split trie over ``byte_to_class``'s classes (the markers keep their own)."""
+        n = int(byte_to_class.max()) + 1
+        marked = np.concatenate([byte_to_class, [n, n + 1]])
+        return RunTrie(class_trie_of(self.byte_level.trie, marked), n)
+
+
+_SPLITS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def split_vocabulary(vocab) -> SplitVocabulary:
+    """The plain/rest trie of ``vocab`` (built once per Vocabulary object)."""
+    got = _SPLITS.get(vocab)
+    if got is None:
+        got = _SPLITS[vocab] = SplitVocabulary(vocab.token_bytes, vocab.size)
+    return got
+
+
+def set_bits(row: np.ndarray, tokens: np.ndarray) -> None:
+    """Set bit ``t`` (word ``t // 32``, bit ``t % 32``) of a uint32 row for each token."""
+    np.bitwise_or.at(row, tokens >> 5, np.left_shift(np.uint32(1), (tokens & 31).astype(np.uint32)))
+
+
 def class_trie(vb: VocabularyBytes, byte_to_class: np.ndarray) -> Trie:
-    """The vocabulary trie with bytes replaced by a DFA's byte classes.
+    """The vocabulary trie with bytes replaced by a DFA's byte classes."""
+    return class_trie_of(vb.trie, byte_to_class)
+
+
+def class_trie_of(bt: Trie, byte_to_class: np.ndarray) -> Trie:
+    """``bt`` with its symbols replaced by ``byte_to_class[symbol]``.
 
     Derived level by level from the byte trie (whose nodes are far fewer than
     tokens x length), so its cost is one pass over the byte trie's nodes.
     """
-    bt = vb.trie
     n_classes = int(byte_to_class.max()) + 1
     cls_of_node = byte_to_class[np.maximum(bt.symbol, 0)]
     cnode = np.zeros(bt.num_nodes, dtype=np.int64)

@@ -167,6 +167,26 @@ def test_mask_matches_brute_force(family):
             assert allowed[t] == want, (state, t, b)
 
 
+@pytest.mark.parametrize("pattern", [
+    r'"([^"\\]|\\.)*"( [a-z ]{0,50})?',   # a free string: its subtree is taken whole
+    r'\{"(a[bc]|[^"\\a]+)":[ -~]{3,70}\}',  # a key that is any string but a few; counted text
+])
+def test_plain_subtree_shortcut_matches_brute_force(smollm2_vocab, pattern):
+    """Rows computed by stopping the walk where every plain token is allowed (a free
+    string, a counted one with room left) equal stepping every token's bytes."""
+    vocab = smollm2_vocab
+    guide = guided.FSMGuide(guided.compile(guided.Regex(pattern), vocab).dfa, vocab, eager=False)
+    dfa = guide.dfa
+    rng = random.Random(0)
+    states = sorted(set(range(min(dfa.num_states, 6))) | set(rng.sample(range(dfa.num_states), min(dfa.num_states, 10))))
+    for state in states:
+        row = guide.row(state)
+        allowed = (row[np.arange(vocab.size) >> 5] >> (np.arange(vocab.size) & 31)) & 1
+        for t, b in enumerate(vocab.token_bytes):
+            want = dfa.step(state, b) >= 0 if b else (t in vocab.eos_token_ids and bool(dfa.accepting[state]))
+            assert allowed[t] == want, (pattern, state, t, b)
+
+
 def test_special_tokens_never_allowed(smollm2_vocab):
     guide = guided.compile(guided.Regex(r"(?s:.*)"), smollm2_vocab)
     allowed = set(guide.matcher().allowed_token_ids())
