@@ -492,7 +492,7 @@ class SchemaCompiler:
         merged = parts[0]
         leftovers = []
         for i, p in enumerate(parts[1:]):
-            p = self.deref(p, _pointer(path, "allOf", i))
+            p = _defined_keywords(self.deref(p, _pointer(path, "allOf", i)))
             m = merge(merged, p)
             if m is None:
                 leftovers.append(p)
@@ -509,15 +509,24 @@ class SchemaCompiler:
         return embed(nfa, result)
 
     def one_of(self, nfa, schema, path, depth):
-        """Exactly one branch: each branch minus (a superset of) all the others.
+        """Exactly one branch: each branch minus (a superset of) all the others, or,
+        when no value can match two branches, their plain union.
         In over mode, the union of the branches is superset enough."""
         base = {k: v for k, v in schema.items() if k != "oneOf"}
         branches = [({"allOf": [base, b]} if base else b, _pointer(path, "oneOf", i))
                     for i, b in enumerate(self.list_of_schemas(schema, "oneOf", path))]
-        if not self.over and (nfa.lazy or self.grammar is not None and self.grammar.owns(nfa)):
-            union = self._disjoint_union(nfa, branches, depth)
-            if union is not None:
-                return union
+        if not self.over and self._pairwise_disjoint(branches, depth):
+            # The branches stay NFA fragments: lazy, any key order where asked and, in
+            # grammar mode, with their recursive $ref calls (DFA algebra holds neither).
+            frags = []
+            for b, ptr in branches:
+                try:
+                    frags.append(self.value(nfa, b, ptr, depth))
+                except UnsatisfiableSchemaError:
+                    continue
+            if not frags:
+                raise UnsatisfiableSchemaError("no oneOf branch can be satisfied", _pointer(path, "oneOf"))
+            return nfa.union(frags)
         frags = []
         for i, (b, ptr) in enumerate(branches):
             try:
@@ -533,29 +542,74 @@ class SchemaCompiler:
             raise UnsatisfiableSchemaError("no value satisfies exactly one oneOf branch", _pointer(path, "oneOf"))
         return nfa.union(frags)
 
-    def _disjoint_union(self, nfa, branches, depth):
-        """When supersets of the ``oneOf`` branches are pairwise disjoint, no value
-        matches two, so ``oneOf`` is their union: the branches stay lazy NFA fragments
-        (no full DFA of each, any key order where asked) and, in grammar mode, keep
-        their recursive ``$ref`` calls (which DFA algebra could not hold). None
-        otherwise."""
-        try:
-            supersets = [self.negated_dfa(b, ptr, depth) for b, ptr in branches]
-        except (UnsatisfiableSchemaError, EmptyLanguageError):
-            return None
-        for i in range(len(supersets)):
+    def _pairwise_disjoint(self, branches, depth) -> bool:
+        """Whether no value matches two of the ``oneOf`` branches.
+
+        Each pair is shown apart by a discriminating key (both branches are objects
+        that require it, with disjoint value schemas: ``"kind": {"const": "a"}``
+        against ``{"const": "b"}``, a string against an object) or, failing that, by
+        disjoint supersets of the whole branches. False when neither proves it."""
+        views = [self._object_view(b, ptr) for b, ptr in branches]
+        supersets: dict[int, DFA | None] = {}
+
+        def superset(i):
+            if i not in supersets:
+                b, ptr = branches[i]
+                try:
+                    supersets[i] = self.negated_dfa(b, ptr, depth)
+                except (UnsatisfiableSchemaError, EmptyLanguageError):
+                    supersets[i] = None
+            return supersets[i]
+
+        for i in range(len(branches)):
             for j in range(i):
-                if not is_empty_intersection(supersets[i], supersets[j]):
-                    return None
-        frags = []
-        for b, ptr in branches:
+                if self._discriminated(views[i], views[j], depth):
+                    continue
+                si, sj = superset(i), superset(j)
+                if si is None or sj is None or not is_empty_intersection(si, sj):
+                    return False
+        return True
+
+    def _object_view(self, schema, path):
+        """``(types, required, properties)`` that every value of ``schema`` satisfies
+        (from its merged keywords; logic keywords beside them only narrow it further),
+        or None when the schema cannot be read that way."""
+        try:
+            schema = self.deref(schema, path)
+            while isinstance(schema, dict) and "allOf" in schema and isinstance(schema["allOf"], list):
+                merged = {k: v for k, v in schema.items() if k != "allOf"}
+                for part in schema["allOf"]:
+                    m = merge(merged, _defined_keywords(self.deref(part, path)))
+                    if m is None or m is False:
+                        return None
+                    merged = m
+                schema = merged
+            if not isinstance(schema, dict):
+                return None
+            types = set(self.types_of(schema, path))
+        except SchemaError:
+            return None
+        required = schema.get("required", [])
+        props = schema.get("properties", {})
+        if not isinstance(required, list) or not isinstance(props, dict):
+            return None
+        return types, set(required), props
+
+    def _discriminated(self, a, b, depth) -> bool:
+        """Two object-only views that require a key whose value schemas are disjoint."""
+        if a is None or b is None or a[0] != {"object"} or b[0] != {"object"}:
+            return False
+        for key in a[1] & b[1]:
+            if key not in a[2] or key not in b[2]:
+                continue  # the value is governed by patternProperties / additionalProperties
             try:
-                frags.append(self.value(nfa, b, ptr, depth))
-            except UnsatisfiableSchemaError:
+                va = self.negated_dfa(a[2][key], "#", depth + 1)
+                vb = self.negated_dfa(b[2][key], "#", depth + 1)
+            except (SchemaError, EmptyLanguageError):
                 continue
-        if not frags:
-            raise UnsatisfiableSchemaError("no oneOf branch can be satisfied", ptr.rsplit("/", 1)[0])
-        return nfa.union(frags)
+            if is_empty_intersection(va, vb):
+                return True
+        return False
 
     def logic_dfa(self, schema, path, depth) -> DFA:
         """``not`` and ``if``/``then``/``else`` by automaton algebra; every subtracted
@@ -1423,6 +1477,14 @@ def _constraint_dfa(kind: str, rx: str) -> DFA:
     """The string-body DFA of a pattern (search) or a format regex (full match)."""
     build = jt.pattern_body if kind == "pattern" else jt.full_match_body
     return _body_dfa(lambda n: build(n, rx))
+
+
+def _defined_keywords(schema):
+    """``schema`` without keywords no draft defines (x-intellij-..., nullable): they
+    constrain nothing, and two ``allOf`` parts disagreeing on one must still merge."""
+    if not isinstance(schema, dict):
+        return schema
+    return {k: v for k, v in schema.items() if k in STANDARD or k in ANNOTATIONS}
 
 
 def _union_dfa(dfas):

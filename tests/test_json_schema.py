@@ -47,6 +47,15 @@ FAMILIES = {
         {"type": "object", "required": ["kind"], "properties": {"kind": {"enum": ["a"]}, "x": {"type": "integer"}}},
         {"type": "object", "required": ["kind"], "properties": {"kind": {"const": "b"}, "y": {"type": "string"}}},
     ]},
+    "discriminated_by_value_type": {"properties": {"version": {}, "pattern": {}}, "oneOf": [
+        {"type": "string", "enum": ["sha256sum"]},
+        {"type": "object", "properties": {"version": {"type": "string"}, "pattern": {"enum": ["linux-kernel", "u-boot"]}},
+         "required": ["version", "pattern"], "additionalProperties": False},
+        {"type": "object", "properties": {"version": {"type": "string"}, "pattern": {
+            "type": "object", "properties": {"regexp": {"type": "string"}, "seek": {"type": "integer"}},
+            "required": ["regexp"], "additionalProperties": False}},
+         "required": ["version", "pattern"], "additionalProperties": False},
+    ]},
     "closed_variants": {"oneOf": [
         {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}, "c": {"type": "boolean"}},
          "required": ["a", "b", "c"], "additionalProperties": False},
@@ -241,6 +250,37 @@ def test_one_of_closed_objects_told_apart_by_their_keys():
     validator = _validator(schema)
     for doc in ({}, {"except": ["a"]}, {"only": []}, {"except": [], "only": []}, {"only": ["x"], "except": ["y"]}):
         assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
+
+
+def test_one_of_told_apart_by_a_required_key_stays_exact():
+    """Branches that require a key with disjoint values are a plain union (a string
+    "pattern" against an object one: o66073 in MaskBench); where the values overlap,
+    a document matching both is still refused."""
+    dfa = dfa_for("discriminated_by_value_type")
+    assert dfa.matches(compact({"version": "5.10", "pattern": "u-boot"}))
+    assert dfa.matches(compact({"version": "5.10", "pattern": {"regexp": "x"}}))
+    overlap = {"oneOf": [
+        {"type": "object", "required": ["kind"], "properties": {"kind": {"enum": ["a", "b"]}}, "additionalProperties": False},
+        {"type": "object", "required": ["kind"], "properties": {"kind": {"enum": ["b", "c"]}}, "additionalProperties": False},
+    ]}
+    dfa = compile_json_schema(overlap, "compact")
+    validator = _validator(overlap)
+    assert not dfa.matches(compact({"kind": "b"}))  # matches both branches
+    for doc in ({"kind": "a"}, {"kind": "c"}, {"kind": "d"}, {}):
+        assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
+
+
+def test_all_of_parts_differing_in_unknown_keywords_still_merge():
+    """Keywords no draft defines (x-intellij-html-description beside a $ref in the
+    skaffold schemas) constrain nothing: two allOf parts that disagree on one must
+    merge, not fall back to automaton algebra, whose open values nest only
+    ANY_DEPTH levels (that refused deep valid documents)."""
+    deep = {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {}}}}, "x-doc": "one"}
+    schema = {"$defs": {"deep": deep}, "properties": {"top": {"$ref": "#/$defs/deep", "x-doc": "two"}}}
+    dfa = compile_json_schema(schema, "compact")
+    doc = {"top": {"a": {"b": {"c": {"d": {"e": [1, {"f": 2}]}}}}}}
+    assert _validator(schema).is_valid(doc)
+    assert dfa.matches(compact(doc))
 
 
 PRESENCE_LOGIC = [
