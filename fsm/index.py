@@ -31,8 +31,9 @@ Where a token leads is not stored (it would be ``states x V`` integers); it is
 
 Cost notes: a walk costs O(alive (state, node) pairs) array work plus ~20 numpy
 calls per trie level; a digit state visits a few dozen pairs, a free string ~1k.
-After the first row, walks go over the DFA's byte classes (the split trie rebuilt
-per DFA, ~10 ms once), where tokens the DFA cannot tell apart share nodes.
+After the first row, walks of a DFA with few byte classes go over its classes (the
+split trie rebuilt per DFA, ~15 ms once), where tokens it cannot tell apart share
+nodes.
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ EAGER_LIMIT = 256
 AHEAD_WORK = 100_000
 #: ... or computed this many states.
 AHEAD_STATES = 64
+
+#: Walks after the first row go over the DFA's byte classes when it has at most
+#: this many (else over bytes, see ``TokenIndex._runs``).
+CLASS_TRIE_MAX_CLASSES = 24
 
 # Longer than any token (SmolLM2's longest is 48 bytes): a state that keeps alive
 # this long on plain bytes allows every plain token.
@@ -147,6 +152,7 @@ class TokenIndex:
         self._split = split_vocabulary(vocab)
         self._class_runs: RunTrie | None = None  # the split trie over this DFA's classes
         self._plain_runs: dict[int, int] = {}  # state -> _plain_run(state)
+        self._run_of = np.full(64, -1, dtype=np.int64)  # the same, as an array (-1: unknown)
         self._plain_classes = np.unique(dfa.byte_to_class[np.frombuffer(PLAIN_BYTES, dtype=np.uint8)])
         self._row_of_state = np.full(max(dfa.num_states, 64), -1, dtype=np.int64)
         self._rows: list[np.ndarray] = []
@@ -288,22 +294,26 @@ class TokenIndex:
 
     def _row_from_runs(self, split: RunTrie, lo: np.ndarray, hi: np.ndarray, accepting: bool) -> np.ndarray:
         row = np.zeros(self.words, dtype=np.uint32)
-        small = []
-        for a, b in zip(lo.tolist(), hi.tolist()):
-            if b - a >= 256:
-                row |= split.run_bits(a, b, self.words)
-            else:
-                small.append(np.arange(a, b))
-        if small:
-            set_bits(row, split.order[np.concatenate(small)])
+        big = hi - lo >= 256
+        for a, b in zip(lo[big].tolist(), hi[big].tolist()):
+            row |= split.run_bits(a, b, self.words)
+        lo, count = lo[~big], (hi - lo)[~big]
+        if len(count):
+            # Every position of the small runs at once: run starts repeated, plus offsets.
+            total = int(count.sum())
+            first = np.cumsum(count) - count
+            positions = np.repeat(lo - first, count) + np.arange(total)
+            set_bits(row, split.order[positions])
         row = row.view(np.int32)
         return row | self.eos_row if accepting else row
 
     def _runs(self, first: bool) -> tuple[RunTrie, np.ndarray]:
         """The split trie to walk and its symbol -> byte class map: bytes for the
-        first row (no per-DFA set-up: the first mask's latency), the DFA's classes
-        after (built once; far fewer nodes where the DFA tells few bytes apart)."""
-        if first:
+        first row (no per-DFA set-up: the first mask's latency) and for DFAs with
+        many byte classes (their class trie is barely smaller: 73k of 100k nodes at
+        64 classes, for ~25 ms of set-up), else the DFA's classes (built once; a
+        counted string's trie is a few hundred nodes)."""
+        if first or self.dfa.num_classes > CLASS_TRIE_MAX_CLASSES:
             return self._split.byte_level, np.append(self.dfa.byte_to_class, [0, 0])
         if self._class_runs is None:
             self._class_runs = self._split.for_classes(self.dfa.byte_to_class)
@@ -340,8 +350,14 @@ class TokenIndex:
         out = np.zeros(len(states), dtype=bool)
         on_plain = np.nonzero(split.plain_node[nodes])[0]
         if len(on_plain):
-            run = np.array([self._plain_run(s) for s in states[on_plain].tolist()], dtype=np.int64)
-            out[on_plain] = run >= split.height[nodes[on_plain]]
+            st = states[on_plain]
+            if st.max() >= len(self._run_of):
+                grown = np.full(max(2 * len(self._run_of), int(st.max()) + 1), -1, dtype=np.int64)
+                grown[: len(self._run_of)] = self._run_of
+                self._run_of = grown
+            for s in np.unique(st[self._run_of[st] < 0]).tolist():
+                self._run_of[s] = self._plain_run(s)
+            out[on_plain] = self._run_of[st] >= split.height[nodes[on_plain]]
         return out
 
     def _intern(self, row: np.ndarray) -> int:

@@ -187,12 +187,12 @@ class RunTrie:
         # height[n]: the most symbols below n (a token continues at most this far).
         self.height = np.zeros(n, dtype=np.int64)
         for nodes in reversed(levels[2:]):
-            np.maximum.at(self.height, t.parent[nodes], self.height[nodes] + 1)
+            _into_parents(t, nodes, self.height + 1, self.height, np.maximum)
         # Preorder: a node comes right after its parent and the subtrees of its
         # earlier siblings (siblings are contiguous, so an exclusive cumsum per level).
         size = np.ones(n, dtype=np.int64)
         for nodes in reversed(levels[1:]):
-            np.add.at(size, t.parent[nodes], size[nodes])
+            _into_parents(t, nodes, size, size, np.add)
         pre = np.zeros(n, dtype=np.int64)
         for nodes in levels[1:]:
             before = np.cumsum(size[nodes]) - size[nodes]
@@ -206,7 +206,7 @@ class RunTrie:
         self.own = np.bincount(end, minlength=n).astype(np.int64)
         count = self.own.copy()
         for nodes in reversed(levels[1:]):
-            np.add.at(count, t.parent[nodes], count[nodes])
+            _into_parents(t, nodes, count, count, np.add)
         self.lo = np.searchsorted(pre[end][sort], pre)
         self.hi = self.lo + count
         self._rows: dict[tuple[int, int], np.ndarray] = {}
@@ -221,6 +221,17 @@ class RunTrie:
             if hi - lo >= 256:
                 self._rows[(lo, hi)] = got
         return got
+
+
+def _into_parents(t: Trie, nodes: np.ndarray, values: np.ndarray, out: np.ndarray, ufunc) -> None:
+    """``out[p] = ufunc(out[p], ufunc over values[children of p])`` for the parents of
+    one level's ``nodes`` (contiguous, grouped by parent: a ``reduceat``, no ``.at``)."""
+    if not len(nodes):
+        return
+    parent = t.parent[nodes]
+    first = np.flatnonzero(np.r_[True, parent[1:] != parent[:-1]])
+    p = parent[first]
+    out[p] = ufunc(out[p], ufunc.reduceat(values[nodes], first))
 
 
 class SplitVocabulary:
