@@ -42,6 +42,7 @@ import numpy as np
 
 from .dfa import DFA
 from .lazy import GrowthDeferred
+from .nfa import MAX_GROWN_NFA_STATES
 from .trie import PLAIN_BYTES, RunTrie, Trie, set_bits, split_vocabulary
 
 #: Automata with at most this many states get every row at compile time.
@@ -52,6 +53,11 @@ EAGER_LIMIT = 256
 AHEAD_WORK = 100_000
 #: ... or computed this many states.
 AHEAD_STATES = 64
+#: Rows computed ahead may grow a lazy DFA's NFA by this many states per miss, and
+#: not past AHEAD_NFA_MAX (a quarter of fsm.nfa.MAX_GROWN_NFA_STATES: decoding
+#: itself may need the rest).
+AHEAD_NFA_GROWTH = 50_000
+AHEAD_NFA_MAX = MAX_GROWN_NFA_STATES // 4
 
 #: Walks after the first row go over the DFA's byte classes when it has at most
 #: this many (else over bytes, see ``TokenIndex._runs``).
@@ -203,22 +209,22 @@ class TokenIndex:
         *token* successors (the states an allowed token leads to, which the walk
         finds anyway) until a work budget is spent: one miss then covers the next
         several tokens of a key, a number or a string instead of one. Those
-        extra rows stop where they would need a deferred NFA fragment built.
+        extra rows stop where they would grow the NFA past ``AHEAD_NFA_GROWTH``.
         """
         frontier, work, done = [state], 0, 0
         while frontier:
             if done == 0 or not self.dfa.lazy:
                 successors, pairs = self._compute(frontier)
             else:
-                # Rows ahead of decoding must not build deferred NFA fragments: the NFA
-                # would grow with states decoding may never visit (and hit its limit).
-                self.dfa.frozen = True
+                # Rows ahead of decoding may build deferred NFA fragments only so far:
+                # the NFA grows with what they reach, which decoding may never visit.
+                self.dfa.growth_limit = min(self.dfa.nfa_size + AHEAD_NFA_GROWTH, AHEAD_NFA_MAX)
                 try:
                     successors, pairs = self._compute(frontier)
                 except GrowthDeferred:
                     break
                 finally:
-                    self.dfa.frozen = False
+                    self.dfa.growth_limit = None
             work += pairs
             done += len(frontier)
             if work >= AHEAD_WORK or done >= AHEAD_STATES:

@@ -34,7 +34,8 @@ UNKNOWN = -2  # a transition not computed yet
 
 
 class GrowthDeferred(Exception):
-    """Raised instead of building a deferred fragment while a ``LazyDFA`` is frozen."""
+    """Raised instead of building a deferred fragment past a ``LazyDFA``'s
+    ``growth_limit``."""
 
 #: A lazy DFA grows with the text decoded (a long array of objects with counted
 #: strings makes ~60 states per token); past this many states it is refused. A state
@@ -55,9 +56,10 @@ class LazyDFA:
 
     start = 0
     lazy = True
-    #: While True, a state whose expansion needs a deferred fragment built raises
-    #: ``GrowthDeferred`` instead (work done ahead of decoding must not grow the NFA).
-    frozen = False
+    #: When set, a state whose expansion needs a deferred fragment built while the
+    #: NFA has this many states or more raises ``GrowthDeferred`` instead (work done
+    #: ahead of decoding may grow the NFA only so far).
+    growth_limit: int | None = None
 
     def __init__(self, nfa: NFA, start: int, final: int):
         live = _co_reachable(nfa, final).tolist()
@@ -83,6 +85,11 @@ class LazyDFA:
     @property
     def num_states(self) -> int:
         return len(self._sets)
+
+    @property
+    def nfa_size(self) -> int:
+        """States of the NFA, which grows as deferred fragments are built."""
+        return len(self._nfa)
 
     @property
     def num_classes(self) -> int:
@@ -149,7 +156,7 @@ class LazyDFA:
             while stack:
                 x = stack.pop()
                 if x in pending:
-                    if self.frozen:
+                    if self.growth_limit is not None and len(self._nfa) >= self.growth_limit:
                         raise GrowthDeferred(x)  # nothing cached yet: the state stays unexpanded
                     self._materialize(x)  # extends self._live (the same list) in place
                 for t in eps[x]:
