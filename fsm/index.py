@@ -136,6 +136,13 @@ def walk(trie: Trie, symbol_class: np.ndarray, dfa: DFA, starts: np.ndarray, is_
     return tuple(_cat(x) for x in ends), tuple(_cat(x) for x in pruned)
 
 
+def _grown(a: np.ndarray, at_least: int) -> np.ndarray:
+    """``a`` (int64, -1 for unknown) extended with -1 to at least twice its size."""
+    out = np.full(max(2 * len(a), at_least), -1, dtype=np.int64)
+    out[: len(a)] = a
+    return out
+
+
 def _cat(parts: list) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
@@ -157,8 +164,7 @@ class TokenIndex:
         self.words = bitmask_words(vocab.size)
         self._split = split_vocabulary(vocab)
         self._class_runs: RunTrie | None = None  # the split trie over this DFA's classes
-        self._plain_runs: dict[int, int] = {}  # state -> _plain_run(state)
-        self._run_of = np.full(64, -1, dtype=np.int64)  # the same, as an array (-1: unknown)
+        self._run_of = np.full(max(dfa.num_states, 64), -1, dtype=np.int64)  # _plain_run; -1: unknown
         self._plain_classes = np.unique(dfa.byte_to_class[np.frombuffer(PLAIN_BYTES, dtype=np.uint8)])
         self._row_of_state = np.full(max(dfa.num_states, 64), -1, dtype=np.int64)
         self._rows: list[np.ndarray] = []
@@ -196,10 +202,7 @@ class TokenIndex:
 
     def _grow(self) -> None:
         """A lazy DFA found new states: make room for their rows."""
-        n = max(2 * len(self._row_of_state), self.dfa.num_states)
-        grown = np.full(n, -1, dtype=np.int64)
-        grown[: len(self._row_of_state)] = self._row_of_state
-        self._row_of_state = grown
+        self._row_of_state = _grown(self._row_of_state, self.dfa.num_states)
 
     def _compute_ahead(self, state: int) -> None:
         """Compute ``state``'s row and those of the states decoding can reach from it.
@@ -266,10 +269,10 @@ class TokenIndex:
         the walk's work (alive pairs).
 
         One walk over the split trie (``fsm.trie.SplitVocabulary``): the ~1.3k
-        non-plain tokens in full, the plain ones only until a state that every plain
-        byte leads back to, whose whole subtree is then allowed. A free string's
-        inside or a key that may be any string thus costs a few hundred pairs
-        instead of ~49k.
+        non-plain tokens in full, the plain ones only until a state that stays alive
+        on any plain text as long as the tokens below, whose whole subtree is then
+        allowed. A free string's inside or a key that may be any string thus costs
+        a few hundred pairs instead of ~49k.
         """
         split, symbol_class = self._runs(first)
         batch = np.asarray(states, dtype=np.int64)
@@ -329,10 +332,11 @@ class TokenIndex:
         """How many plain bytes, whichever they are, keep the DFA alive from
         ``state`` (capped at ``_PLAIN_RUN_CAP``, beyond any token): every plain byte
         must lead to one same state each time. A free string loops (the cap); the
-        inside of a ``maxLength`` string counts down its room."""
-        runs = self._plain_runs
+        inside of a ``maxLength`` string counts down its room. Memoised in
+        ``_run_of`` along the whole chain of states."""
+        runs = self._run_of
         path = []
-        while runs.get(state) is None and len(path) < _PLAIN_RUN_CAP:
+        while runs[state] < 0 and len(path) < _PLAIN_RUN_CAP:
             self.dfa.ensure_rows(np.array([state]))
             targets = self.dfa.transitions[state, self._plain_classes]
             nxt = int(targets[0])
@@ -341,28 +345,28 @@ class TokenIndex:
             elif nxt == state:
                 runs[state] = _PLAIN_RUN_CAP
             else:
+                if nxt >= len(runs):
+                    runs = self._run_of = _grown(runs, max(nxt + 1, self.dfa.num_states))
                 path.append(state)
                 state = nxt
-        run = runs.get(state, _PLAIN_RUN_CAP)
+        run = runs[state] if runs[state] >= 0 else _PLAIN_RUN_CAP
         for s in reversed(path):
             run = min(_PLAIN_RUN_CAP, run + 1)
             runs[s] = run
-        return runs[path[0]] if path else run
+        return int(run)
 
     def _plain_subtrees(self, split: RunTrie, nodes: np.ndarray, states: np.ndarray) -> np.ndarray:
         """Which (node, state) pairs allow every plain token below the node: a node
-        of the plain subtrie whose state keeps alive for any plain text as long as
+        of the plain subtrie whose state stays alive on any plain text as long as
         the longest token below it."""
         out = np.zeros(len(states), dtype=bool)
         on_plain = np.nonzero(split.plain_node[nodes])[0]
         if len(on_plain):
             st = states[on_plain]
             if st.max() >= len(self._run_of):
-                grown = np.full(max(2 * len(self._run_of), int(st.max()) + 1), -1, dtype=np.int64)
-                grown[: len(self._run_of)] = self._run_of
-                self._run_of = grown
+                self._run_of = _grown(self._run_of, max(int(st.max()) + 1, self.dfa.num_states))
             for s in np.unique(st[self._run_of[st] < 0]).tolist():
-                self._run_of[s] = self._plain_run(s)
+                self._plain_run(s)
             out[on_plain] = self._run_of[st] >= split.height[nodes[on_plain]]
         return out
 
