@@ -26,7 +26,7 @@ import numpy as np
 class Trie:
     __slots__ = (
         "parent", "symbol", "level_start", "child_start", "child_end", "token_node",
-        "end_nodes", "token_column", "end_column", "__weakref__",
+        "end_nodes", "token_column", "__weakref__",
     )
 
     def __init__(self, parent, symbol, level_start, token_node):
@@ -42,10 +42,6 @@ class Trie:
         # (column 0 is node -1, "not text", when such tokens exist).
         self.end_nodes, col = np.unique(token_node, return_inverse=True)
         self.token_column = col.reshape(-1)
-        # Each node's column among end_nodes; -1 where no token ends.
-        self.end_column = np.full(n, -1, dtype=np.int64)
-        is_node = self.end_nodes >= 0
-        self.end_column[self.end_nodes[is_node]] = np.nonzero(is_node)[0]
 
     @property
     def num_nodes(self) -> int:
@@ -243,9 +239,10 @@ class SplitVocabulary:
         root ─256─> plain tokens' bytes   (47.9k of SmolLM2's 49k tokens)
              ─257─> the rest's bytes      (quotes, escapes, newlines, non-ASCII)
 
-    A state that every plain byte leads back to (the inside of a free string, of a
-    free key, ``.*``) allows every plain token below a node, so a walk can stop
-    there and take the node's whole subtree, one run of a ``RunTrie``.
+    A state that stays alive on any plain text as long as the longest token below a
+    node (the inside of a free string, of a free key, ``.*``, a ``maxLength`` string
+    with room left) allows every plain token below it, so a walk can stop there and
+    take the node's whole subtree, one run of a ``RunTrie``.
     ``byte_level`` walks bytes (no per-automaton set-up); ``for_classes`` gives the
     trie over an automaton's byte classes, where the tokens it cannot tell apart
     share nodes (a counted string's trie is a few hundred nodes).
