@@ -277,7 +277,7 @@ class TokenIndex:
         split, symbol_class = self._runs(first)
         batch = np.asarray(states, dtype=np.int64)
         n = len(batch)
-        (em, en, es), (xm, xn, xs) = walk(split.trie, symbol_class, self.dfa, batch, split.own > 0,
+        (em, en, es), (xm, xn, xs) = walk(split.trie, symbol_class, self.dfa, batch, split.is_end,
                                           absorbing=lambda nodes, st: self._plain_subtrees(split, nodes, st),
                                           roots=split.roots)
         # Each hit is a run of ``split.order``: a token end its own tokens, a pruned
@@ -334,7 +334,7 @@ class TokenIndex:
         must lead to one same state each time. A free string loops (the cap); the
         inside of a ``maxLength`` string counts down its room. Memoised in
         ``_run_of`` along the whole chain of states."""
-        runs = self._run_of
+        runs = self._run_room()
         path = []
         while runs[state] < 0 and len(path) < _PLAIN_RUN_CAP:
             self.dfa.ensure_rows(np.array([state]))
@@ -345,8 +345,7 @@ class TokenIndex:
             elif nxt == state:
                 runs[state] = _PLAIN_RUN_CAP
             else:
-                if nxt >= len(runs):
-                    runs = self._run_of = _grown(runs, max(nxt + 1, self.dfa.num_states))
+                runs = self._run_room()  # the expansion may have made new states
                 path.append(state)
                 state = nxt
         run = runs[state] if runs[state] >= 0 else _PLAIN_RUN_CAP
@@ -354,6 +353,12 @@ class TokenIndex:
             run = min(_PLAIN_RUN_CAP, run + 1)
             runs[s] = run
         return int(run)
+
+    def _run_room(self) -> np.ndarray:
+        """``_run_of``, grown to cover every state the DFA has now."""
+        if len(self._run_of) < self.dfa.num_states:
+            self._run_of = _grown(self._run_of, self.dfa.num_states)
+        return self._run_of
 
     def _plain_subtrees(self, split: RunTrie, nodes: np.ndarray, states: np.ndarray) -> np.ndarray:
         """Which (node, state) pairs allow every plain token below the node: a node
@@ -363,8 +368,7 @@ class TokenIndex:
         on_plain = np.nonzero(split.plain_node[nodes])[0]
         if len(on_plain):
             st = states[on_plain]
-            if st.max() >= len(self._run_of):
-                self._run_of = _grown(self._run_of, max(int(st.max()) + 1, self.dfa.num_states))
+            self._run_room()
             for s in np.unique(st[self._run_of[st] < 0]).tolist():
                 self._plain_run(s)
             out[on_plain] = self._run_of[st] >= split.height[nodes[on_plain]]

@@ -164,11 +164,11 @@ class RunTrie:
 
     Tokens sorted by the preorder of the node where they end make each node's
     subtree the run ``order[lo[n]:hi[n]]``, and the tokens that end at ``n`` its
-    first ``own[n]`` entries. ``plain_node[n]``: ``n`` lies below the plain marker;
+    first ``own[n]`` entries (``is_end[n]``: some do). ``plain_node[n]``: ``n`` lies below the plain marker;
     ``height[n]``: the most symbols a token goes on below ``n``.
     """
 
-    __slots__ = ("trie", "roots", "plain_node", "height", "order", "lo", "hi", "own", "_rows")
+    __slots__ = ("trie", "roots", "plain_node", "height", "order", "lo", "hi", "own", "is_end", "_rows")
 
     def __init__(self, trie: Trie, plain_marker: int):
         self.trie = trie
@@ -200,6 +200,7 @@ class RunTrie:
         sort = np.argsort(pre[end], kind="stable")
         self.order = text[sort]
         self.own = np.bincount(end, minlength=n).astype(np.int64)
+        self.is_end = self.own > 0
         count = self.own.copy()
         for nodes in reversed(levels[1:]):
             _into_parents(t, nodes, count, count, np.add)
