@@ -33,7 +33,9 @@ guided is called per the contract, ``guided.compile(schema_dict, vocab)`` (its d
 whitespace); ``--guided-whitespace compact`` compiles
 ``guided.JsonSchema(schema, whitespace="compact")`` instead, matching llguidance's setup;
 ``--guided-key-order any`` lets object keys come in any order (llguidance, like guided's
-default, wants them in ``properties`` order).
+default, wants them in ``properties`` order); ``--recheck-key-order`` reruns guided's
+validation errors with keys in any order and reports how many were refused for key
+order alone.
 
 llguidance (``pip install llguidance``; a benchmark-only dependency) is set up as::
 
@@ -56,7 +58,7 @@ Usage::
     python benchmarks/maskbench.py [--engine guided|llguidance|xgrammar|both|all] [--sample N --seed S]
         [--workers N] [--timeout 60] [--limit-tests K] [--only ID_SUBSTRING]
         [--data PATH] [--json-out FILE] [--guided-whitespace compact|flexible]
-        [--guided-key-order schema|any] [--ids FILE] [--results LOG.jsonl]
+        [--guided-key-order schema|any] [--recheck-key-order] [--ids FILE] [--results LOG.jsonl]
 
 The whole data set takes hours on two cores. With ``--results LOG.jsonl`` every
 schema's result is appended to the log as it finishes, and a later run with the same
@@ -403,6 +405,10 @@ def engine_report(engine: str, results: list[dict], top: int = 15, list_ids: int
         out.append("")
         more = f" (first {list_ids})" if len(bad) > list_ids else ""
         out.append(f"{status} ({len(bad)}){more}:")
+        rechecked = [r["key_order_only"] for r in bad if "key_order_only" in r]
+        if rechecked:
+            out.append(f"  ({sum(rechecked)} refused only for key order: accepted with key_order=\"any\"; "
+                       f"{len(bad) - sum(rechecked)} for other reasons)")
         for r in bad[:list_ids]:
             out.append(f"  {r['id']}  {first_line(r['message'], 160)}")
     by_cat: dict[str, Counter] = defaultdict(Counter)
@@ -777,21 +783,27 @@ def load_results_log(path: str | None, engine: str) -> dict[str, dict]:
     return done
 
 
-def run_engine(engine: str, records: list[dict], args, progress=sys.stderr) -> list[dict]:
+def record_tests(record: dict, args) -> list[dict]:
+    tests = record.get("tests") or []
+    return tests if args.limit_tests is None else tests[: args.limit_tests]
+
+
+def run_engine(engine: str, records: list[dict], args, progress=sys.stderr, label: str | None = None,
+               options: dict | None = None, tests_of=None) -> list[dict]:
     """Run ``engine`` over ``records``. With ``args.results`` each result is appended
-    to that JSON-lines log as it comes, and schemas already in it are not run again,
-    so a stopped run resumes where it was."""
-    done = load_results_log(args.results, engine)
+    to that JSON-lines log as it comes (under ``label``, default the engine's name), and
+    schemas already in it are not run again, so a stopped run resumes where it was.
+    ``options`` default to the command line's; ``tests_of(record)`` picks the instances."""
+    label = label or engine
+    if options is None:
+        options = {"guided_whitespace": args.guided_whitespace, "guided_key_order": args.guided_key_order}
+    tests_of = tests_of or (lambda r: record_tests(r, args))
+    done = load_results_log(args.results, label)
     todo = [r for r in records if r["id"] not in done]
     if done:
-        print(f"[{engine}] {len(records) - len(todo)} schemas already in {args.results}; running {len(todo)}",
+        print(f"[{label}] {len(records) - len(todo)} schemas already in {args.results}; running {len(todo)}",
               file=progress, flush=True)
-    tasks = []
-    for r in todo:
-        tests = r.get("tests") or []
-        if args.limit_tests is not None:
-            tests = tests[: args.limit_tests]
-        tasks.append((r["schema"], [{"data": t["data"], "valid": t["valid"]} for t in tests]))
+    tasks = [(r["schema"], [{"data": t["data"], "valid": t["valid"]} for t in tests_of(r)]) for r in todo]
     counts: Counter = Counter()
     t_start = time.monotonic()
     every = max(1, args.progress_every)
@@ -799,19 +811,18 @@ def run_engine(engine: str, records: list[dict], args, progress=sys.stderr) -> l
 
     def on_result(idx, res):
         if log is not None:
-            log.write(json.dumps({"engine": engine, "id": todo[idx]["id"], "result": res}) + "\n")
+            log.write(json.dumps({"engine": label, "id": todo[idx]["id"], "result": res}) + "\n")
             log.flush()
         counts[res["status"]] += 1
         n = sum(counts.values())
         if n % every == 0 or n == len(tasks):
             parts = ", ".join(f"{s}={counts[s]}" for s in STATUSES)
-            print(f"[{engine}] {n}/{len(tasks)}  {parts}  {time.monotonic() - t_start:.1f}s",
+            print(f"[{label}] {n}/{len(tasks)}  {parts}  {time.monotonic() - t_start:.1f}s",
                   file=progress, flush=True)
 
     try:
         raw = run_pool(engine, tasks, workers=args.workers, timeout=args.timeout, on_result=on_result,
-                       options={"guided_whitespace": args.guided_whitespace,
-                                "guided_key_order": args.guided_key_order}) if tasks else []
+                       options=options) if tasks else []
     finally:
         if log is not None:
             log.close()
@@ -825,6 +836,26 @@ def run_engine(engine: str, records: list[dict], args, progress=sys.stderr) -> l
     return out
 
 
+KEY_ORDER_RECHECK = "guided, key order recheck"
+
+
+def recheck_key_order(records: list[dict], results: list[dict], args) -> None:
+    """Set ``key_order_only`` on each guided validation error: True when every valid
+    instance it refused is accepted once keys may come in any order (``key_order="any"``,
+    same whitespace), i.e. the instance was refused only for writing its keys out of
+    ``properties`` order. A False may still be key order inside ``oneOf`` / ``not`` /
+    ``if``, where objects keep schema order even then."""
+    refused = {r["id"]: [i for i, inst in enumerate(r["instances"]) if inst["valid"] and not inst["accepted"]]
+               for r in results if r["status"] == VALIDATION_ERROR}
+    again = run_engine("guided", [r for r in records if r["id"] in refused], args, label=KEY_ORDER_RECHECK,
+                       options={"guided_whitespace": args.guided_whitespace, "guided_key_order": "any"},
+                       tests_of=lambda r: [record_tests(r, args)[i] for i in refused[r["id"]]])
+    only_order = {r["id"]: r["status"] == PASSING for r in again}
+    for r in results:
+        if r["id"] in only_order:
+            r["key_order_only"] = only_order[r["id"]]
+
+
 def write_json(path: str, all_results: dict[str, list[dict]]) -> None:
     rows = []
     for engine, results in all_results.items():
@@ -836,6 +867,7 @@ def write_json(path: str, all_results: dict[str, list[dict]]) -> None:
                 "tbm_p50_us": (percentile(sorted(tbm), 50) / 1000.0) if tbm else None,
                 "tbm_max_us": (max(tbm) / 1000.0) if tbm else None,
                 "message": r.get("message", ""), "instances": r.get("instances", []),
+                "key_order_only": r.get("key_order_only"),
             })
     with open(path, "w", encoding="utf-8") as f:
         json.dump(rows, f, ensure_ascii=False, indent=0)
@@ -883,6 +915,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--guided-key-order", choices=("schema", "any"), default=None,
                    help="compile guided.JsonSchema(schema, key_order=...): object keys in properties "
                         "order (guided's default, as in llguidance) or in any order")
+    p.add_argument("--recheck-key-order", action="store_true",
+                   help="rerun guided's validation errors with key_order='any' and report how many "
+                        "were refused only for the order of their keys")
     p.add_argument("--ids", default=None, metavar="FILE",
                    help="only the schemas whose ids are listed in FILE, one per line")
     return p
@@ -923,6 +958,8 @@ def main(argv=None) -> int:
             print(f"engine: {engine}    FAILED TO START: {first_line(str(exc))}\n")
             failed.append(engine)
             continue
+        if engine == "guided" and args.recheck_key_order and args.guided_key_order != "any":
+            recheck_key_order(records, all_results[engine], args)
         print(f"[{engine}] done in {time.monotonic() - t0:.1f}s", file=sys.stderr)
         print(engine_report(engine, all_results[engine], config=engine_config(engine, args)))
         print()

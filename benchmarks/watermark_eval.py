@@ -564,10 +564,10 @@ def eval_json(model, tok, det, args) -> None:
     for task, instruction in json_jobs(args.json_outputs):
         by_task.setdefault(task["name"], []).append(chat(tok, instruction))
     calls = [(name, group) for name, prompts in by_task.items() for group in batches(prompts, args.batch)]
-    arms = {
+    arms = {  # "watermarked" is the default (spelling="hard" with a guide)
         "watermarked": lambda g: (lambda: WatermarkLogitsProcessor(vocab_size, KEY, gamma=GAMMA, delta=DELTA, guide=g)),
-        "watermarked, spelling=hard": lambda g: (lambda: WatermarkLogitsProcessor(
-            vocab_size, KEY, gamma=GAMMA, delta=DELTA, guide=g, spelling="hard")),
+        "watermarked, spelling=soft": lambda g: (lambda: WatermarkLogitsProcessor(
+            vocab_size, KEY, gamma=GAMMA, delta=DELTA, guide=g, spelling="soft")),
         "unwatermarked": lambda g: (lambda: guided.LogitsProcessor(g)),
     }
     outputs = {arm: [] for arm in arms}  # (task name, new ids)
@@ -597,7 +597,7 @@ def eval_json(model, tok, det, args) -> None:
     mismatches = sum(r.grammar_mismatch_at is not None for r in detected["watermarked"]["grammar-aware"])
     print(f"\n## 2. Schema-constrained JSON ({len(wm_rows)} outputs, {len(JSON_TASKS)} schemas "
           f"({', '.join(by_task)}), compact whitespace, at most {args.json_tokens} new tokens)\n")
-    print(f"Generation: {gen_s:.0f} s for both arms. Watermarked outputs: mean "
+    print(f"Generation: {gen_s:.0f} s for {len(arms)} arms. Watermarked outputs (default, spelling=hard): mean "
           f"{statistics.mean(len(ids) for _, ids in wm_rows):.1f} new tokens, {complete}/{len(wm_rows)} "
           f"complete JSON documents (the rest hit the token limit); grammar mismatches in detection: "
           f"{mismatches}.\n")
@@ -645,26 +645,20 @@ def eval_json(model, tok, det, args) -> None:
     print(f"\nExample ({name}, grammar-aware z = {detected['watermarked']['grammar-aware'][0].z_score:.2f}): "
           f"{tok.decode(ids)[:240]!r}")
 
-    arm = "watermarked, spelling=hard"
-    hard_rows = outputs[arm]
-    print("\n### With spelling=\"hard\" (only green splits where the grammar fixes the text)\n")
-    print(f"Complete JSON documents: {sum(_is_json(tok.decode(ids)) for _, ids in hard_rows)}/{len(hard_rows)}; "
-          f"mean {statistics.mean(len(ids) for _, ids in hard_rows):.1f} new tokens.\n")
+    arm = "watermarked, spelling=soft"
+    soft_rows = outputs[arm]
+    print("\n### With spelling=\"soft\" (splits of fixed text only biased, like any other position)\n")
+    print(f"Complete JSON documents: {sum(_is_json(tok.decode(ids)) for _, ids in soft_rows)}/{len(soft_rows)}; "
+          f"mean {statistics.mean(len(ids) for _, ids in soft_rows):.1f} new tokens.\n")
     rows = []
     for name in list(by_task) + ["all"]:
-        idx = [i for i, (n, _) in enumerate(hard_rows) if name in (n, "all")]
+        idx = [i for i, (n, _) in enumerate(soft_rows) if name in (n, "all")]
         cells = [name, len(idx)]
         for mode in detected[arm]:
             rs = [detected[arm][mode][i] for i in idx]
             cells += [f"{sum(r.is_watermarked for r in rs)}/{len(idx)}", f"{statistics.mean(r.z_score for r in rs):.2f}"]
         rows.append(cells)
     print(md_table(["schema", "n"] + [f"{m} {c}" for m in detected[arm] for c in ("TPR", "z mean")], rows))
-    n_hard = sum(r.is_watermarked for r in detected[arm]["naive"]) / len(hard_rows)
-    for mode in detected[arm]:
-        if mode != "naive":
-            g_tpr = sum(r.is_watermarked for r in detected[arm][mode]) / len(hard_rows)
-            print(f"\nspelling=hard, target TPR >= {TARGET_JSON_TPR} and above naive, {mode}: {g_tpr:.3f} vs "
-                  f"{n_hard:.3f} ({'MET' if g_tpr >= TARGET_JSON_TPR and g_tpr > n_hard else 'MISSED'})")
 
 
 def _is_json(text: str) -> bool:

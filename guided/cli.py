@@ -60,9 +60,9 @@ def _build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--num-draft-tokens", type=int, default=8, help="most tokens drafted per pass")
     gen.add_argument("--watermark-key-file", metavar="K", default=None,
                      help="watermark the output with this key (red-green, gamma 0.25, delta 2)")
-    gen.add_argument("--watermark-spelling", choices=("soft", "hard"), default="soft",
-                     help="with a spec: 'hard' keeps only green splits of fixed text (stronger detection "
-                          "from token ids, none from text)")
+    gen.add_argument("--watermark-spelling", choices=("soft", "hard"), default=None,
+                     help="with a spec: 'hard' (the default) keeps only green splits of fixed text "
+                          "(stronger detection from token ids, none from text); 'soft' only biases them")
     gen.set_defaults(func=_cmd_generate)
 
     det = sub.add_parser("detect", help="test a text for the watermark; prints a JSON result")
@@ -302,14 +302,14 @@ def _drafters(names, model, tokenizer):
     return [make[name](layers) for name, layers in names]
 
 
-def _watermark_processor(spec, tokenizer, key, spelling: str = "soft"):
+def _watermark_processor(spec, tokenizer, key, spelling: str | None = None):
     """Watermark among the spec's allowed tokens (detect with the same --schema)."""
     from watermark import WatermarkLogitsProcessor
 
     from .compiler import compile as compile_spec
 
     guide = compile_spec(spec, tokenizer) if spec is not None else None
-    return WatermarkLogitsProcessor(len(tokenizer), key, guide=guide, spelling=spelling if guide else "soft")
+    return WatermarkLogitsProcessor(len(tokenizer), key, guide=guide, spelling=spelling if guide else None)
 
 
 DEMO_TASKS = [

@@ -406,6 +406,47 @@ def test_results_log_resumes_a_stopped_run(tmp_path, capsys, monkeypatch):
     assert status(resumed) == status(whole) and len(status(whole)) == 5
 
 
+def test_recheck_key_order_splits_validation_errors(tmp_path, capsys, monkeypatch):
+    """--recheck-key-order reruns only the validation errors, only their refused valid
+    instances, with key_order="any"; those it then accepts count as key order alone."""
+    import gzip
+    import json
+
+    rows = [  # the fake schema lists what schema order accepts, and what any order accepts
+        {"id": "Handwritten---order.json", "schema": {"accept": [], "any": [{"b": 1, "a": 2}]},
+         "tests": [{"data": {"b": 1, "a": 2}, "valid": True}, {"data": {"a": 3}, "valid": False}]},
+        {"id": "Handwritten---other.json", "schema": {"accept": [], "any": []},
+         "tests": [{"data": {"a": 1}, "valid": True}]},
+        {"id": "Handwritten---fine.json", "schema": {"accept": [{"a": 1}], "any": [{"a": 1}]},
+         "tests": [{"data": {"a": 1}, "valid": True}]},
+    ]
+    data = tmp_path / "mb.jsonl.gz"
+    with gzip.open(data, "wt") as f:
+        f.writelines(json.dumps(row) + "\n" for row in rows)
+    rechecked = []
+
+    def pool(spec, tasks, options=None, on_result=None, **kw):
+        any_order = options["guided_key_order"] == "any"
+        if any_order:
+            rechecked.extend(tasks)
+        out = []
+        for i, (schema, tests) in enumerate(tasks):
+            listed = {"accept": schema["any"] if any_order else schema["accept"]}
+            out.append(mb.run_schema(AcceptListed(), listed, tests, byte_tokenize))
+            on_result(i, out[-1])
+        return out
+
+    monkeypatch.setattr(mb, "run_pool", pool)
+    out = tmp_path / "res.json"
+    assert mb.main(["--data", str(data), "--recheck-key-order", "--json-out", str(out)]) == 0
+    assert [t for _, t in rechecked] == [[{"data": {"b": 1, "a": 2}, "valid": True}], [{"data": {"a": 1}, "valid": True}]]
+    assert "(1 refused only for key order" in capsys.readouterr().out
+    got = {r["id"]: (r["status"], r["key_order_only"]) for r in json.loads(out.read_text())}
+    assert got == {"Handwritten---order.json": ("validation error", True),
+                   "Handwritten---other.json": ("validation error", False),
+                   "Handwritten---fine.json": ("passing", None)}
+
+
 def test_real_data_sample_is_stratified():
     if not os.path.exists(mb.DEFAULT_DATA):
         pytest.skip(f"MaskBench data not found at {mb.DEFAULT_DATA}")

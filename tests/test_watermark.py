@@ -145,11 +145,11 @@ def _scores_after(wm, prompt: list[int], prefix: list[int]) -> torch.Tensor:
 
 
 def test_hard_spelling_keeps_only_green_splits_of_a_fixed_key(smollm2_tokenizer):
-    """spelling="hard": where the allowed tokens all spell the same fixed text, only the
-    green ones stay; at real choices the soft bias is unchanged."""
+    """spelling="hard", the default with a guide: where the allowed tokens all spell the
+    same fixed text, only the green ones stay; at real choices the soft bias is unchanged."""
     guide = guided.compile(guided.JsonSchema(LONG_KEYS, whitespace="compact"), smollm2_tokenizer)
-    soft = WatermarkLogitsProcessor(len(smollm2_tokenizer), KEY, guide=guide)
-    hard = WatermarkLogitsProcessor(len(smollm2_tokenizer), KEY, guide=guide, spelling="hard")
+    soft = WatermarkLogitsProcessor(len(smollm2_tokenizer), KEY, guide=guide, spelling="soft")
+    hard = WatermarkLogitsProcessor(len(smollm2_tokenizer), KEY, guide=guide)
     prompt = smollm2_tokenizer.encode("JSON:", add_special_tokens=False)
     inside_key = smollm2_tokenizer.encode('{"the_first_ra', add_special_tokens=False)
     inside_value = smollm2_tokenizer.encode('{"the_first_rather_long_property_name":"bl', add_special_tokens=False)

@@ -34,11 +34,13 @@ class WatermarkLogitsProcessor:
     replays the same rule, so every real choice carries signal and forced tokens are
     not scored. Use it instead of (not after) ``guided.LogitsProcessor``.
 
-    ``spelling="hard"`` (with a guide) goes further at those positions: only green
-    tokens may be chosen there. The text is the same whatever the split, so this costs
-    no content, and detection from token ids gains a green token at every such
-    position; detection from text sees none of it (it re-tokenises). The model then
-    reads some non-canonical splits of fixed keys.
+    With a guide, ``spelling="hard"`` (the default there) goes further at those
+    positions: only green tokens may be chosen. The text is the same whatever the split,
+    so this costs no content, and detection from token ids gains a green token at every
+    such position; detection from text sees none of it (it re-tokenises). The model then
+    reads some non-canonical splits of fixed keys and uses a few more tokens.
+    ``spelling="soft"`` only biases the split, like any other position. Without a guide
+    there are no such positions and the spelling is "soft".
 
     Example::
 
@@ -56,8 +58,12 @@ class WatermarkLogitsProcessor:
         context_width: int = 1,
         hard: bool = False,
         guide=None,
-        spelling: str = "soft",
+        spelling: str | None = None,
     ):
+        if spelling is None:
+            # Structure-heavy schemas leave few real choices: their splits carry most of
+            # the signal (benchmarks/README.md, watermark_eval.py), so take it by default.
+            spelling = "soft" if guide is None else "hard"
         if spelling not in ("soft", "hard"):
             raise ValueError(f'spelling must be "soft" or "hard", not {spelling!r}')
         if spelling == "hard" and guide is None:
