@@ -677,8 +677,10 @@ class SchemaCompiler:
     def is_valid(self, value, schema) -> bool:
         """Whether ``value`` satisfies ``schema`` (refs resolved against the root),
         by the reference validator with format checking."""
-        if not schema:
+        if schema is True or schema == {}:
             return True
+        if schema is False:
+            return False
         import jsonschema
 
         if self._validator is None:
@@ -1140,6 +1142,9 @@ class SchemaCompiler:
         scalar where the property is one, by any text otherwise; its first key is
         then one of its own (what tells apart variants that differ in which keys
         they have)."""
+        if schema.get("propertyNames") is False or schema.get("maxProperties") == 0:
+            # No key can appear: exactly the empty object.
+            return nfa.concat([nfa.byte_string(b"{"), jt.regex_fragment(nfa, r"[ \t\n\r]*"), nfa.byte_string(b"}")])
         props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
         body = self._closed_object_body(schema, props) or _body_dfa(lambda n: n.any_bytes())
         for name in schema.get("required", []) or []:
@@ -1273,7 +1278,10 @@ class SchemaCompiler:
             if rest is not None:
                 kinds.append((rest, additional, _pointer(path, "additionalProperties")))
         if names_schema is not None:
-            names = _body_dfa(lambda n: self.value(n, names_schema, _pointer(path, "propertyNames"), 0))
+            try:
+                names = _body_dfa(lambda n: self.value(n, names_schema, _pointer(path, "propertyNames"), 0))
+            except UnsatisfiableSchemaError:
+                return None  # no name is valid (``propertyNames: false``): no extra keys
             narrowed = []
             for kd, sub, ptr in kinds:
                 try:

@@ -92,6 +92,9 @@ FAMILIES = {
     "type_list": {"type": ["string", "null"], "maxLength": 4},
     "if_then_else": {"type": "integer", "if": {"minimum": 10}, "then": {"maximum": 12}, "else": {"minimum": 5}},
     "property_names": {"type": "object", "propertyNames": {"maxLength": 3}, "additionalProperties": {"type": "null"}},
+    "no_property_names": {"type": "object", "properties": {"a": {"type": "integer"}}, "propertyNames": False},
+    "some_property": {"type": "object", "not": {"propertyNames": False}, "additionalProperties": {"type": "integer"}},
+    "not_empty_object": {"not": {"maxProperties": 0}, "type": ["object", "integer"], "additionalProperties": {"type": "null"}},
     "dependent_required": {
         "type": "object",
         "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "boolean"}},
@@ -441,6 +444,7 @@ def test_lenient_mode_warns_and_drops():
         {"type": "string", "minLength": 4, "maxLength": 2},
         {"allOf": [{"type": "string"}, {"type": "integer"}]},
         {"type": "object", "required": ["a"], "properties": {"a": False}},
+        {"type": "object", "required": ["a"], "propertyNames": False},
         False,
         {"enum": [1, 2], "type": "string"},
     ],
