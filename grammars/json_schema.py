@@ -51,6 +51,7 @@ from .json_merge import ANNOTATIONS, merge
 from .json_merge import json_equal as _json_equal
 from .json_formats import format_regex
 from .json_numbers import integer_multiple_of_regex, integer_range_regex, number_range_regex
+from .json_conditional import conditional_as_union, not_as_union
 from .json_key_order import ObjectShape, any_order_object
 from .json_presence import presence_keys, presence_variants
 
@@ -75,6 +76,9 @@ KEY_ORDERS = ("schema", "any")
 EXACT_FORMATS = {"date", "time", "date-time", "ipv4", "ipv6"}
 
 DEPENDENCY_KEYWORDS = ("dependentRequired", "dependentSchemas", "dependencies")
+
+#: Keywords ``value`` acts on before ``not`` / ``if`` (the schema is theirs first).
+_EARLIER_KEYWORDS = ("$ref", "enum", "const", "allOf", "anyOf", "oneOf") + DEPENDENCY_KEYWORDS
 #: minProperties / maxProperties count keys in states; larger counts are refused.
 MAX_COUNTED_PROPERTIES = 24
 #: Key dependencies expand into 2**n branches; more trigger keys than this are refused.
@@ -255,6 +259,20 @@ class SchemaCompiler:
         return got
 
     def _build_dfa(self, schema, path: str, depth: int) -> DFA:
+        union = self._logic_as_union(schema, path)
+        if union is not None:
+            # One minimal DFA per branch, then their union: determinizing the branches
+            # together would walk the product of their unminimised automata.
+            rest = {k: v for k, v in union.items() if k != "anyOf"}
+            dfas = []
+            for b in union["anyOf"]:
+                try:
+                    dfas.append(self.dfa({"allOf": [rest, b]} if rest else b, path, depth))
+                except UnsatisfiableSchemaError:
+                    continue
+            if not dfas:
+                raise UnsatisfiableSchemaError("not/if/then/else leave no valid value", path)
+            return dfas[0] if len(dfas) == 1 else _union_dfa(dfas)
         nfa = NFA()
         s, e = self.value(nfa, schema, path, depth)
         try:
@@ -392,6 +410,9 @@ class SchemaCompiler:
         if "oneOf" in schema:
             return self.one_of(nfa, schema, path, depth)
         if "not" in schema or "if" in schema:
+            union = self._logic_as_union(schema, path)
+            if union is not None:  # no algebra: a union of merged schemas (json_conditional)
+                return self.value(nfa, union, path, depth)
             return embed(nfa, self.logic_dfa(schema, path, depth))
         types = self.types_of(schema, path)
         frags = []
@@ -610,6 +631,20 @@ class SchemaCompiler:
             if is_empty_intersection(va, vb):
                 return True
         return False
+
+    def _logic_as_union(self, schema, path) -> dict | None:
+        """A schema whose first logic keyword is ``not`` or ``if``, as ``{rest...,
+        "anyOf": [...]}`` (see ``json_conditional``), or None when it is not one or its
+        condition cannot be negated that way."""
+        if not isinstance(schema, dict) or not ("not" in schema or "if" in schema):
+            return None
+        if any(k in schema for k in _EARLIER_KEYWORDS) or presence_keys(schema) is not None:
+            return None  # value() handles these first
+        deref = lambda s: self.deref(s, path)  # noqa: E731
+        union = conditional_as_union(schema, deref) if "if" in schema else not_as_union(schema, deref)
+        if union is None or "anyOf" not in union:
+            return None
+        return union
 
     def logic_dfa(self, schema, path, depth) -> DFA:
         """``not`` and ``if``/``then``/``else`` by automaton algebra; every subtracted

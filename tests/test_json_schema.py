@@ -92,6 +92,18 @@ FAMILIES = {
     "type_list": {"type": ["string", "null"], "maxLength": 4},
     "if_then_else": {"type": "integer", "if": {"minimum": 10}, "then": {"maximum": 12}, "else": {"minimum": 5}},
     "property_names": {"type": "object", "propertyNames": {"maxLength": 3}, "additionalProperties": {"type": "null"}},
+    "if_on_a_property": {  # the "else" side used to be emptied by a superset: "unsatisfiable"
+        "type": "object", "additionalProperties": False,
+        "properties": {"a": {"type": "string", "maxLength": 3}, "b": {"type": "integer"}, "c": {"enum": ["x", "y", "z"]}},
+        "if": {"properties": {"c": {"const": "x"}}}, "then": {"required": ["a", "b", "c"]}, "else": {"required": ["a", "c"]}},
+    "if_typed_condition": {
+        "type": ["object", "integer"], "properties": {"k": {"type": "integer"}, "m": {"type": "boolean"}},
+        "additionalProperties": False, "if": {"type": "object", "required": ["k"]},
+        "then": {"properties": {"k": {"minimum": 5}}}, "else": {"maximum": 3, "required": ["m"]}},
+    "not_on_properties": {
+        "type": "object", "additionalProperties": False,
+        "properties": {"kind": {"enum": ["a", "b", "c"]}, "n": {"type": "integer", "minimum": 0, "maximum": 9}},
+        "not": {"properties": {"kind": {"const": "a"}, "n": {"maximum": 4}}, "required": ["n"]}},
     "no_property_names": {"type": "object", "properties": {"a": {"type": "integer"}}, "propertyNames": False},
     "some_property": {"type": "object", "not": {"propertyNames": False}, "additionalProperties": {"type": "integer"}},
     "not_empty_object": {"not": {"maxProperties": 0}, "type": ["object", "integer"], "additionalProperties": {"type": "null"}},
