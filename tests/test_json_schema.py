@@ -571,3 +571,24 @@ def test_unique_items_over_enum_values():
     assert not dfa.matches(b'["x","x"]') and not dfa.matches(b"[2,2.0]")
     with pytest.raises(guided.UnsupportedSchemaError, match="uniqueItems"):
         compile_json_schema({"type": "array", "items": {"type": "string"}, "uniqueItems": True})
+
+
+@pytest.mark.parametrize("cond", [
+    {"properties": {"kind": {"const": "a"}}},
+    {"type": "object", "required": ["x", "y"], "properties": {"x": {"type": "integer", "minimum": 3}, "z": False}},
+    {"properties": {"n": True, "m": {"enum": [1, 2]}}, "required": ["m"]},
+    True,
+    False,
+])
+def test_negated_condition_parts_fail_exactly_where_the_condition_holds(cond):
+    """json_conditional.negation: a value satisfies one of the parts iff it fails the
+    condition (checked by jsonschema on objects and non-objects alike)."""
+    from grammars.json_conditional import negation
+
+    parts = negation(cond)
+    samples = [None, 1, "a", [], {}, {"kind": "a"}, {"kind": "b"}, {"x": 3, "y": 0}, {"x": 2, "y": 0},
+               {"x": 5}, {"x": 4, "y": 1, "z": 0}, {"m": 1}, {"m": 3}, {"n": 0}, {"n": 0, "m": 2}]
+    for v in samples:
+        fails = not _validator(cond).is_valid(v)
+        assert any(_validator(p).is_valid(v) for p in parts) == fails, (cond, v)
+    assert negation({"properties": {"a": {}}, "minProperties": 1}) is None  # not a union of schemas
