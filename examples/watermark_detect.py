@@ -32,7 +32,9 @@ print(r.text[:300], "...\n")
 show("right key", detector.detect(r.token_ids))
 show("wrong key", wrong.detect(r.token_ids))
 
-# 2. JSON under a schema: the green list is drawn among the allowed tokens.
+# 2. JSON under a schema: the green list is drawn among the allowed tokens, and where
+#    the grammar fixes the text only green splits of it are allowed (spelling="hard",
+#    the default with a guide): signal in the token ids that the text does not carry.
 schema = {
     "type": "object",
     "properties": {
