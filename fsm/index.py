@@ -43,7 +43,7 @@ import numpy as np
 from .dfa import DFA
 from .lazy import GrowthDeferred
 from .nfa import MAX_GROWN_NFA_STATES
-from .trie import PLAIN_BYTES, RunTrie, Trie, set_bits, split_vocabulary
+from .trie import LONG_RUN, PLAIN_BYTES, RunTrie, Trie, set_bits, split_vocabulary
 
 #: Automata with at most this many states get every row at compile time.
 EAGER_LIMIT = 256
@@ -303,7 +303,7 @@ class TokenIndex:
 
     def _row_from_runs(self, split: RunTrie, lo: np.ndarray, hi: np.ndarray, accepting: bool) -> np.ndarray:
         row = np.zeros(self.words, dtype=np.uint32)
-        big = hi - lo >= 256
+        big = hi - lo >= LONG_RUN
         for a, b in zip(lo[big].tolist(), hi[big].tolist()):
             row |= split.run_bits(a, b, self.words)
         lo, count = lo[~big], (hi - lo)[~big]

@@ -159,6 +159,11 @@ PLAIN_BYTES = bytes(b for b in range(0x20, 0x7F) if b not in b'"\\')
 PLAIN_MARK, REST_MARK = 256, 257
 
 
+#: Runs of at least this many tokens have their bits cached (``RunTrie.run_bits``);
+#: shorter ones are cheaper to set position by position.
+LONG_RUN = 256
+
+
 class RunTrie:
     """A trie whose every subtree's tokens are one run of a token order.
 
@@ -215,7 +220,7 @@ class RunTrie:
         if got is None:
             got = np.zeros(words, dtype=np.uint32)
             set_bits(got, self.order[lo:hi])
-            if hi - lo >= 256:
+            if hi - lo >= LONG_RUN:
                 self._rows[(lo, hi)] = got
         return got
 

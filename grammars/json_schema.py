@@ -263,15 +263,8 @@ class SchemaCompiler:
         if union is not None:
             # One minimal DFA per branch, then their union: determinizing the branches
             # together would walk the product of their unminimised automata.
-            rest = {k: v for k, v in union.items() if k != "anyOf"}
-            dfas = []
-            for b in union["anyOf"]:
-                try:
-                    dfas.append(self.dfa({"allOf": [rest, b]} if rest else b, path, depth))
-                except UnsatisfiableSchemaError:
-                    continue
-            if not dfas:
-                raise UnsatisfiableSchemaError("not/if/then/else leave no valid value", path)
+            dfas = _satisfiable(lambda b: self.dfa(b, path, depth), union,
+                                "not/if/then/else leave no valid value", path)
             return dfas[0] if len(dfas) == 1 else _union_dfa(dfas)
         nfa = NFA()
         s, e = self.value(nfa, schema, path, depth)
@@ -396,23 +389,16 @@ class SchemaCompiler:
         if "allOf" in schema:
             return self.all_of(nfa, schema, path, depth)
         if "anyOf" in schema:
-            base = {k: v for k, v in schema.items() if k != "anyOf"}
-            branches = self.list_of_schemas(schema, "anyOf", path)
-            frags = []
-            for i, b in enumerate(branches):
-                try:
-                    frags.append(self.value(nfa, {"allOf": [base, b]} if base else b, _pointer(path, "anyOf", i), depth))
-                except UnsatisfiableSchemaError:
-                    continue
-            if not frags:
-                raise UnsatisfiableSchemaError("no anyOf branch can be satisfied", _pointer(path, "anyOf"))
-            return nfa.union(frags)
+            return nfa.union(_satisfiable(
+                (lambda bp: self.value(nfa, bp[0], bp[1], depth)), self.branches(schema, "anyOf", path),
+                "no anyOf branch can be satisfied", _pointer(path, "anyOf")))
         if "oneOf" in schema:
             return self.one_of(nfa, schema, path, depth)
         if "not" in schema or "if" in schema:
             union = self._logic_as_union(schema, path)
             if union is not None:  # no algebra: a union of merged schemas (json_conditional)
-                return self.value(nfa, union, path, depth)
+                return nfa.union(_satisfiable(lambda b: self.value(nfa, b, path, depth), union,
+                                              "not/if/then/else leave no valid value", path))
             return embed(nfa, self.logic_dfa(schema, path, depth))
         types = self.types_of(schema, path)
         frags = []
@@ -485,6 +471,13 @@ class SchemaCompiler:
             branches.append(dict(base, type=non_object))
         return {"anyOf": branches}
 
+    def branches(self, schema, keyword: str, path: str) -> list[tuple]:
+        """``(branch, pointer)`` for each part of ``schema[keyword]`` (``anyOf`` /
+        ``oneOf``), each joined with the keywords beside it."""
+        base = {k: v for k, v in schema.items() if k != keyword}
+        return [({"allOf": [base, b]} if base else b, _pointer(path, keyword, i))
+                for i, b in enumerate(self.list_of_schemas(schema, keyword, path))]
+
     def list_of_schemas(self, schema, keyword, path):
         v = schema[keyword]
         if not isinstance(v, list) or not v:
@@ -507,18 +500,22 @@ class SchemaCompiler:
 
     # -- combinators -----------------------------------------------------------------
 
-    def all_of(self, nfa, schema, path, depth):
-        parts = [{k: v for k, v in schema.items() if k != "allOf"}]
-        parts += self.list_of_schemas(schema, "allOf", path)
-        merged = parts[0]
+    def merged_all_of(self, schema, path) -> tuple:
+        """``(merged, leftovers)``: ``schema``'s ``allOf`` parts merged by keywords into
+        the keywords beside them, and the parts that would not merge exactly."""
+        merged = {k: v for k, v in schema.items() if k != "allOf"}
         leftovers = []
-        for i, p in enumerate(parts[1:]):
+        for i, p in enumerate(self.list_of_schemas(schema, "allOf", path)):
             p = _defined_keywords(self.deref(p, _pointer(path, "allOf", i)))
             m = merge(merged, p)
             if m is None:
                 leftovers.append(p)
             else:
                 merged = m
+        return merged, leftovers
+
+    def all_of(self, nfa, schema, path, depth):
+        merged, leftovers = self.merged_all_of(schema, path)
         if not leftovers:
             return self.value(nfa, merged, path, depth)
         result = self.dfa(merged, path, depth)
@@ -533,21 +530,13 @@ class SchemaCompiler:
         """Exactly one branch: each branch minus (a superset of) all the others, or,
         when no value can match two branches, their plain union.
         In over mode, the union of the branches is superset enough."""
-        base = {k: v for k, v in schema.items() if k != "oneOf"}
-        branches = [({"allOf": [base, b]} if base else b, _pointer(path, "oneOf", i))
-                    for i, b in enumerate(self.list_of_schemas(schema, "oneOf", path))]
+        branches = self.branches(schema, "oneOf", path)
         if not self.over and self._pairwise_disjoint(branches, depth):
             # The branches stay NFA fragments: lazy, any key order where asked and, in
             # grammar mode, with their recursive $ref calls (DFA algebra holds neither).
-            frags = []
-            for b, ptr in branches:
-                try:
-                    frags.append(self.value(nfa, b, ptr, depth))
-                except UnsatisfiableSchemaError:
-                    continue
-            if not frags:
-                raise UnsatisfiableSchemaError("no oneOf branch can be satisfied", _pointer(path, "oneOf"))
-            return nfa.union(frags)
+            return nfa.union(_satisfiable(
+                (lambda bp: self.value(nfa, bp[0], bp[1], depth)), branches,
+                "no oneOf branch can be satisfied", _pointer(path, "oneOf")))
         frags = []
         for i, (b, ptr) in enumerate(branches):
             try:
@@ -597,14 +586,10 @@ class SchemaCompiler:
         or None when the schema cannot be read that way."""
         try:
             schema = self.deref(schema, path)
-            while isinstance(schema, dict) and "allOf" in schema and isinstance(schema["allOf"], list):
-                merged = {k: v for k, v in schema.items() if k != "allOf"}
-                for part in schema["allOf"]:
-                    m = merge(merged, _defined_keywords(self.deref(part, path)))
-                    if m is None or m is False:
-                        return None
-                    merged = m
-                schema = merged
+            while isinstance(schema, dict) and "allOf" in schema:
+                schema, leftovers = self.merged_all_of(schema, path)
+                if leftovers:
+                    return None
             if not isinstance(schema, dict):
                 return None
             types = set(self.types_of(schema, path))
@@ -632,19 +617,19 @@ class SchemaCompiler:
                 return True
         return False
 
-    def _logic_as_union(self, schema, path) -> dict | None:
-        """A schema whose first logic keyword is ``not`` or ``if``, as ``{rest...,
-        "anyOf": [...]}`` (see ``json_conditional``), or None when it is not one or its
-        condition cannot be negated that way."""
+    def _logic_as_union(self, schema, path) -> list | None:
+        """A schema whose first logic keyword is ``not`` or ``if``, as the schemas of
+        a union (see ``json_conditional``; errors inside them point at ``path``), or
+        None when it is not one or its condition cannot be negated that way."""
         if not isinstance(schema, dict) or not ("not" in schema or "if" in schema):
             return None
         if any(k in schema for k in _EARLIER_KEYWORDS) or presence_keys(schema) is not None:
             return None  # value() handles these first
         deref = lambda s: self.deref(s, path)  # noqa: E731
         union = conditional_as_union(schema, deref) if "if" in schema else not_as_union(schema, deref)
-        if union is None or "anyOf" not in union:
+        if union is None:
             return None
-        return union
+        return [b for b, _ in self.branches(union, "anyOf", path)]
 
     def logic_dfa(self, schema, path, depth) -> DFA:
         """``not`` and ``if``/``then``/``else`` by automaton algebra; every subtracted
@@ -1528,6 +1513,19 @@ def _defined_keywords(schema):
     if not isinstance(schema, dict):
         return schema
     return {k: v for k, v in schema.items() if k in STANDARD or k in ANNOTATIONS}
+
+
+def _satisfiable(build, items, why: str, path: str) -> list:
+    """``build(item)`` for each item that is satisfiable; ``why`` at ``path`` when none is."""
+    out = []
+    for item in items:
+        try:
+            out.append(build(item))
+        except UnsatisfiableSchemaError:
+            continue
+    if not out:
+        raise UnsatisfiableSchemaError(why, path)
+    return out
 
 
 def _union_dfa(dfas):
