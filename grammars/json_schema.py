@@ -475,7 +475,8 @@ class SchemaCompiler:
         """``(branch, pointer)`` for each part of ``schema[keyword]`` (``anyOf`` /
         ``oneOf``), each joined with the keywords beside it."""
         base = {k: v for k, v in schema.items() if k != keyword}
-        return [({"allOf": [base, b]} if base else b, _pointer(path, keyword, i))
+        first = _listed_before_properties(schema, keyword)
+        return [({"allOf": [b, base] if first else [base, b]} if base else b, _pointer(path, keyword, i))
                 for i, b in enumerate(self.list_of_schemas(schema, keyword, path))]
 
     def list_of_schemas(self, schema, keyword, path):
@@ -503,10 +504,12 @@ class SchemaCompiler:
     def merged_all_of(self, schema, path) -> tuple:
         """``(merged, leftovers)``: ``schema``'s ``allOf`` parts merged by keywords into
         the keywords beside them, and the parts that would not merge exactly."""
-        merged = {k: v for k, v in schema.items() if k != "allOf"}
-        leftovers = []
-        for i, p in enumerate(self.list_of_schemas(schema, "allOf", path)):
-            p = _defined_keywords(self.deref(p, _pointer(path, "allOf", i)))
+        beside = {k: v for k, v in schema.items() if k != "allOf"}
+        parts = [_defined_keywords(self.deref(p, _pointer(path, "allOf", i)))
+                 for i, p in enumerate(self.list_of_schemas(schema, "allOf", path))]
+        parts = parts + [beside] if _listed_before_properties(schema, "allOf") else [beside] + parts
+        merged, leftovers = {}, []
+        for p in parts:
             m = merge(merged, p)
             if m is None:
                 leftovers.append(p)
@@ -1505,6 +1508,17 @@ def _constraint_dfa(kind: str, rx: str) -> DFA:
     """The string-body DFA of a pattern (search) or a format regex (full match)."""
     build = jt.pattern_body if kind == "pattern" else jt.full_match_body
     return _body_dfa(lambda n: build(n, rx))
+
+
+def _listed_before_properties(schema: dict, keyword: str) -> bool:
+    """Whether ``keyword`` (a logic keyword) comes before ``properties`` in ``schema``.
+
+    Merged objects list their keys in the order the schema text names them: the keys
+    of ``{"allOf": [{"$ref": "#/$defs/base"}], "properties": {...}}`` start with the
+    base's, those of ``{"properties": {...}, "oneOf": [...]}`` with its own.
+    """
+    order = list(schema)
+    return "properties" in schema and order.index(keyword) < order.index("properties")
 
 
 def _defined_keywords(schema):
