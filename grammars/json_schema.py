@@ -51,7 +51,7 @@ from .json_merge import ANNOTATIONS, merge
 from .json_merge import json_equal as _json_equal
 from .json_formats import format_regex
 from .json_numbers import integer_multiple_of_regex, integer_range_regex, number_range_regex
-from .json_conditional import conditional_as_union, not_as_union
+from .json_conditional import NOT_OBJECT, conditional_as_union, negation, not_as_union
 from .json_key_order import ObjectShape, any_order_object
 from .json_presence import presence_keys, presence_variants
 
@@ -83,6 +83,8 @@ _EARLIER_KEYWORDS = ("$ref", "enum", "const", "allOf", "anyOf", "oneOf") + DEPEN
 MAX_COUNTED_PROPERTIES = 24
 #: Key dependencies expand into 2**n branches; more trigger keys than this are refused.
 MAX_DEPENDENCY_TRIGGERS = 4
+#: Most parts a ``oneOf`` becomes as a union of each branch and the others' negations.
+MAX_ONE_OF_CHOICES = 64
 
 #: Formats the reference validator (jsonschema, draft 2020-12 checker) checks.
 VALIDATED_FORMATS = {
@@ -530,16 +532,30 @@ class SchemaCompiler:
         return embed(nfa, result)
 
     def one_of(self, nfa, schema, path, depth):
-        """Exactly one branch: each branch minus (a superset of) all the others, or,
-        when no value can match two branches, their plain union.
+        """Exactly one branch. In order of preference:
+
+        - when no value can match two branches, their plain union (lazy);
+        - when the branches that overlap have negations that are unions of schemas
+          (``json_conditional.negation``), the union of each branch joined with the
+          negation of each branch it overlaps (merged by keywords: no algebra, the
+          branch's own key order);
+        - otherwise each branch minus (a superset of) all the others.
+
         In over mode, the union of the branches is superset enough."""
         branches = self.branches(schema, "oneOf", path)
-        if not self.over and self._pairwise_disjoint(branches, depth):
+        apart = set() if self.over else self._disjoint_pairs(branches, depth)
+        n = len(branches)
+        if not self.over and len(apart) == n * (n - 1) // 2:
             # The branches stay NFA fragments: lazy, any key order where asked and, in
             # grammar mode, with their recursive $ref calls (DFA algebra holds neither).
             return nfa.union(_satisfiable(
                 (lambda bp: self.value(nfa, bp[0], bp[1], depth)), branches,
                 "no oneOf branch can be satisfied", _pointer(path, "oneOf")))
+        union = None if self.over else self._one_of_as_union(schema, branches, apart, path)
+        if union is not None:
+            return nfa.union(_satisfiable(
+                (lambda bp: self.value(nfa, bp[0], bp[1], depth)), union,
+                "no value satisfies exactly one oneOf branch", _pointer(path, "oneOf")))
         frags = []
         for i, (b, ptr) in enumerate(branches):
             try:
@@ -555,13 +571,37 @@ class SchemaCompiler:
             raise UnsatisfiableSchemaError("no value satisfies exactly one oneOf branch", _pointer(path, "oneOf"))
         return nfa.union(frags)
 
-    def _pairwise_disjoint(self, branches, depth) -> bool:
-        """Whether no value matches two of the ``oneOf`` branches.
+    def _one_of_as_union(self, schema, branches, apart, path) -> list | None:
+        """``(schema, pointer)`` parts whose union is exactly the ``oneOf``: branch i
+        joined with one part of the negation of every branch j it is not shown
+        ``apart`` from, for each choice of parts. None when such a negation is not a
+        union of schemas or the choices pass ``MAX_ONE_OF_CHOICES``."""
+        raw = [self.deref(b, _pointer(path, "oneOf", j)) for j, b in enumerate(self.list_of_schemas(schema, "oneOf", path))]
+        negations: dict[int, list | None] = {}
+        out = []
+        for i, (b, ptr) in enumerate(branches):
+            view = self._object_view(b, ptr)
+            choices: list[list] = [[]]
+            for j in range(len(branches)):
+                if j == i or (max(i, j), min(i, j)) in apart:
+                    continue
+                if j not in negations:
+                    negations[j] = negation(_defined_keywords(raw[j]))
+                if negations[j] is None:
+                    return None
+                parts = [p for p in negations[j] if not _excluded_by(view, p)]
+                choices = [c + [p] for c in choices for p in parts]
+                if len(choices) > MAX_ONE_OF_CHOICES:
+                    return None
+            out += [({"allOf": [b] + c} if c else b, ptr) for c in choices]
+        return out
 
-        Each pair is shown apart by a discriminating key (both branches are objects
-        that require it, with disjoint value schemas: ``"kind": {"const": "a"}``
-        against ``{"const": "b"}``, a string against an object) or, failing that, by
-        disjoint supersets of the whole branches. False when neither proves it."""
+    def _disjoint_pairs(self, branches, depth) -> set[tuple[int, int]]:
+        """The pairs ``(i, j)``, ``i > j``, of ``oneOf`` branches that no value matches
+        both: shown apart by a discriminating key (both branches are objects that
+        require it, with disjoint value schemas: ``"kind": {"const": "a"}`` against
+        ``{"const": "b"}``, a string against an object) or, failing that, by disjoint
+        supersets of the whole branches."""
         views = [self._object_view(b, ptr) for b, ptr in branches]
         supersets: dict[int, DFA | None] = {}
 
@@ -574,14 +614,16 @@ class SchemaCompiler:
                     supersets[i] = None
             return supersets[i]
 
+        apart = set()
         for i in range(len(branches)):
             for j in range(i):
                 if self._discriminated(views[i], views[j], depth):
+                    apart.add((i, j))
                     continue
                 si, sj = superset(i), superset(j)
-                if si is None or sj is None or not is_empty_intersection(si, sj):
-                    return False
-        return True
+                if si is not None and sj is not None and is_empty_intersection(si, sj):
+                    apart.add((i, j))
+        return apart
 
     def _object_view(self, schema, path):
         """``(types, required, properties)`` that every value of ``schema`` satisfies
@@ -1519,6 +1561,17 @@ def _listed_before_properties(schema: dict, keyword: str) -> bool:
     """
     order = list(schema)
     return "properties" in schema and order.index(keyword) < order.index("properties")
+
+
+def _excluded_by(view, part) -> bool:
+    """Whether no value of an object-only ``view`` (``_object_view``) can satisfy the
+    negation ``part``: a non-object part, or one without a key the view requires."""
+    if view is None or view[0] != {"object"}:
+        return False
+    if part.get("type") == NOT_OBJECT:
+        return True
+    props = part.get("properties", {})
+    return any(props.get(name) is False for name in view[1])
 
 
 def _defined_keywords(schema):

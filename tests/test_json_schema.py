@@ -107,6 +107,16 @@ FAMILIES = {
     "no_property_names": {"type": "object", "properties": {"a": {"type": "integer"}}, "propertyNames": False},
     "some_property": {"type": "object", "not": {"propertyNames": False}, "additionalProperties": {"type": "integer"}},
     "not_empty_object": {"not": {"maxProperties": 0}, "type": ["object", "integer"], "additionalProperties": {"type": "null"}},
+    "one_of_overlapping_objects": {  # optional keys tell the branches apart (o25731)
+        "type": "object", "required": ["n"], "oneOf": [
+            {"properties": {"attrs": {"type": "object", "required": ["sys"], "properties": {"sys": {"enum": ["rpm", "any"]}}},
+                            "n": {"type": "integer", "minimum": 0}}},
+            {"properties": {"attrs": {"type": "object", "required": ["sys"], "properties": {"sys": {"enum": ["dpkg", "any"]}}},
+                            "n": {"type": "integer", "maximum": 5}}}]},
+    "all_of_before_properties": {  # keys in the order the text names them: "level" first
+        "$defs": {"base": {"type": "object", "properties": {"level": {"enum": ["error", "warn"]}}}},
+        "allOf": [{"$ref": "#/$defs/base"}],
+        "properties": {"spaces": {"type": "integer", "enum": [0, 1]}}, "additionalProperties": False},
     "dependent_required": {
         "type": "object",
         "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "boolean"}},
@@ -158,18 +168,28 @@ def _validator(schema):
 def ordered(value, schema, root=None):
     """``value`` with object keys in the schema's ``properties`` order (extras last)."""
     root = root if root is not None else schema
-    if isinstance(schema, dict) and "$ref" in schema:
-        node = root
-        for part in schema["$ref"][2:].split("/"):
-            node = node[part] if part else node  # "#" is the root
-        schema = node
+
+    def deref(s):
+        if isinstance(s, dict) and "$ref" in s:
+            node = root
+            for part in s["$ref"][2:].split("/"):
+                node = node[part] if part else node  # "#" is the root
+            return node
+        return s
+
+    schema = deref(schema)
     if not isinstance(schema, dict):
         return value
     if isinstance(value, dict):
+        # Keys follow the schema text: the properties of allOf / anyOf / oneOf parts
+        # listed before "properties" come first.
         props = {}
-        for s in [schema] + list(schema.get("allOf", [])):
-            if isinstance(s, dict):
-                props.update({k: v for k, v in s.get("properties", {}).items() if k not in props})
+        for keyword in schema:
+            parts = [schema] if keyword == "properties" else (
+                [deref(s) for s in schema[keyword]] if keyword in ("allOf", "anyOf", "oneOf") else [])
+            for s in parts:
+                if isinstance(s, dict):
+                    props.update({k: v for k, v in s.get("properties", {}).items() if k not in props})
         out = {k: ordered(value[k], props[k], root) for k in props if k in value}
         extra = schema.get("additionalProperties", True)
         for k in value:
@@ -283,6 +303,18 @@ def test_one_of_told_apart_by_a_required_key_stays_exact():
     assert not dfa.matches(compact({"kind": "b"}))  # matches both branches
     for doc in ({"kind": "a"}, {"kind": "c"}, {"kind": "d"}, {}):
         assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
+
+
+def test_merged_keys_follow_the_order_the_schema_names_them():
+    """An allOf / oneOf listed before "properties" puts its keys first (a base type
+    "extended" by its own properties), one listed after puts them last."""
+    base = {"type": "object", "properties": {"level": {"type": "string"}}}
+    own = {"spaces": {"type": "integer"}}
+    for logic in ("allOf", "oneOf"):
+        before = compile_json_schema({logic: [base], "properties": own}, "compact")
+        after = compile_json_schema({"properties": own, logic: [base]}, "compact")
+        assert before.matches(b'{"level":"x","spaces":1}') and not before.matches(b'{"spaces":1,"level":"x"}')
+        assert after.matches(b'{"spaces":1,"level":"x"}') and not after.matches(b'{"level":"x","spaces":1}')
 
 
 def test_all_of_parts_differing_in_unknown_keywords_still_merge():
