@@ -29,6 +29,8 @@ automaton) needs algebra. Conditions of any other shape are left to the algebra.
 
 from __future__ import annotations
 
+import json
+
 from .json_merge import ANNOTATIONS
 
 #: JSON types other than "object" ("number" includes the integers).
@@ -86,3 +88,90 @@ def not_as_union(schema: dict, deref) -> dict | None:
         return None
     rest = {k: v for k, v in schema.items() if k != "not"}
     return {**rest, "anyOf": negated}
+
+
+def _discriminator(cond) -> tuple[str, dict] | None:
+    """``(key, schema)`` when the condition only tests the value of one key:
+    ``{"properties": {key: schema}}``, optionally with ``required: [key]`` and
+    ``type: object``; None otherwise."""
+    if not isinstance(cond, dict) or set(cond) - {"type", "required", "properties"} - ANNOTATIONS:
+        return None
+    props = cond.get("properties")
+    if not isinstance(props, dict) or len(props) != 1 or cond.get("type", "object") not in ("object", ["object"]):
+        return None
+    (key, sub), = props.items()
+    if cond.get("required", []) not in ([], [key]) or not isinstance(sub, dict):
+        return None
+    return key, sub
+
+
+def _listed_values(sub) -> list | None:
+    """The values a ``const`` / ``enum`` schema lists (None for any other schema)."""
+    if set(sub) - {"const", "enum", "type"} - ANNOTATIONS:
+        return None
+    if "const" in sub:
+        return [sub["const"]]
+    return list(sub["enum"]) if isinstance(sub.get("enum"), list) else None
+
+
+def conditionals_by_value(schema: dict, deref, view, holds) -> dict | None:
+    """An ``allOf`` of ``if`` / ``then`` / ``else`` parts that all branch on one key's
+    value, as an ``anyOf`` with one branch per value, or None when ``schema`` is not
+    of that shape.
+
+    Schemas such as JSON Schema Store's cloudify or schema-app list a conditional
+    per value of a ``type`` key::
+
+        {"properties": {"type": {"enum": ["a", "b", "c"]}, ...}, "required": ["type"],
+         "allOf": [{"if": {"properties": {"type": {"const": "a"}}}, "then": A},
+                   {"if": {"properties": {"type": {"const": "b"}}}, "then": B}]}
+
+    Unioning each conditional (``conditional_as_union``) and intersecting the unions
+    multiplies branches; fixing the key's value decides every condition at once, so
+    the value ``"a"`` gets ``A`` and every other part's ``else``, and so on: one branch
+    per listed value, one for any other value (when the key's own schema does not
+    list its values; conditions must then list theirs) and one for the key's absence
+    (when it is optional). ``deref`` follows ``$ref``; ``view(schema)`` gives the
+    ``(types, required, properties)`` every value of a schema has (or None);
+    ``holds(value, schema)`` is the reference validator.
+    """
+    parts = [deref(p) for p in schema.get("allOf", [])]
+    conds = [p for p in parts if isinstance(p, dict) and "if" in p]
+    if len(conds) < 2:
+        return None
+    key, tests = None, []
+    for c in conds:
+        found = _discriminator(deref(c["if"]))
+        if found is None or (key is not None and found[0] != key):
+            return None
+        key = found[0]
+        tests.append((found[1], "required" in deref(c["if"]), c.get("then", True), c.get("else", True)))
+    is_cond = {id(c) for c in conds}
+    rest = [{k: v for k, v in p.items() if k not in ("if", "then", "else")} if id(p) in is_cond else p for p in parts]
+    base = {k: (v if k != "allOf" else [p for p in rest if p != {}]) for k, v in schema.items()}
+    shape = view(base)
+    if shape is None or shape[0] != {"object"}:
+        return None  # a condition on properties holds for every non-object: keep it simple
+    types, required, props = shape
+    own = deref(props.get(key, True))
+    domain = _listed_values(own) if isinstance(own, dict) else None
+    if domain is None:  # any value: the conditions must list the ones they pick
+        listed = [_listed_values(t) for t, _, _, _ in tests]
+        if any(v is None for v in listed):
+            return None
+        domain = list({json.dumps(v, sort_keys=True): v for vs in listed for v in vs}.values())
+        others = {"properties": {key: {"not": {"enum": domain}}}, "required": [key]}
+    else:
+        others = None
+
+    def branch(pin, pick):
+        return {**base, "allOf": base["allOf"] + [pin] + [then if pick(t, req) else otherwise
+                                                          for t, req, then, otherwise in tests]}
+
+    branches = [branch({"properties": {key: {"const": v}}, "required": [key]}, lambda t, req, v=v: holds(v, t))
+                for v in domain]
+    if others is not None:
+        branches.append(branch(others, lambda t, req: False))
+    if key not in required:
+        branches.append(branch({"properties": {key: False}}, lambda t, req: not req))
+    return {"anyOf": branches}

@@ -51,7 +51,7 @@ from .json_merge import ANNOTATIONS, merge
 from .json_merge import json_equal as _json_equal
 from .json_formats import format_regex
 from .json_numbers import integer_multiple_of_regex, integer_range_regex, number_range_regex
-from .json_conditional import NOT_OBJECT, conditional_as_union, negation, not_as_union
+from .json_conditional import NOT_OBJECT, conditional_as_union, conditionals_by_value, negation, not_as_union
 from .json_key_order import ObjectShape, any_order_object
 from .json_presence import presence_keys, presence_variants
 
@@ -520,6 +520,11 @@ class SchemaCompiler:
         return merged, leftovers
 
     def all_of(self, nfa, schema, path, depth):
+        by_value = conditionals_by_value(schema, lambda s: self.deref(s, path),
+                                         lambda s: self._object_view(s, path), self.is_valid)
+        if by_value is not None:  # one branch per value of the key the conditions test
+            return nfa.union(_satisfiable(lambda b: self.value(nfa, b, path, depth), by_value["anyOf"],
+                                          "no value of the key the conditions test is valid", _pointer(path, "allOf")))
         merged, leftovers = self.merged_all_of(schema, path)
         if not leftovers:
             return self.value(nfa, merged, path, depth)
