@@ -148,8 +148,9 @@ def conditionals_by_value(schema: dict, deref, view, holds) -> dict | None:
         tests.append((found[1], "required" in deref(c["if"]), c.get("then", True), c.get("else", True)))
     is_cond = {id(c) for c in conds}
     rest = [{k: v for k, v in p.items() if k not in ("if", "then", "else")} if id(p) in is_cond else p for p in parts]
-    base = {k: (v if k != "allOf" else [p for p in rest if p != {}]) for k, v in schema.items()}
-    shape = view(base)
+    kept = [p for p in rest if p != {}]
+    base = {k: (v if k != "allOf" else kept) for k, v in schema.items()}
+    shape = view(base if kept else {k: v for k, v in base.items() if k != "allOf"})
     if shape is None or shape[0] != {"object"}:
         return None  # a condition on properties holds for every non-object: keep it simple
     types, required, props = shape

@@ -117,6 +117,17 @@ FAMILIES = {
         "$defs": {"base": {"type": "object", "properties": {"level": {"enum": ["error", "warn"]}}}},
         "allOf": [{"$ref": "#/$defs/base"}],
         "properties": {"spaces": {"type": "integer", "enum": [0, 1]}}, "additionalProperties": False},
+    "conditionals_on_a_listed_key": {  # one branch per value of "type" (schema-app, cloudify)
+        "type": "object", "required": ["type"], "additionalProperties": False,
+        "properties": {"type": {"enum": ["a", "b", "c"]}, "x": {"type": "integer"}, "y": {"type": "string"}},
+        "allOf": [{"if": {"properties": {"type": {"const": "a"}}}, "then": {"required": ["x"]}},
+                  {"if": {"properties": {"type": {"const": "b"}}}, "then": {"required": ["y"]},
+                   "else": {"properties": {"y": {"maxLength": 2}}}}]},
+    "conditionals_on_an_open_key": {  # any other value, and the key's absence, get the "else" parts
+        "type": "object", "additionalProperties": {"type": "integer"},
+        "allOf": [{"if": {"properties": {"k": {"const": "a"}}}, "then": {"required": ["x"]}, "else": {"maxProperties": 2}},
+                  {"if": {"properties": {"k": {"enum": ["b", 1]}}, "required": ["k"]}, "then": {"required": ["y"]},
+                   "else": {"properties": {"y": False}}}]},
     "dependent_required": {
         "type": "object",
         "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "boolean"}},
