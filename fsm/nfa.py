@@ -147,6 +147,13 @@ class NFA:
         self.cuts.update(cuts)
         return s, e
 
+    def truncate(self, mark: int) -> None:
+        """Drop the states numbered from ``mark`` on: a fragment that was abandoned
+        while being built (nothing older may point into it)."""
+        del self.eps[mark:], self.edges[mark:]
+        for s in [s for s in self.pending if s >= mark]:
+            del self.pending[s]
+
     def materialize(self, s: int) -> None:
         """Build the deferred fragment that starts at ``s`` and link it in."""
         build, e = self.pending.pop(s)

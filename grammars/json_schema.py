@@ -41,7 +41,7 @@ import re
 import warnings
 
 from fsm.dfa import DFA, determinize
-from fsm.errors import EmptyLanguageError, RegexError
+from fsm.errors import EmptyLanguageError, RegexError, RegexTooLargeError
 from fsm.lazy import LazyDFA
 from fsm.nfa import NFA
 from fsm.ops import difference, embed, intersect, is_empty_intersection
@@ -523,8 +523,17 @@ class SchemaCompiler:
         by_value = conditionals_by_value(schema, lambda s: self.deref(s, path),
                                          lambda s: self._object_view(s, path), self.is_valid)
         if by_value is not None:  # one branch per value of the key the conditions test
-            return nfa.union(_satisfiable(lambda b: self.value(nfa, b, path, depth), by_value["anyOf"],
-                                          "no value of the key the conditions test is valid", _pointer(path, "allOf")))
+            mark = len(nfa)
+            try:
+                return nfa.union(_satisfiable(lambda b: self.value(nfa, b, path, depth), by_value["anyOf"],
+                                              "no value of the key the conditions test is valid", _pointer(path, "allOf")))
+            except RegexTooLargeError:
+                # Each branch repeats the whole object: too many copies of a large one.
+                # Outside grammar mode the copies are only ours to drop; the algebra
+                # below builds the object once.
+                if self.grammar is not None and self.grammar.owns(nfa):
+                    raise
+                nfa.truncate(mark)
         merged, leftovers = self.merged_all_of(schema, path)
         if not leftovers:
             return self.value(nfa, merged, path, depth)
