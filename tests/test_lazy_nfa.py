@@ -42,6 +42,20 @@ def test_deferred_needs_a_lazy_nfa():
         NFA().deferred(lambda: None, ())
 
 
+def test_truncate_drops_an_abandoned_fragment():
+    """A fragment given up half-built (conditionals by value, too many copies) leaves
+    no states and no deferred builders behind; what was built before still works."""
+    nfa = NFA(lazy=True)
+    s, e = regex_to_nfa("ab|cd", nfa)
+    mark = len(nfa)
+    regex_to_nfa("[a-z]{0,65535}", nfa)  # holds a deferred rest
+    assert nfa.pending
+    nfa.truncate(mark)
+    assert len(nfa) == mark and not nfa.pending
+    dfa = LazyDFA(nfa, s, e)
+    assert dfa.matches(b"cd") and not dfa.matches(b"abc")
+
+
 def nested(levels: int):
     value = {"leaf": [1, "two", None]}
     for i in range(levels):
