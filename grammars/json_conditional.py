@@ -25,6 +25,11 @@ allOf [not-I part, E] for each part]}``, and ``{base, not: N}`` is ``{base, anyO
 [not-N parts]}``. Each branch merges with the base by keywords, so keys stay in the
 base's ``properties`` order and nothing but a property's own ``not`` (a small value
 automaton) needs algebra. Conditions of any other shape are left to the algebra.
+
+The same negation makes overlapping ``oneOf`` branches exact without algebra (the
+compiler joins each branch with a way of failing each branch it overlaps), and
+``conditionals_by_value`` turns an ``allOf`` of conditionals on one key into one
+branch per value of that key.
 """
 
 from __future__ import annotations
@@ -145,7 +150,7 @@ def conditionals_by_value(schema: dict, deref, view, holds) -> dict | None:
         if found is None or (key is not None and found[0] != key):
             return None
         key = found[0]
-        tests.append((found[1], "required" in deref(c["if"]), c.get("then", True), c.get("else", True)))
+        tests.append((found[1], bool(deref(c["if"]).get("required")), c.get("then", True), c.get("else", True)))
     is_cond = {id(c) for c in conds}
     rest = [{k: v for k, v in p.items() if k not in ("if", "then", "else")} if id(p) in is_cond else p for p in parts]
     kept = [p for p in rest if p != {}]
