@@ -131,11 +131,29 @@ def test_one_of_with_disjoint_branches_is_a_union(smollm2_vocab):
 
 
 def test_recursion_inside_overlapping_one_of_is_named():
-    schema = {"$defs": {"n": {"oneOf": [{"type": "object", "properties": {"x": {"$ref": "#/$defs/n"}}},
+    """Overlapping branches that do not negate as schemas (minProperties) need
+    automaton algebra, which cannot hold a recursive reference."""
+    schema = {"$defs": {"n": {"oneOf": [{"type": "object", "properties": {"x": {"$ref": "#/$defs/n"}}, "minProperties": 1},
                                         {"type": "object", "required": ["y"]}]}},
               "$ref": "#/$defs/n"}
     with pytest.raises(guided.RecursiveSchemaError, match="#/\\$defs/n"):
         compile_recursive_schema(schema, "compact")
+
+
+def test_recursion_inside_overlapping_one_of_of_plain_objects(smollm2_vocab):
+    """Branches that only say type / required / properties are joined with the other
+    branches' negations (no algebra), so recursion through them compiles. Where a
+    negation would hold the recursion itself ("x" is not an n), that part is left out:
+    stricter, never looser."""
+    schema = {"$defs": {"n": {"oneOf": [{"type": "object", "properties": {"x": {"$ref": "#/$defs/n"}}},
+                                        {"type": "object", "required": ["y"]}]}},
+              "$ref": "#/$defs/n"}
+    guide = guided.compile(guided.JsonSchema(schema, whitespace="compact"), smollm2_vocab)
+    validator = _validator(schema)
+    for doc in ({}, {"x": {}}, {"x": {"x": {}}}, {"x": 5, "y": 1}):
+        assert validator.is_valid(doc) and matches(guide, compact(doc)), doc
+    for doc in ({"y": 1}, {"x": {"y": 1}}, {"x": {}, "y": 1}, {"x": {"x": {"y": 1}}}, {"x": 5}):
+        assert not validator.is_valid(doc) and not matches(guide, compact(doc)), doc
 
 
 def test_recursion_without_a_base_case_is_unsatisfiable():
