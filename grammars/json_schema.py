@@ -391,16 +391,14 @@ class SchemaCompiler:
         if "allOf" in schema:
             return self.all_of(nfa, schema, path, depth)
         if "anyOf" in schema:
-            return nfa.union(_satisfiable(
-                (lambda bp: self.value(nfa, bp[0], bp[1], depth)), self.branches(schema, "anyOf", path),
-                "no anyOf branch can be satisfied", _pointer(path, "anyOf")))
+            return self.union(nfa, self.branches(schema, "anyOf", path), depth,
+                              "no anyOf branch can be satisfied", _pointer(path, "anyOf"))
         if "oneOf" in schema:
             return self.one_of(nfa, schema, path, depth)
         if "not" in schema or "if" in schema:
             union = self._logic_as_union(schema, path)
             if union is not None:  # no algebra: a union of merged schemas (json_conditional)
-                return nfa.union(_satisfiable(lambda b: self.value(nfa, b, path, depth), union,
-                                              "not/if/then/else leave no valid value", path))
+                return self.union(nfa, [(b, path) for b in union], depth, "not/if/then/else leave no valid value", path)
             return embed(nfa, self.logic_dfa(schema, path, depth))
         types = self.types_of(schema, path)
         frags = []
@@ -481,6 +479,11 @@ class SchemaCompiler:
         return [({"allOf": [b, base] if first else [base, b]} if base else b, _pointer(path, keyword, i))
                 for i, b in enumerate(self.list_of_schemas(schema, keyword, path))]
 
+    def union(self, nfa, parts, depth, why: str, path: str) -> tuple[int, int]:
+        """The union of the satisfiable ``(schema, pointer)`` parts; ``why`` at ``path``
+        when none is."""
+        return nfa.union(_satisfiable(lambda part: self.value(nfa, part[0], part[1], depth), parts, why, path))
+
     def list_of_schemas(self, schema, keyword, path):
         v = schema[keyword]
         if not isinstance(v, list) or not v:
@@ -525,8 +528,8 @@ class SchemaCompiler:
         if by_value is not None:  # one branch per value of the key the conditions test
             mark = len(nfa)
             try:
-                return nfa.union(_satisfiable(lambda b: self.value(nfa, b, path, depth), by_value["anyOf"],
-                                              "no value of the key the conditions test is valid", _pointer(path, "allOf")))
+                return self.union(nfa, [(b, path) for b in by_value["anyOf"]], depth,
+                                  "no value of the key the conditions test is valid", _pointer(path, "allOf"))
             except RegexTooLargeError:
                 # Each branch repeats the whole object: too many copies of a large one.
                 # Outside grammar mode the copies are only ours to drop; the algebra
@@ -557,19 +560,16 @@ class SchemaCompiler:
 
         In over mode, the union of the branches is superset enough."""
         branches = self.branches(schema, "oneOf", path)
-        apart = set() if self.over else self._disjoint_pairs(branches, depth)
-        n = len(branches)
-        if not self.over and len(apart) == n * (n - 1) // 2:
-            # The branches stay NFA fragments: lazy, any key order where asked and, in
-            # grammar mode, with their recursive $ref calls (DFA algebra holds neither).
-            return nfa.union(_satisfiable(
-                (lambda bp: self.value(nfa, bp[0], bp[1], depth)), branches,
-                "no oneOf branch can be satisfied", _pointer(path, "oneOf")))
-        union = None if self.over else self._one_of_as_union(schema, branches, apart, path)
-        if union is not None:
-            return nfa.union(_satisfiable(
-                (lambda bp: self.value(nfa, bp[0], bp[1], depth)), union,
-                "no value satisfies exactly one oneOf branch", _pointer(path, "oneOf")))
+        if not self.over:
+            apart = self._disjoint_pairs(branches, depth)
+            n = len(branches)
+            if len(apart) == n * (n - 1) // 2:
+                # The branches stay NFA fragments: lazy, any key order where asked and, in
+                # grammar mode, with their recursive $ref calls (DFA algebra holds neither).
+                return self.union(nfa, branches, depth, "no oneOf branch can be satisfied", _pointer(path, "oneOf"))
+            union = self._one_of_as_union(schema, branches, apart, path)
+            if union is not None:
+                return self.union(nfa, union, depth, "no value satisfies exactly one oneOf branch", _pointer(path, "oneOf"))
         frags = []
         for i, (b, ptr) in enumerate(branches):
             try:
