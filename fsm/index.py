@@ -41,6 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dfa import DFA
+from .gc_pause import gc_paused
 from .lazy import GrowthDeferred
 from .nfa import MAX_GROWN_NFA_STATES
 from .trie import LONG_RUN, PLAIN_BYTES, RunTrie, Trie, set_bits, split_vocabulary
@@ -193,10 +194,11 @@ class TokenIndex:
             self._grow()
         r = self._row_of_state[state]
         if r < 0:
-            if self.num_rows == 0:
-                self._compute([state], first=True)  # the first mask: nothing more (TTFM)
-            else:
-                self._compute_ahead(state)
+            with gc_paused():
+                if self.num_rows == 0:
+                    self._compute([state], first=True)  # the first mask: nothing more (TTFM)
+                else:
+                    self._compute_ahead(state)
             r = self._row_of_state[state]
         return int(r)
 

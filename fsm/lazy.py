@@ -132,6 +132,13 @@ class LazyDFA:
                 if not self._expanded[s]:
                     self._expand(s)
 
+    def __del__(self) -> None:
+        # The NFA is this automaton's alone (its deferred builders would otherwise
+        # keep it alive in a reference cycle): free its states with it.
+        nfa = getattr(self, "_nfa", None)
+        if nfa is not None:
+            nfa.release()
+
     def __repr__(self) -> str:
         expanded = int(self._expanded[: self.num_states].sum())
         return f"LazyDFA(states={self.num_states}, expanded={expanded}, byte_classes={self._n_classes})"
@@ -197,22 +204,34 @@ class LazyDFA:
     def _expand(self, state: int) -> list[int]:
         # Sweep over the class intervals of the member states: between two cut points
         # the set of targets is constant, so the cost follows the number of edges,
-        # not the number of byte classes.
-        intervals = []
+        # not the number of byte classes. ``active`` counts the intervals open at each
+        # cut for every target (member states may share targets on overlapping ranges).
+        events = []
         for s in self._sets[state]:
-            intervals.extend(self._intervals_of(s))
+            for lo, hi, t in self._intervals_of(s):
+                events.append((lo, 1, t))
+                events.append((hi + 1, -1, t))
         row = [-1] * self._n_classes
-        if intervals:
-            cuts = sorted({lo for lo, _, _ in intervals} | {hi + 1 for _, hi, _ in intervals})
-            done: dict[frozenset[int], int] = {}
-            for a, b in zip(cuts, cuts[1:]):
-                key = frozenset(t for lo, hi, t in intervals if lo <= a and hi >= b - 1)
-                if not key:
-                    continue
+        events.sort()
+        active: dict[int, int] = {}
+        done: dict[frozenset[int], int] = {}
+        i, n = 0, len(events)
+        while i < n:
+            at = events[i][0]
+            while i < n and events[i][0] == at:
+                _, delta, t = events[i]
+                left = active.get(t, 0) + delta
+                if left:
+                    active[t] = left
+                else:
+                    del active[t]
+                i += 1
+            if active:  # an open interval always closes later, so i < n here
+                key = frozenset(active)
                 j = done.get(key)
                 if j is None:
                     j = done[key] = self._add(frozenset().union(*(self._closure(t) for t in key)))
-                row[a:b] = [j] * (b - a)
+                row[at : events[i][0]] = [j] * (events[i][0] - at)
         self.transitions[state] = row
         self._expanded[state] = True
         return row

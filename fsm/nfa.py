@@ -154,6 +154,13 @@ class NFA:
         for s in [s for s in self.pending if s >= mark]:
             del self.pending[s]
 
+    def release(self) -> None:
+        """Drop every state and deferred builder: the automaton determinised from
+        this NFA is gone. Builders close over the NFA (and over each other), a
+        reference cycle that would keep every state's lists alive until a full
+        garbage collection, which then has to traverse them."""
+        self.eps, self.edges, self.pending = [], [], {}
+
     def materialize(self, s: int) -> None:
         """Build the deferred fragment that starts at ``s`` and link it in."""
         build, e = self.pending.pop(s)

@@ -40,6 +40,7 @@ import weakref
 
 import numpy as np
 
+from fsm.gc_pause import gc_paused
 from fsm.index import bitmask_words, pack_bits
 from fsm.trie import Trie, VocabularyBytes, class_trie, vocabulary_bytes
 
@@ -333,7 +334,8 @@ class GrammarIndex:
         key = ("mask", lx, fresh)
         row = p.cache.get(key)
         if row is None:
-            row = p.cache[key] = self._compute_mask(p, lx, fresh)
+            with gc_paused():
+                row = p.cache[key] = self._compute_mask(p, lx, fresh)
         return row
 
     def _compute_mask(self, p: EarleySet, lx: int, fresh: bool) -> np.ndarray:

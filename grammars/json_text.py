@@ -20,7 +20,8 @@ import functools
 from fsm.dfa import DFA, determinize
 from fsm.nfa import NFA
 from fsm.ops import embed
-from fsm.regex import regex_to_nfa
+from fsm.errors import EmptyLanguageError
+from fsm.regex import compile_regex, regex_to_nfa
 from fsm.utf8 import MAX_CODE_POINT, normalize, subtract
 
 ANY_CHAR = ((0, MAX_CODE_POINT),)
@@ -79,8 +80,15 @@ def full_match_body(nfa: NFA, pattern: str) -> tuple[int, int]:
 
 
 def regex_fragment(nfa: NFA, pattern: str) -> tuple[int, int]:
-    """Fragment: raw bytes fully matching ``pattern`` (numbers, whitespace)."""
-    return regex_to_nfa(pattern, nfa)
+    """Fragment: raw bytes fully matching ``pattern`` (numbers, whitespace).
+
+    A copy of the pattern's minimal DFA, compiled once (``compile_regex`` caches
+    it): open JSON values are built again at every place decoding reaches one, and
+    parsing the number pattern each time cost more than the rest of the value."""
+    try:
+        return embed(nfa, compile_regex(pattern))
+    except EmptyLanguageError:
+        return regex_to_nfa(pattern, nfa)  # a fragment that matches nothing
 
 
 def quoted(nfa: NFA, body: tuple[int, int]) -> tuple[int, int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
+from fsm.gc_pause import gc_paused
 from fsm.regex import compile_regex
 from fsm.vocabulary import Vocabulary
 
@@ -42,7 +43,8 @@ def compile(spec, tokenizer_or_vocab, *, eager: bool | None = None) -> Guide:  #
         if guide is not None:
             _cache.move_to_end(key)
             return guide
-    guide = _compile_uncached(spec, vocab, eager)
+    with gc_paused():
+        guide = _compile_uncached(spec, vocab, eager)
     guide.spec = spec
     with _lock:
         _cache[key] = guide

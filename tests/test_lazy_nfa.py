@@ -1,11 +1,14 @@
 """Deferred NFA fragments: built only when the lazy subset construction reaches them."""
 
+import gc
+import itertools
 import json
 import re
 
 import jsonschema
 import pytest
 
+from fsm.gc_pause import gc_paused
 from fsm.lazy import LazyDFA
 from fsm.nfa import NFA
 from fsm.regex import regex_to_nfa
@@ -54,6 +57,66 @@ def test_truncate_drops_an_abandoned_fragment():
     assert len(nfa) == mark and not nfa.pending
     dfa = LazyDFA(nfa, s, e)
     assert dfa.matches(b"cd") and not dfa.matches(b"abc")
+
+
+@pytest.mark.parametrize("pattern", [
+    "[a-m]x|[h-z]y|[k-p]+z",              # member states' ranges overlap, partly share targets
+    "([a-f]|[c-h]|[e-k])*(bz|[a-c]y)",
+    "(a|[a-c]|[b-d]a)(a|b)?|d[^a]",
+])
+def test_lazy_rows_agree_with_re_where_ranges_overlap(pattern):
+    """Each lazy row splits the bytes where its NFA states' ranges start and end; every
+    string over a small alphabet (all of length <= 4) is judged as ``re`` judges it."""
+    dfa = lazy_dfa(pattern)
+    for n in range(5):
+        for chars in itertools.product("abcdhkmpxyz", repeat=n):
+            text = "".join(chars)
+            assert dfa.matches(text.encode()) == bool(re.fullmatch(pattern, text)), (pattern, text)
+
+
+def test_lazy_row_where_two_member_states_share_a_target():
+    """States 0 and 1 (one subset) both move to 2, on a-f and on c-h: the row has
+    that target from a to h, though one of the two ranges ends at f."""
+    nfa = NFA(lazy=True)
+    s0 = nfa.add_states(4)
+    s1, mid, end = s0 + 1, s0 + 2, s0 + 3
+    nfa.epsilon(s0, s1)
+    nfa.edge(s0, ord("a"), ord("f"), mid)
+    nfa.edge(s1, ord("c"), ord("h"), mid)
+    nfa.edge(mid, ord("z"), ord("z"), end)
+    dfa = LazyDFA(nfa, s0, end)
+    for c in "abcdefghi":
+        assert dfa.matches(f"{c}z".encode()) == (c <= "h"), c
+
+
+def test_dropping_the_automaton_frees_its_nfa():
+    """Deferred builders close over their NFA, a reference cycle: the NFA's states are
+    freed with the automaton, not at some later full garbage collection."""
+    nfa = NFA(lazy=True)
+    s, e = regex_to_nfa("[a-z]{0,65535}", nfa)
+    dfa = LazyDFA(nfa, s, e)
+    assert dfa.matches(b"hello") and nfa.pending
+    del dfa
+    assert len(nfa) == 0 and not nfa.pending
+
+
+def test_gc_paused_restores_the_collector():
+    assert gc.isenabled()
+    with pytest.raises(KeyError):
+        with gc_paused():
+            assert not gc.isenabled()
+            with gc_paused():  # nested: the outer pause resumes it
+                pass
+            assert not gc.isenabled()
+            raise KeyError
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # the caller's choice stands
+    finally:
+        gc.enable()
 
 
 def nested(levels: int):
