@@ -484,6 +484,20 @@ class SchemaCompiler:
         when none is."""
         return nfa.union(_satisfiable(lambda part: self.value(nfa, part[0], part[1], depth), parts, why, path))
 
+    def union_unless_too_large(self, nfa, parts, depth, why: str, path: str):
+        """``union``, or None when its fragments outgrow the NFA (``RegexTooLargeError``):
+        every part is built in full, where DFA algebra builds each sub-schema's
+        minimal DFA once and embeds copies of that. Outside grammar mode the half-built
+        parts are only ours to drop, and the caller falls back to algebra."""
+        mark = len(nfa)
+        try:
+            return self.union(nfa, parts, depth, why, path)
+        except RegexTooLargeError:
+            if self.grammar is not None and self.grammar.owns(nfa):
+                raise
+            nfa.truncate(mark)
+            return None
+
     def list_of_schemas(self, schema, keyword, path):
         v = schema[keyword]
         if not isinstance(v, list) or not v:
@@ -526,17 +540,12 @@ class SchemaCompiler:
         by_value = conditionals_by_value(schema, lambda s: self.deref(s, path),
                                          lambda s: self._object_view(s, path), self.is_valid)
         if by_value is not None:  # one branch per value of the key the conditions test
-            mark = len(nfa)
-            try:
-                return self.union(nfa, [(b, path) for b in by_value["anyOf"]], depth,
-                                  "no value of the key the conditions test is valid", _pointer(path, "allOf"))
-            except RegexTooLargeError:
-                # Each branch repeats the whole object: too many copies of a large one.
-                # Outside grammar mode the copies are only ours to drop; the algebra
-                # below builds the object once.
-                if self.grammar is not None and self.grammar.owns(nfa):
-                    raise
-                nfa.truncate(mark)
+            # Each branch repeats the whole object; too many copies of a large one and
+            # the algebra below builds it once.
+            got = self.union_unless_too_large(nfa, [(b, path) for b in by_value["anyOf"]], depth,
+                                              "no value of the key the conditions test is valid", _pointer(path, "allOf"))
+            if got is not None:
+                return got
         merged, leftovers = self.merged_all_of(schema, path)
         if not leftovers:
             return self.value(nfa, merged, path, depth)
@@ -566,10 +575,17 @@ class SchemaCompiler:
             if len(apart) == n * (n - 1) // 2:
                 # The branches stay NFA fragments: lazy, any key order where asked and, in
                 # grammar mode, with their recursive $ref calls (DFA algebra holds neither).
-                return self.union(nfa, branches, depth, "no oneOf branch can be satisfied", _pointer(path, "oneOf"))
-            union = self._one_of_as_union(schema, branches, apart, path)
-            if union is not None:
-                return self.union(nfa, union, depth, "no value satisfies exactly one oneOf branch", _pointer(path, "oneOf"))
+                got = self.union_unless_too_large(nfa, branches, depth, "no oneOf branch can be satisfied",
+                                                  _pointer(path, "oneOf"))
+                if got is not None:
+                    return got
+            else:
+                union = self._one_of_as_union(schema, branches, apart, path)
+                if union is not None:
+                    got = self.union_unless_too_large(nfa, union, depth, "no value satisfies exactly one oneOf branch",
+                                                      _pointer(path, "oneOf"))
+                    if got is not None:
+                        return got
         frags = []
         for i, (b, ptr) in enumerate(branches):
             try:
@@ -613,7 +629,7 @@ class SchemaCompiler:
     def _disjoint_pairs(self, branches, depth) -> set[tuple[int, int]]:
         """The pairs ``(i, j)``, ``i > j``, of ``oneOf`` branches that no value matches
         both: shown apart by a discriminating key (both branches are objects that
-        require it, with disjoint value schemas: ``"kind": {"const": "a"}`` against
+        list it, at least one requires it, with disjoint value schemas: ``"kind": {"const": "a"}`` against
         ``{"const": "b"}``, a string against an object) or, failing that, by disjoint
         supersets of the whole branches."""
         views = [self._object_view(b, ptr) for b, ptr in branches]
@@ -661,10 +677,13 @@ class SchemaCompiler:
         return types, set(required), props
 
     def _discriminated(self, a, b, depth) -> bool:
-        """Two object-only views that require a key whose value schemas are disjoint."""
+        """Two object-only views that list a key with disjoint value schemas, required
+        by at least one of them: an object of the other branch either lacks the key
+        (failing the one that requires it) or has a value that cannot satisfy both.
+        (The ABI schemas' ``"type": {"enum": ["event"]}``, optional in one branch.)"""
         if a is None or b is None or a[0] != {"object"} or b[0] != {"object"}:
             return False
-        for key in a[1] & b[1]:
+        for key in a[1] | b[1]:
             if key not in a[2] or key not in b[2]:
                 continue  # the value is governed by patternProperties / additionalProperties
             try:
@@ -872,6 +891,8 @@ class SchemaCompiler:
             try:
                 build = jt.pattern_body if kind == "pattern" else jt.full_match_body
                 return jt.quoted(nfa, build(nfa, rx))
+            except RegexTooLargeError:
+                raise  # the whole automaton outgrew its limit, not this pattern alone
             except RegexError as e:
                 if self.strict or kind == "format":
                     raise UnsupportedSchemaError(f"{kind} {rx!r}: {e}", _pointer(path, kind), kind) from None
