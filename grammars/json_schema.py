@@ -628,10 +628,10 @@ class SchemaCompiler:
 
     def _disjoint_pairs(self, branches, depth) -> set[tuple[int, int]]:
         """The pairs ``(i, j)``, ``i > j``, of ``oneOf`` branches that no value matches
-        both: shown apart by a discriminating key (both branches are objects that
-        list it, at least one requires it, with disjoint value schemas: ``"kind": {"const": "a"}`` against
-        ``{"const": "b"}``, a string against an object) or, failing that, by disjoint
-        supersets of the whole branches."""
+        both: shown apart by a discriminating key (both branches are objects that list
+        it, at least one requires it, and its value schemas are disjoint:
+        ``"kind": {"const": "a"}`` against ``{"const": "b"}``, a string against an
+        object) or, failing that, by disjoint supersets of the whole branches."""
         views = [self._object_view(b, ptr) for b, ptr in branches]
         supersets: dict[int, DFA | None] = {}
 
