@@ -1595,16 +1595,17 @@ def _parts_first(schema: dict, keyword: str, parts) -> bool:
     Merged objects list their keys in the order the schema text names them: the keys
     of ``{"allOf": [{"$ref": "#/$defs/base"}], "properties": {...}}`` start with the
     base's, those of ``{"properties": {...}, "oneOf": [...]}`` with its own. Parts
-    whose ``properties`` name only keys the own list names too (``oneOf`` branches
-    that narrow some of its keys' values) follow the own list's order wherever they
-    are written.
+    that name no key the own list lacks (``oneOf`` branches that narrow some of its
+    keys' values) follow the own list's order wherever they are written.
     """
     order = list(schema)
     if "properties" not in schema or order.index(keyword) > order.index("properties"):
         return False
     own = schema["properties"]
-    named = [k for p in parts() if isinstance(p, dict) and isinstance(p.get("properties"), dict) for k in p["properties"]]
-    return not isinstance(own, dict) or not named or any(k not in own for k in named)
+    if not isinstance(own, dict):
+        return True
+    return any(isinstance(p, dict) and isinstance(p.get("properties"), dict) and any(k not in own for k in p["properties"])
+               for p in parts())
 
 
 def _excluded_by(view, part) -> bool:

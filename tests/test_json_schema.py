@@ -377,13 +377,6 @@ def test_merged_keys_follow_the_order_the_schema_names_them():
     dfa = compile_json_schema(narrowing, "compact")
     assert dfa.matches(b'{"grant":"code","uris":[],"response":"c"}')
     assert not dfa.matches(b'{"grant":"code","uris":[],"response":"t"}')
-    # A part whose keys sit one level down (in its own oneOf) still comes first
-    # (grunt-watch-task in JSON Schema Store).
-    nested = {"allOf": [{"oneOf": [{"properties": {"events": {"type": "array"}}},
-                                   {"properties": {"events": {"type": "string"}}}]}],
-              "properties": {"spawn": {"type": "boolean"}}}
-    dfa = compile_json_schema(nested, "compact")
-    assert dfa.matches(b'{"events":"all","spawn":true}') and not dfa.matches(b'{"spawn":true,"events":"all"}')
 
 
 def test_all_of_parts_differing_in_unknown_keywords_still_merge():
