@@ -475,10 +475,9 @@ class SchemaCompiler:
         """``(branch, pointer)`` for each part of ``schema[keyword]`` (``anyOf`` /
         ``oneOf``), each joined with the keywords beside it."""
         base = {k: v for k, v in schema.items() if k != keyword}
-        parts = self.list_of_schemas(schema, keyword, path)
-        first = _parts_first(schema, keyword, lambda: [self.deref(b, _pointer(path, keyword, i)) for i, b in enumerate(parts)])
+        first = _listed_before_properties(schema, keyword)
         return [({"allOf": [b, base] if first else [base, b]} if base else b, _pointer(path, keyword, i))
-                for i, b in enumerate(parts)]
+                for i, b in enumerate(self.list_of_schemas(schema, keyword, path))]
 
     def union(self, nfa, parts, depth, why: str, path: str) -> tuple[int, int]:
         """The union of the satisfiable ``(schema, pointer)`` parts; ``why`` at ``path``
@@ -527,7 +526,7 @@ class SchemaCompiler:
         beside = {k: v for k, v in schema.items() if k != "allOf"}
         parts = [_defined_keywords(self.deref(p, _pointer(path, "allOf", i)))
                  for i, p in enumerate(self.list_of_schemas(schema, "allOf", path))]
-        parts = parts + [beside] if _parts_first(schema, "allOf", lambda: parts) else [beside] + parts
+        parts = parts + [beside] if _listed_before_properties(schema, "allOf") else [beside] + parts
         merged, leftovers = {}, []
         for p in parts:
             m = merge(merged, p)
@@ -1588,24 +1587,15 @@ def _constraint_dfa(kind: str, rx: str) -> DFA:
     return _body_dfa(lambda n: build(n, rx))
 
 
-def _parts_first(schema: dict, keyword: str, parts) -> bool:
-    """Whether the keys of the parts of ``schema[keyword]`` (a logic keyword; ``parts()``
-    gives them dereferenced) come before the keys of ``schema``'s own ``properties``.
+def _listed_before_properties(schema: dict, keyword: str) -> bool:
+    """Whether ``keyword`` (a logic keyword) comes before ``properties`` in ``schema``.
 
     Merged objects list their keys in the order the schema text names them: the keys
     of ``{"allOf": [{"$ref": "#/$defs/base"}], "properties": {...}}`` start with the
-    base's, those of ``{"properties": {...}, "oneOf": [...]}`` with its own. Parts
-    that name no key the own list lacks (``oneOf`` branches that narrow some of its
-    keys' values) follow the own list's order wherever they are written.
+    base's, those of ``{"properties": {...}, "oneOf": [...]}`` with its own.
     """
     order = list(schema)
-    if "properties" not in schema or order.index(keyword) > order.index("properties"):
-        return False
-    own = schema["properties"]
-    if not isinstance(own, dict):
-        return True
-    return any(isinstance(p, dict) and isinstance(p.get("properties"), dict) and any(k not in own for k in p["properties"])
-               for p in parts())
+    return "properties" in schema and order.index(keyword) < order.index("properties")
 
 
 def _excluded_by(view, part) -> bool:

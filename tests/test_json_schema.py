@@ -369,14 +369,6 @@ def test_merged_keys_follow_the_order_the_schema_names_them():
         after = compile_json_schema({"properties": own, logic: [base]}, "compact")
         assert before.matches(b'{"level":"x","spaces":1}') and not before.matches(b'{"spaces":1,"level":"x"}')
         assert after.matches(b'{"spaces":1,"level":"x"}') and not after.matches(b'{"level":"x","spaces":1}')
-    # Branches that only narrow keys the own list names follow its order (o10011).
-    narrowing = {"oneOf": [{"properties": {"grant": {"enum": ["code"]}, "response": {"enum": ["c"]}}},
-                           {"properties": {"grant": {"enum": ["client"]}, "response": {"enum": ["t"]}}}],
-                 "properties": {"grant": {"type": "string"}, "uris": {"type": "array"}, "response": {"type": "string"}},
-                 "additionalProperties": False, "type": "object"}
-    dfa = compile_json_schema(narrowing, "compact")
-    assert dfa.matches(b'{"grant":"code","uris":[],"response":"c"}')
-    assert not dfa.matches(b'{"grant":"code","uris":[],"response":"t"}')
 
 
 def test_all_of_parts_differing_in_unknown_keywords_still_merge():
