@@ -369,6 +369,13 @@ def test_merged_keys_follow_the_order_the_schema_names_them():
         after = compile_json_schema({"properties": own, logic: [base]}, "compact")
         assert before.matches(b'{"level":"x","spaces":1}') and not before.matches(b'{"spaces":1,"level":"x"}')
         assert after.matches(b'{"spaces":1,"level":"x"}') and not after.matches(b'{"level":"x","spaces":1}')
+    # A part whose keys sit one level down (in its own oneOf) also comes first
+    # (grunt-watch-task in JSON Schema Store).
+    nested = {"allOf": [{"oneOf": [{"properties": {"events": {"type": "array"}}},
+                                   {"properties": {"events": {"type": "string"}}}]}],
+              "properties": {"spawn": {"type": "boolean"}}}
+    dfa = compile_json_schema(nested, "compact")
+    assert dfa.matches(b'{"events":"all","spawn":true}') and not dfa.matches(b'{"spawn":true,"events":"all"}')
 
 
 def test_all_of_parts_differing_in_unknown_keywords_still_merge():
