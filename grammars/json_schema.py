@@ -230,6 +230,7 @@ class SchemaCompiler:
         self.dropped: list[tuple[str, str]] = []
         self._ref_stack: list[str] = []
         self._dfas: dict[tuple, DFA] = {}
+        self._string_bodies: dict[tuple, DFA] = {}  # (constraints, minLength, maxLength) -> body
         self._validator = None
         #: Set by ``grammars.json_recursive``: turns recursive ``$ref`` and open values
         #: in its own NFAs into calls of grammar rules.
@@ -898,12 +899,10 @@ class SchemaCompiler:
                     raise UnsupportedSchemaError(f"{kind} {rx!r}: {e}", _pointer(path, kind), kind) from None
                 self.dropped.append((kind, _pointer(path, kind)))
                 return jt.quoted(nfa, jt.string_body(nfa, lo, hi))
-        body = None
-        if lo > 0 or hi is not None:
-            body = _body_dfa(lambda n: jt.string_body(n, lo, hi))
+        usable = []
         for kind, rx in constraints:
             try:
-                d = _constraint_dfa(kind, rx)
+                _constraint_dfa(kind, rx)
             except RegexError as e:
                 if self.strict or kind == "format":
                     raise UnsupportedSchemaError(f"{kind} {rx!r}: {e}", _pointer(path, kind), kind) from None
@@ -911,12 +910,19 @@ class SchemaCompiler:
                 continue
             except EmptyLanguageError:
                 raise UnsatisfiableSchemaError(f"{kind} matches no string", _pointer(path, kind)) from None
+            usable.append((kind, rx))
+        if not usable:
+            return jt.quoted(nfa, jt.string_body(nfa, lo, hi))
+        # Schemas repeat one string type in many places (each a product with the
+        # length counter and a minimisation, seconds for a Unicode class and a
+        # maxLength of 255): built once per compile.
+        key = (tuple(usable), lo, hi)
+        body = self._string_bodies.get(key)
+        if body is None:
             try:
-                body = d if body is None else intersect(body, d)
+                body = self._string_bodies[key] = _bounded_body(usable, lo, hi)
             except EmptyLanguageError:
                 raise UnsatisfiableSchemaError("the string constraints contradict each other", path) from None
-        if body is None:
-            return jt.quoted(nfa, jt.string_body(nfa, lo, hi))
         return jt.quoted(nfa, embed(nfa, body))
 
     # -- arrays ----------------------------------------------------------------------
@@ -1578,6 +1584,15 @@ def _body_dfa(build) -> DFA:
     s, e = build(nfa)
     return determinize(nfa, s, e)
 
+
+
+def _bounded_body(constraints, lo: int, hi: int | None) -> DFA:
+    """The string-body DFA of every ``(kind, regex)`` constraint, ``lo`` to ``hi`` characters."""
+    body = _body_dfa(lambda n: jt.string_body(n, lo, hi)) if lo > 0 or hi is not None else None
+    for kind, rx in constraints:
+        d = _constraint_dfa(kind, rx)
+        body = d if body is None else intersect(body, d)
+    return body
 
 
 @functools.lru_cache(maxsize=512)

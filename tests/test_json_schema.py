@@ -359,6 +359,24 @@ def test_one_of_union_too_large_for_the_nfa_falls_back_to_algebra(monkeypatch):
         assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
 
 
+def test_one_string_type_in_many_places_keeps_each_places_bounds():
+    """Bounded pattern strings are built once per (constraints, bounds) in a compile:
+    places that share the pattern but not the bounds each keep their own."""
+    word = "^x+$"
+    schema = {"type": "object", "properties": {
+        "a": {"type": "string", "pattern": word, "maxLength": 3},
+        "b": {"type": "string", "pattern": word, "maxLength": 5},
+        "c": {"type": "string", "pattern": word, "minLength": 2},
+        "d": {"type": "string", "pattern": word, "maxLength": 3},
+        "e": {"type": "string", "pattern": word, "format": "email", "maxLength": 3}}}
+    dfa = compile_json_schema(schema, "compact")
+    validator = _validator(schema)
+    for key in "abcde":
+        for n in range(7):
+            doc = {key: "x" * n}
+            assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
+
+
 def test_merged_keys_follow_the_order_the_schema_names_them():
     """An allOf / oneOf listed before "properties" puts its keys first (a base type
     "extended" by its own properties), one listed after puts them last."""
