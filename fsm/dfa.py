@@ -209,6 +209,17 @@ def minimize(trans: np.ndarray, byte_to_class: np.ndarray, accepting: np.ndarray
     return _quotient(t, block, accepting, byte_to_class)
 
 
+def trim(trans: np.ndarray, byte_to_class: np.ndarray, accepting: np.ndarray) -> DFA:
+    """``minimize`` without merging equivalent states: dead states removed, the rest
+    renumbered BFS, byte classes recomputed. For automata minimisation would barely
+    shrink: a pattern against a length counter has ~80k states either way, and
+    Hopcroft's algorithm costs seconds on it."""
+    trans, accepting = _drop_dead(trans, accepting)
+    n = trans.shape[0]
+    t = np.vstack([np.where(trans < 0, n, trans), np.full((1, trans.shape[1]), n, dtype=trans.dtype)])
+    return _quotient(t, np.arange(n + 1), accepting, byte_to_class)
+
+
 def _hopcroft(t: np.ndarray, accepting: np.ndarray, sink: int) -> np.ndarray:
     """Coarsest partition compatible with ``t``: Hopcroft's algorithm, O(C n log n).
 

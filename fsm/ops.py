@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dfa import DFA, minimize
+from .dfa import DFA, minimize, trim
 from .errors import RegexTooLargeError
 from .nfa import NFA
 
 MAX_PRODUCT_STATES = 200_000
 
 
-def _product(a: DFA, b: DFA, accept) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Reachable pairs of (a-state, b-state), either side may be dead (-1)."""
+def _product(a: DFA, b: DFA, accept, both: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Reachable pairs of (a-state, b-state), either side may be dead (-1); with
+    ``both`` (an intersection, where such a pair can never accept) neither may."""
     pair_classes = a.byte_to_class.astype(np.int64) * (b.num_classes + 1) + b.byte_to_class
     uniq, byte_to_class = np.unique(pair_classes, return_inverse=True)
     ca = (uniq // (b.num_classes + 1)).tolist()
@@ -38,7 +39,7 @@ def _product(a: DFA, b: DFA, accept) -> tuple[np.ndarray, np.ndarray, np.ndarray
         for x, y in zip(ca, cb):
             na = ta[sa][x] if sa >= 0 else -1
             nb = tb[sb][y] if sb >= 0 else -1
-            if na < 0 and nb < 0:
+            if (na < 0 or nb < 0) if both else (na < 0 and nb < 0):
                 row.append(-1)
                 continue
             key = (na, nb)
@@ -57,14 +58,20 @@ def _product(a: DFA, b: DFA, accept) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return np.array(table, dtype=np.int32).reshape(len(pairs), len(ca)), byte_to_class.reshape(-1), accepting
 
 
-def _combine(a: DFA, b: DFA, accept) -> DFA:
-    trans, classes, accepting = _product(a, b, accept)
+def _combine(a: DFA, b: DFA, accept, both: bool = False) -> DFA:
+    trans, classes, accepting = _product(a, b, accept, both)
     return minimize(trans, classes, accepting)
 
 
-def intersect(a: DFA, b: DFA) -> DFA:
-    """Strings both accept. Raises ``EmptyLanguageError`` when there are none."""
-    return _combine(a, b, lambda x, y: x and y)
+def intersect(a: DFA, b: DFA, minimal: bool = True) -> DFA:
+    """Strings both accept. Raises ``EmptyLanguageError`` when there are none.
+
+    ``minimal=False`` only trims dead states (``fsm.dfa.trim``): for a product that
+    goes straight into a lazily determinised NFA, where size matters less than the
+    seconds minimisation costs."""
+    if minimal:
+        return _combine(a, b, lambda x, y: x and y, both=True)
+    return trim(*_product(a, b, lambda x, y: x and y, both=True))
 
 
 def union(a: DFA, b: DFA) -> DFA:

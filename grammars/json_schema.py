@@ -1587,11 +1587,13 @@ def _body_dfa(build) -> DFA:
 
 
 def _bounded_body(constraints, lo: int, hi: int | None) -> DFA:
-    """The string-body DFA of every ``(kind, regex)`` constraint, ``lo`` to ``hi`` characters."""
+    """The string-body DFA of every ``(kind, regex)`` constraint, ``lo`` to ``hi``
+    characters. Not minimised: a pattern times a length counter is about as large
+    either way, and it is embedded in an NFA that is determinised lazily or whole."""
     body = _body_dfa(lambda n: jt.string_body(n, lo, hi)) if lo > 0 or hi is not None else None
     for kind, rx in constraints:
         d = _constraint_dfa(kind, rx)
-        body = d if body is None else intersect(body, d)
+        body = d if body is None else intersect(body, d, minimal=False)
     return body
 
 

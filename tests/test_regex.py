@@ -355,3 +355,27 @@ def test_ignorecase_random_patterns_agree_with_re():
             assert dfa.matches(t.encode("utf-8")) == bool(rx.fullmatch(t)), (pattern, flags, t)
             checked += 1
     assert checked > 3000
+
+
+@pytest.mark.parametrize("a, b", [
+    (r"[a-z]{0,12}", r"(ab|b)*c?"),          # a length counter against a loop
+    (r"\w{2,9}", r"[^q]*(x|yy)[^q]*"),       # Unicode classes on both sides
+    (r"[0-9]+(\.[0-9]+)?", r".{0,4}"),
+])
+def test_unminimised_intersection_has_the_same_language_and_no_dead_state(a, b):
+    """``intersect(minimal=False)`` (products embedded as they are: a pattern times a
+    length counter) accepts what the minimal intersection accepts, and every state
+    it keeps can still reach an accepting one."""
+    from fsm.dfa import live_states
+    from fsm.ops import intersect
+
+    da, db = compile_regex(a), compile_regex(b)
+    small, big = intersect(da, db), intersect(da, db, minimal=False)
+    assert big.num_states >= small.num_states
+    assert live_states(big.transitions, big.accepting).all()
+    rng = random.Random(7)
+    alphabet = "abcqxy09.é_"
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        data = text.encode()
+        assert big.matches(data) == small.matches(data) == bool(re.fullmatch(a, text) and re.fullmatch(b, text)), text
