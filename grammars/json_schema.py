@@ -64,7 +64,7 @@ MAX_UNIQUE_SETS = 4096
 #: Nesting depth of open values in the top-level (lazily built) automaton.
 OPEN_DEPTH = 64
 
-NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
+NUMBER = jt.NUMBER
 NUMBER_EXP = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?[eE][+-]?[0-9]+"
 INTEGER = r"-?(0|[1-9][0-9]*)"
 
@@ -1304,7 +1304,7 @@ class SchemaCompiler:
             elif kind == "string":
                 frags.append(jt.quoted(nfa, jt.string_body(nfa)))
             elif kind in ("number", "integer"):
-                frags.append(jt.regex_fragment(nfa, NUMBER))
+                frags.append(jt.any_number(nfa))
             elif kind == "boolean":
                 frags.append(nfa.union([nfa.byte_string(b"true"), nfa.byte_string(b"false")]))
             else:
@@ -1459,7 +1459,7 @@ class SchemaCompiler:
         """Any value at ``depth``; ``child(nfa, i)`` builds a value one level deeper."""
         frags = [
             nfa.byte_string(b"null"), nfa.byte_string(b"true"), nfa.byte_string(b"false"),
-            jt.regex_fragment(nfa, NUMBER), jt.quoted(nfa, jt.string_body(nfa)),
+            jt.any_number(nfa), jt.quoted(nfa, jt.string_body(nfa)),
         ]
         if levels > 0:
             inner = depth + 1

@@ -20,7 +20,6 @@ import functools
 from fsm.dfa import DFA, determinize
 from fsm.nfa import NFA
 from fsm.ops import embed
-from fsm.errors import EmptyLanguageError
 from fsm.regex import compile_regex, regex_to_nfa
 from fsm.utf8 import MAX_CODE_POINT, normalize, subtract
 
@@ -80,15 +79,24 @@ def full_match_body(nfa: NFA, pattern: str) -> tuple[int, int]:
 
 
 def regex_fragment(nfa: NFA, pattern: str) -> tuple[int, int]:
-    """Fragment: raw bytes fully matching ``pattern`` (numbers, whitespace).
+    """Fragment: raw bytes fully matching ``pattern`` (numbers, whitespace)."""
+    return regex_to_nfa(pattern, nfa)
 
-    A copy of the pattern's minimal DFA, compiled once (``compile_regex`` caches
-    it): open JSON values are built again at every place decoding reaches one, and
-    parsing the number pattern each time cost more than the rest of the value."""
-    try:
-        return embed(nfa, compile_regex(pattern))
-    except EmptyLanguageError:
-        return regex_to_nfa(pattern, nfa)  # a fragment that matches nothing
+
+#: Any JSON number (RFC 8259).
+NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
+
+
+@functools.lru_cache(maxsize=1)
+def _number_dfa() -> DFA:
+    return compile_regex(NUMBER)
+
+
+def any_number(nfa: NFA) -> tuple[int, int]:
+    """Fragment: any JSON number, a copy of one minimal DFA built once per process.
+    Open values are built again at every place decoding reaches one, and parsing
+    the number pattern each time cost more than the rest of the value."""
+    return embed(nfa, _number_dfa())
 
 
 def quoted(nfa: NFA, body: tuple[int, int]) -> tuple[int, int]:
