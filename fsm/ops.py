@@ -3,7 +3,8 @@
 Spec compilers use these where a constraint is a conjunction or a difference that
 regex syntax cannot say: JSON Schema ``allOf`` that cannot be merged keyword by
 keyword, ``oneOf`` (union minus pairwise overlaps), ``not``, a ``pattern`` together
-with ``minLength``. Each result is minimised, so sizes stay honest.
+with ``minLength``. Each result is minimised, so sizes stay honest (an intersection
+headed for a lazily determinised NFA may ask for dead states trimmed only).
 
 Cost notes: the product visits only reachable state pairs; byte classes are the
 common refinement of the operands' classes (at most 256).

@@ -914,8 +914,8 @@ class SchemaCompiler:
         if not usable:
             return jt.quoted(nfa, jt.string_body(nfa, lo, hi))
         # Schemas repeat one string type in many places (each a product with the
-        # length counter and a minimisation, seconds for a Unicode class and a
-        # maxLength of 255): built once per compile.
+        # length counter: seconds for a Unicode class and a maxLength of 255), so
+        # each is built once per compile.
         key = (tuple(usable), lo, hi)
         body = self._string_bodies.get(key)
         if body is None:
