@@ -50,7 +50,7 @@ from . import json_text as jt
 from .json_merge import ANNOTATIONS, merge
 from .json_merge import json_equal as _json_equal
 from .json_formats import format_regex
-from .json_numbers import integer_multiple_of_regex, integer_range_regex, number_range_regex
+from .json_numbers import JSON_NUMBER, integer_multiple_of_regex, integer_range_regex, number_range_regex
 from .json_conditional import NOT_OBJECT, conditional_as_union, conditionals_by_value, negation, not_as_union
 from .json_key_order import ObjectShape, any_order_object
 from .json_presence import presence_keys, presence_variants
@@ -64,7 +64,6 @@ MAX_UNIQUE_SETS = 4096
 #: Nesting depth of open values in the top-level (lazily built) automaton.
 OPEN_DEPTH = 64
 
-NUMBER = jt.NUMBER
 NUMBER_EXP = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?[eE][+-]?[0-9]+"
 INTEGER = r"-?(0|[1-9][0-9]*)"
 
@@ -573,20 +572,17 @@ class SchemaCompiler:
         if not self.over:
             apart = self._disjoint_pairs(branches, depth)
             n = len(branches)
+            # Either way the parts stay NFA fragments: lazy, any key order where asked
+            # and, in grammar mode, with their recursive $ref calls (algebra holds neither).
             if len(apart) == n * (n - 1) // 2:
-                # The branches stay NFA fragments: lazy, any key order where asked and, in
-                # grammar mode, with their recursive $ref calls (DFA algebra holds neither).
-                got = self.union_unless_too_large(nfa, branches, depth, "no oneOf branch can be satisfied",
-                                                  _pointer(path, "oneOf"))
+                parts, why = branches, "no oneOf branch can be satisfied"
+            else:
+                parts = self._one_of_as_union(schema, branches, apart, path)
+                why = "no value satisfies exactly one oneOf branch"
+            if parts is not None:
+                got = self.union_unless_too_large(nfa, parts, depth, why, _pointer(path, "oneOf"))
                 if got is not None:
                     return got
-            else:
-                union = self._one_of_as_union(schema, branches, apart, path)
-                if union is not None:
-                    got = self.union_unless_too_large(nfa, union, depth, "no value satisfies exactly one oneOf branch",
-                                                      _pointer(path, "oneOf"))
-                    if got is not None:
-                        return got
         frags = []
         for i, (b, ptr) in enumerate(branches):
             try:
@@ -850,7 +846,7 @@ class SchemaCompiler:
                         return rx
                 self.unsupported("multipleOf", path, f"multipleOf {step!r} on numbers")
             if all(v is None for v in (lo, hi, xlo, xhi)):
-                return NUMBER
+                return JSON_NUMBER
             return number_range_regex(lo, hi, xlo, xhi)
         except ValueError as e:
             if isinstance(e, SchemaError):
@@ -1583,7 +1579,6 @@ def _body_dfa(build) -> DFA:
     nfa = NFA()
     s, e = build(nfa)
     return determinize(nfa, s, e)
-
 
 
 def _bounded_body(constraints, lo: int, hi: int | None) -> DFA:

@@ -23,6 +23,8 @@ from fsm.ops import embed
 from fsm.regex import compile_regex, regex_to_nfa
 from fsm.utf8 import MAX_CODE_POINT, normalize, subtract
 
+from .json_numbers import JSON_NUMBER
+
 ANY_CHAR = ((0, MAX_CODE_POINT),)
 _SHORT_ESCAPES = {0x08: b"\\b", 0x09: b"\\t", 0x0A: b"\\n", 0x0C: b"\\f", 0x0D: b"\\r"}
 
@@ -83,13 +85,9 @@ def regex_fragment(nfa: NFA, pattern: str) -> tuple[int, int]:
     return regex_to_nfa(pattern, nfa)
 
 
-#: Any JSON number (RFC 8259).
-NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
-
-
 @functools.lru_cache(maxsize=1)
 def _number_dfa() -> DFA:
-    return compile_regex(NUMBER)
+    return compile_regex(JSON_NUMBER)
 
 
 def any_number(nfa: NFA) -> tuple[int, int]:
