@@ -62,7 +62,7 @@ class LazyDFA:
     growth_limit: int | None = None
 
     def __init__(self, nfa: NFA, start: int, final: int):
-        live = _co_reachable(nfa, final).tolist()
+        live = _co_reachable(nfa, final)
         if not live[start]:
             raise EmptyLanguageError("the pattern matches no string at all")
         self.byte_to_class = nfa_byte_classes(nfa)
@@ -237,18 +237,18 @@ class LazyDFA:
         return row
 
 
-def _co_reachable(nfa: NFA, final: int) -> np.ndarray:
+def _co_reachable(nfa: NFA, final: int) -> list[bool]:
     """NFA states from which ``final`` can be reached."""
     n = len(nfa)
     back: list[list[int]] = [[] for _ in range(n)]
-    for s in range(n):
-        for t in nfa.eps[s]:
+    for s, (targets, moves) in enumerate(zip(nfa.eps, nfa.edges)):
+        for t in targets:
             back[t].append(s)
-        for _, _, t in nfa.edges[s]:
-            back[t].append(s)
+        for move in moves:
+            back[move[2]].append(s)
     for s, (_, e) in nfa.pending.items():  # a deferred fragment will lead from s to e
         back[e].append(s)
-    live = np.zeros(n, dtype=bool)
+    live = [False] * n
     live[final] = True
     stack = [final]
     while stack:

@@ -45,6 +45,7 @@ from fsm.errors import EmptyLanguageError, RegexError, RegexTooLargeError
 from fsm.lazy import LazyDFA
 from fsm.nfa import NFA
 from fsm.ops import difference, embed, intersect, is_empty_intersection
+from fsm.regex import compile_regex
 
 from . import json_text as jt
 from .json_merge import ANNOTATIONS, merge
@@ -795,7 +796,9 @@ class SchemaCompiler:
         if t == "boolean":
             return nfa.union([nfa.byte_string(b"true"), nfa.byte_string(b"false")])
         if t in ("integer", "number"):
-            return jt.regex_fragment(nfa, self.number_regex(t, schema, path))
+            # A copy of the number's minimal DFA (cached per pattern): cheaper than
+            # parsing the pattern again at each of a schema's many number properties.
+            return embed(nfa, compile_regex(self.number_regex(t, schema, path)))
         if t == "string":
             return self.string(nfa, schema, path)
         if t == "array":

@@ -123,13 +123,14 @@ def key_excluding(nfa: NFA, names) -> tuple[int, int]:
 def _key_excluding_by_byte(nfa: NFA, names) -> tuple[int, int]:
     """Names whose characters each have one spelling (their UTF-8 bytes): a byte trie
     of the names, leaving it into one copy of the generic string-body DFA on the
-    first byte that no name continues with. No determinisation needed."""
-    body = _string_body_dfa()
-    base, body_end = embed(nfa, body)  # body state k is NFA state base + k
-    from fsm.dfa import class_byte_ranges
+    first byte that no name continues with. No determinisation needed.
 
-    ranges = class_byte_ranges(body)
-    rows = body.transitions.tolist()
+    This runs for every object that allows other keys, so each trie node copies its
+    body state's moves (sorted, merged ranges) and only splits the ranges holding a
+    byte some name continues with."""
+    body = _string_body_dfa()
+    body_edges, _ = body.edge_list()
+    base, body_end = embed(nfa, body)  # body state k is NFA state base + k
     open_quote = nfa.byte_string(b'"')
     close = nfa.byte_string(b'"')
     nfa.epsilon(body_end, close[0])
@@ -148,23 +149,41 @@ def _key_excluding_by_byte(nfa: NFA, names) -> tuple[int, int]:
                 children[node][byte] = nxt
                 children[nxt] = {}
                 body_state[nxt] = body.step(body_state[node], bytes([byte]))
-                nfa.edge(node, byte, byte, nxt)
             node = nxt
         terminal.add(node)
+    moved: dict[int, list] = {}  # body state -> its moves into this copy of the body
     for node, kids in children.items():
         bstate = body_state[node]
-        for c, target in enumerate(rows[bstate]):
-            if target < 0:
-                continue
-            for lo, hi in ranges[c]:
-                lo_ = lo
-                for b in sorted(k for k in kids if lo <= k <= hi) + [hi + 1]:
-                    if lo_ <= b - 1:
-                        nfa.edge(node, lo_, b - 1, base + target)
-                    lo_ = b + 1
+        moves = moved.get(bstate)
+        if moves is None:
+            moves = moved[bstate] = [(lo, hi, base + t) for lo, hi, t in body_edges[bstate]]
+        out = _punched(moves, sorted(kids)) if kids else list(moves)
+        out.extend((b, b, kid) for b, kid in kids.items())
+        nfa.edges[node] = out
         if node not in terminal and body.is_accepting(bstate):
             nfa.epsilon(node, close[0])
     return open_quote[0], close[1]
+
+
+def _punched(moves, holes: list[int]) -> list[tuple[int, int, int]]:
+    """Sorted ranges ``moves`` without the sorted bytes ``holes``."""
+    out = []
+    i, n = 0, len(holes)
+    for lo, hi, t in moves:
+        while i < n and holes[i] < lo:
+            i += 1
+        if i == n or holes[i] > hi:
+            out.append((lo, hi, t))
+            continue
+        cur = lo
+        while i < n and holes[i] <= hi:
+            if cur < holes[i]:
+                out.append((cur, holes[i] - 1, t))
+            cur = holes[i] + 1
+            i += 1
+        if cur <= hi:
+            out.append((cur, hi, t))
+    return out
 
 
 def _key_excluding_by_char(nfa: NFA, names) -> tuple[int, int]:

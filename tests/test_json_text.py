@@ -1,0 +1,70 @@
+"""JSON text fragments: other keys than the listed ones, and the DFA edge lists that
+schema fragments are copied from."""
+
+import json
+import random
+
+import pytest
+
+from fsm.dfa import determinize
+from fsm.nfa import NFA
+from fsm.regex import compile_regex
+from grammars import json_text as jt
+
+
+def _other_keys_dfa(names):
+    nfa = NFA()
+    s, e = jt.key_excluding(nfa, names)
+    return determinize(nfa, s, e)
+
+
+def _candidates(names, rng):
+    """Names, their prefixes, one-character extensions and edits, random strings."""
+    out = {""}
+    alphabet = sorted({ch for n in names for ch in n} | set("az_é€😀\"\\/\n"))
+    for n in names:
+        out.update(n[:i] for i in range(len(n) + 1))
+        out.update(n + ch for ch in alphabet[:6])
+        for i in range(len(n)):
+            out.add(n[:i] + rng.choice(alphabet) + n[i + 1:])
+    for _ in range(200):
+        out.add("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6))))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("names", [
+    [],
+    ["a"],
+    ["apiVersion", "kind", "metadata", "spec", "status", "api"],  # shared prefixes
+    ["", "x", "xy", "xyz"],                                         # the empty name, nested names
+    ["café", "caf", "naïve", "€uro", "😀"],                          # multi-byte characters
+    ["a/b", 'say "hi"', "tab\there", "back\\slash"],               # characters with several spellings
+])
+def test_other_keys_are_exactly_the_strings_that_are_no_listed_name(names):
+    dfa = _other_keys_dfa(names)
+    rng = random.Random(7)
+    for text in _candidates(names, rng):
+        quoted = json.dumps(text, ensure_ascii=False).encode("utf-8")
+        assert dfa.matches(quoted) == (text not in names), (names, text)
+    # Another spelling of a listed name is still that name.
+    if "a/b" in names:
+        assert not dfa.matches(b'"a\\/b"')
+    # Not a string at all.
+    assert not dfa.matches(b"abc")
+
+
+@pytest.mark.parametrize("pattern", [r"[a-c]|[d-f]x", r"[\x00-\x7f]+z", r"\w{1,3}", r"é|[^é]"])
+def test_edge_lists_are_sorted_merged_ranges_that_move_as_the_dfa_does(pattern):
+    dfa = compile_regex(pattern)
+    edges, accepting = dfa.edge_list()
+    assert accepting == [s for s in range(dfa.num_states) if dfa.is_accepting(s)]
+    for s, moves in enumerate(edges):
+        for (lo1, hi1, t1), (lo2, hi2, t2) in zip(moves, moves[1:]):
+            assert hi1 < lo2, "ranges are sorted and disjoint"
+            assert not (t1 == t2 and hi1 + 1 == lo2), "neighbours of one target are joined"
+        target = {}
+        for lo, hi, t in moves:
+            for b in range(lo, hi + 1):
+                target[b] = t
+        for b in range(256):
+            assert target.get(b, -1) == dfa.step(s, bytes([b]))
