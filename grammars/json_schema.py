@@ -45,12 +45,15 @@ from fsm.errors import EmptyLanguageError, RegexError, RegexTooLargeError
 from fsm.lazy import LazyDFA
 from fsm.nfa import NFA
 from fsm.ops import difference, embed, intersect, is_empty_intersection
+from fsm.ops import union as dfa_union
 from fsm.regex import compile_regex
 
 from . import json_text as jt
 from .json_merge import ANNOTATIONS, merge
 from .json_merge import json_equal as _json_equal
 from .json_formats import format_regex
+from .json_multiple_of import MAX_STATES as MAX_MULTIPLE_STATES
+from .json_multiple_of import multiple_of_dfa
 from .json_numbers import JSON_NUMBER, integer_multiple_of_regex, integer_range_regex, number_range_regex
 from .json_conditional import NOT_OBJECT, conditional_as_union, conditionals_by_value, negation, not_as_union
 from .json_key_order import ObjectShape, any_order_object
@@ -124,6 +127,15 @@ class UnsupportedSchemaError(SchemaError):
 
 class UnsatisfiableSchemaError(SchemaError):
     """No JSON value satisfies the schema."""
+
+
+class ApproximationLimitError(UnsatisfiableSchemaError, UnsupportedSchemaError):
+    """DFA algebra left no value, but only after subtracting a *superset* of what a
+    ``oneOf`` branch, ``not`` or ``if`` excludes (objects and arrays there are compared
+    by supersets): valid values may exist that this compiler cannot write. Where it
+    stands beside other alternatives, that alternative is dropped like an
+    unsatisfiable one; alone, it is reported as unsupported, never as a proof that
+    the schema has no value."""
 
 
 class RecursiveSchemaError(UnsupportedSchemaError):
@@ -207,11 +219,16 @@ class SchemaCompiler:
                  over: bool = False, partner=None):
         self.over = over
         self._partner = partner
+        self._ref_stack: list[str] = []
+        self._dfas: dict[tuple, DFA] = {}
+        self._string_bodies: dict[tuple, DFA] = {}  # (constraints, minLength, maxLength) -> body
+        #: Over mode: supersets taken so far, and the cached DFAs that hold one.
+        self.approximations = 0
+        self._inexact: set[tuple] = set()
         if partner is not None:  # share the schema, settings and bookkeeping
             self.root, self.ws, self.strict = partner.root, partner.ws, partner.strict
             self.key_order = partner.key_order
             self.dropped, self._validator = partner.dropped, None
-            self._ref_stack, self._dfas = [], {}
             self.grammar = None
             return
         if isinstance(schema, str):
@@ -228,9 +245,6 @@ class SchemaCompiler:
         self.key_order = key_order
         self.strict = strict
         self.dropped: list[tuple[str, str]] = []
-        self._ref_stack: list[str] = []
-        self._dfas: dict[tuple, DFA] = {}
-        self._string_bodies: dict[tuple, DFA] = {}  # (constraints, minLength, maxLength) -> body
         self._validator = None
         #: Set by ``grammars.json_recursive``: turns recursive ``$ref`` and open values
         #: in its own NFAs into calls of grammar rules.
@@ -257,8 +271,13 @@ class SchemaCompiler:
         ask for the same branches again and again)."""
         key = (json.dumps(schema, sort_keys=True, default=str), depth if self.ws.depth_matters() else 0)
         got = self._dfas.get(key)
+        before = self.approximations
         if got is None:
             got = self._dfas[key] = self._build_dfa(schema, path, depth)
+            if self.approximations != before:
+                self._inexact.add(key)
+        elif key in self._inexact:
+            self.approximations += 1
         return got
 
     def _build_dfa(self, schema, path: str, depth: int) -> DFA:
@@ -285,6 +304,18 @@ class SchemaCompiler:
     def negated_dfa(self, schema, path: str, depth: int) -> DFA:
         """What a subtraction may remove: a superset when we are the subset compiler."""
         return self.opposite().dfa(schema, path, depth)
+
+    def approximate(self) -> None:
+        """Over mode: note that the automaton being built accepts more than the schema."""
+        self.approximations += 1
+
+    def subtract(self, dfa: DFA, schema, path: str, depth: int) -> tuple[DFA | None, bool]:
+        """``dfa`` minus what ``schema`` may hold (``negated_dfa``; None when nothing is
+        left), and whether what was subtracted is a superset of ``schema``'s values."""
+        over = self.opposite()
+        before = over.approximations
+        negated = self.negated_dfa(schema, path, depth)
+        return _minus(dfa, negated), over.approximations != before
 
     # -- problems ------------------------------------------------------------------
 
@@ -355,6 +386,7 @@ class SchemaCompiler:
                 return self.grammar.call(nfa, ref)
             if ref in self._ref_stack:
                 if self.over:
+                    self.approximate()
                     return nfa.any_bytes()  # a superset of any recursive structure
                 if self.grammar is not None and self.grammar.owns(nfa):
                     return self.grammar.call(nfa, ref)
@@ -585,18 +617,29 @@ class SchemaCompiler:
                 if got is not None:
                     return got
         frags = []
+        approximated = False  # a branch emptied only by subtracting supersets
         for i, (b, ptr) in enumerate(branches):
+            inexact = False
             try:
                 only = self.dfa(b, ptr, depth)
                 if not self.over:
                     for j, (other, optr) in enumerate(branches):
                         if i != j:
-                            only = difference(only, self.negated_dfa(other, optr, depth))
-            except (UnsatisfiableSchemaError, EmptyLanguageError):
+                            only, superset = self.subtract(only, other, optr, depth)
+                            inexact |= superset
+                            if only is None:
+                                raise EmptyLanguageError("oneOf branch")
+            except ApproximationLimitError:
+                approximated = True
+                continue
+            except UnsatisfiableSchemaError:
+                continue
+            except EmptyLanguageError:
+                approximated |= inexact
                 continue
             frags.append(embed(nfa, only))
         if not frags:
-            raise UnsatisfiableSchemaError("no value satisfies exactly one oneOf branch", _pointer(path, "oneOf"))
+            raise _empty("no value satisfies exactly one oneOf branch", _pointer(path, "oneOf"), approximated)
         return nfa.union(frags)
 
     def _one_of_as_union(self, schema, branches, apart, path) -> list | None:
@@ -712,9 +755,12 @@ class SchemaCompiler:
         language comes from the opposite-polarity compiler."""
         base = {k: v for k, v in schema.items() if k not in ("not", "if", "then", "else")}
         result = self.dfa(base if base else True, path, depth)
+        approximated = False  # something was emptied by subtracting a superset
         try:
             if "not" in schema:
-                result = difference(result, self.negated_dfa(schema["not"], _pointer(path, "not"), depth))
+                result, approximated = self.subtract(result, schema["not"], _pointer(path, "not"), depth)
+                if result is None:
+                    raise EmptyLanguageError("not")
             if "if" in schema:
                 cond = _pointer(path, "if")
                 parts = []
@@ -726,17 +772,19 @@ class SchemaCompiler:
                 except (EmptyLanguageError, UnsatisfiableSchemaError):
                     pass
                 try:  # the "else" side: the condition fails
-                    branch = difference(result, self.negated_dfa(schema["if"], cond, depth))
-                    if "else" in schema:
-                        branch = intersect(branch, self.dfa(schema["else"], _pointer(path, "else"), depth))
-                    parts.append(branch)
+                    branch, superset = self.subtract(result, schema["if"], cond, depth)
+                    approximated |= superset
+                    if branch is not None:
+                        if "else" in schema:
+                            branch = intersect(branch, self.dfa(schema["else"], _pointer(path, "else"), depth))
+                        parts.append(branch)
                 except (EmptyLanguageError, UnsatisfiableSchemaError):
                     pass
                 if not parts:
                     raise EmptyLanguageError("if/then/else")
                 result = parts[0] if len(parts) == 1 else _union_dfa(parts)
         except EmptyLanguageError:
-            raise UnsatisfiableSchemaError("not/if/then/else leave no valid value", path) from None
+            raise _empty("not/if/then/else leave no valid value", path, approximated) from None
         return result
 
     # -- enum / const ----------------------------------------------------------------
@@ -767,6 +815,7 @@ class SchemaCompiler:
             return nfa.byte_string(_dumps(v))
         if isinstance(v, (int, float)):
             return jt.regex_fragment(nfa, _number_spellings(v))
+        self.approximate()
         return nfa.concat([nfa.byte_string(b"[" if isinstance(v, list) else b"{"), nfa.any_bytes(),
                            nfa.byte_string(b"]" if isinstance(v, list) else b"}")])
 
@@ -798,21 +847,46 @@ class SchemaCompiler:
         if t in ("integer", "number"):
             # A copy of the number's minimal DFA (cached per pattern): cheaper than
             # parsing the pattern again at each of a schema's many number properties.
-            return embed(nfa, compile_regex(self.number_regex(t, schema, path)))
+            return embed(nfa, self.number_dfa(t, schema, path))
         if t == "string":
             return self.string(nfa, schema, path)
         if t == "array":
             return self.array(nfa, schema, path, depth)
         return self.object(nfa, schema, path, depth)
 
-    def number_regex(self, t, schema, path) -> str:
+    def number_dfa(self, t, schema, path) -> DFA:
         if self.over:
             # Superset: exponent forms and integer-valued decimals are never excluded.
-            bounded = self.number_regex_exact("number", {k: v for k, v in schema.items() if k != "multipleOf"}, path)
-            return f"(?:{bounded})|{NUMBER_EXP}|{INTEGER}\\.0+"
-        return self.number_regex_exact(t, schema, path)
+            bounded, _ = self.number_regex_exact("number", {k: v for k, v in schema.items() if k != "multipleOf"}, path)
+            plain = f"(?:{bounded})|{INTEGER}\\.0+"
+            step = schema.get("multipleOf")
+            multiple = multiple_of_dfa(step) if step is not None else None
+            if multiple is None:
+                return compile_regex(f"{plain}|{NUMBER_EXP}")
+            return self._multiples("over", plain, step, multiple, path)
+        rx, step = self.number_regex_exact(t, schema, path)
+        if step is None:
+            return compile_regex(rx)
+        multiple = multiple_of_dfa(step)
+        if multiple is None:
+            self.unsupported("multipleOf", path, f"multipleOf {step!r} needs more than {MAX_MULTIPLE_STATES} automaton states")
+            return compile_regex(rx)
+        return self._multiples("under", rx, step, multiple, path)
 
-    def number_regex_exact(self, t, schema, path) -> str:
+    def _multiples(self, mode, rx, step, multiple, path) -> DFA:
+        """The plain decimals of ``rx`` that are multiples of ``step`` (over mode: and
+        every exponent form, which the multiples leave out), once per compile."""
+        key = ("multipleOf", mode, rx, step)
+        if key not in self._dfas:
+            try:
+                dfa = intersect(compile_regex(rx), multiple)
+            except EmptyLanguageError:
+                raise UnsatisfiableSchemaError(f"no multiple of {step!r} lies within the bounds", path) from None
+            self._dfas[key] = dfa_union(dfa, compile_regex(NUMBER_EXP)) if mode == "over" else dfa
+        return self._dfas[key]
+
+    def number_regex_exact(self, t, schema, path) -> tuple[str, int | float | None]:
+        """The number's regex, and a ``multipleOf`` it leaves to ``multiple_of_dfa`` (or None)."""
         lo, hi = schema.get("minimum"), schema.get("maximum")
         xlo, xhi = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
         if isinstance(xlo, bool):  # draft 4: a flag on minimum
@@ -823,34 +897,26 @@ class SchemaCompiler:
             if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v)):
                 raise SchemaError(f"{k} must be a number", _pointer(path, k), k)
         step = schema.get("multipleOf")
+        if step is not None:
+            if not isinstance(step, (int, float)) or isinstance(step, bool) or not math.isfinite(step) or step <= 0:
+                raise SchemaError("multipleOf must be a positive number", _pointer(path, "multipleOf"), "multipleOf")
+            if isinstance(step, float) and step.is_integer():
+                step = int(step)
+            if step == 1 and t == "integer":
+                step = None
         try:
             if t == "integer":
                 ilo = _int_lower(lo, xlo)
                 ihi = _int_upper(hi, xhi)
-                if step is not None:
-                    if isinstance(step, float) and step.is_integer():
-                        step = int(step)
-                    if not isinstance(step, int) or isinstance(step, bool) or step <= 0:
-                        self.unsupported("multipleOf", path, f"non-integer multipleOf {step!r} on integers")
-                        step = None
-                if step is not None and step != 1:
+                if isinstance(step, int):
                     rx = integer_multiple_of_regex(step, ilo, ihi)
-                    if rx is None:
-                        self.unsupported("multipleOf", path, f"multipleOf {step} with these bounds is too large an automaton")
-                    else:
-                        return rx
-                if ilo is None and ihi is None:
-                    return INTEGER
-                return integer_range_regex(ilo, ihi)
-            if step is not None:
-                if isinstance(step, (int, float)) and not isinstance(step, bool) and float(step).is_integer():
-                    rx = integer_multiple_of_regex(int(step), _int_lower(lo, xlo), _int_upper(hi, xhi))
                     if rx is not None:
-                        return rx
-                self.unsupported("multipleOf", path, f"multipleOf {step!r} on numbers")
+                        return rx, None
+                rx = INTEGER if ilo is None and ihi is None else integer_range_regex(ilo, ihi)
+                return rx, step
             if all(v is None for v in (lo, hi, xlo, xhi)):
-                return JSON_NUMBER
-            return number_range_regex(lo, hi, xlo, xhi)
+                return JSON_NUMBER, step
+            return number_range_regex(lo, hi, xlo, xhi), step
         except ValueError as e:
             if isinstance(e, SchemaError):
                 raise
@@ -875,6 +941,8 @@ class SchemaCompiler:
         for p in patterns if isinstance(patterns, list) else ([patterns] if patterns is not None else []):
             constraints.append(("pattern", p))
         fmt = schema.get("format")
+        if fmt is not None and self.over and fmt not in EXACT_FORMATS:
+            self.approximate()  # the format is left out of the superset
         if fmt is not None and (not self.over or fmt in EXACT_FORMATS):
             rx = format_regex(fmt)
             if rx is not None:
@@ -928,6 +996,7 @@ class SchemaCompiler:
 
     def array(self, nfa, schema, path, depth):
         if self.over:  # a superset: any bracketed text
+            self.approximate()
             return nfa.concat([nfa.byte_string(b"["), nfa.any_bytes(), nfa.byte_string(b"]")])
         lo = int(schema.get("minItems", 0))
         hi = schema.get("maxItems")
@@ -1097,6 +1166,7 @@ class SchemaCompiler:
 
     def object(self, nfa, schema, path, depth):
         if self.over:
+            self.approximate()
             return self.object_superset(nfa, schema)
         props = schema.get("properties", {}) or {}
         if not isinstance(props, dict):
@@ -1635,14 +1705,24 @@ def _defined_keywords(schema):
 def _satisfiable(build, items, why: str, path: str) -> list:
     """``build(item)`` for each item that is satisfiable; ``why`` at ``path`` when none is."""
     out = []
+    approximated = False
     for item in items:
         try:
             out.append(build(item))
-        except UnsatisfiableSchemaError:
-            continue
+        except UnsatisfiableSchemaError as e:
+            approximated |= isinstance(e, ApproximationLimitError)
     if not out:
-        raise UnsatisfiableSchemaError(why, path)
+        raise _empty(why, path, approximated)
     return out
+
+
+def _empty(why: str, path: str, approximated: bool) -> UnsatisfiableSchemaError:
+    """Nothing is left: a proof of that, or only the limit of algebra over supersets."""
+    if approximated:
+        return ApproximationLimitError(
+            f"{why}, after subtracting supersets of the excluded values: the overlap cannot be "
+            "told apart exactly here (valid values may exist)", path)
+    return UnsatisfiableSchemaError(why, path)
 
 
 def _union_dfa(dfas):

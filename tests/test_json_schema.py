@@ -65,6 +65,9 @@ FAMILIES = {
     "unique_enum_items": {"type": "array", "items": {"enum": ["a", "b", "c", 1, 1.0, True, None]},
                           "uniqueItems": True, "minItems": 1, "maxItems": 4},
     "impossible_optional": {"type": "object", "properties": {"a": {"type": "object", "enum": ["x"]}, "b": {"type": "integer"}}},
+    "integer_multiple_of_seven": {"type": "integer", "multipleOf": 7},
+    "integer_multiple_of_a_decimal": {"type": "integer", "multipleOf": 2.5, "maximum": 1000},
+    "number_multiple_of_a_quarter": {"type": "number", "multipleOf": 0.25, "minimum": -10, "maximum": 10},
     "enum_with_logic": {"enum": [1, 2, 3, 4, 5, 6, 7, "s"], "not": {"type": "integer", "multipleOf": 2}, "oneOf": [{"type": "integer"}, {"maximum": 3}]},
     "overlapping_patterns": {
         "type": "object",
@@ -168,7 +171,12 @@ FAMILIES = {
 
 
 #: Formats hypothesis-jsonschema does not generate (it writes any string instead).
-CUSTOM_STRATEGIES = {"uuid": st.uuids().map(str)}
+CUSTOM_STRATEGIES = {
+    "uuid": st.uuids().map(str),
+    # The generator writes multiples of 2.5 as floats (0.0, 5.0); integers are written
+    # as integer texts here.
+    "integer_multiple_of_a_decimal": st.integers(max_value=200).map(lambda i: 5 * i),
+}
 
 
 def _validator(schema):
@@ -551,6 +559,21 @@ def test_unsupported_keyword_names_keyword_and_pointer():
         compile_json_schema(schema)
     assert "uniqueItems" in str(e.value) and "#/properties/tags/uniqueItems" in str(e.value)
     assert e.value.keyword == "uniqueItems"
+
+
+def test_algebra_over_supersets_is_not_reported_as_a_proof_of_no_value():
+    # [1] is valid (exactly one branch holds), but branches are told apart by
+    # subtracting a superset of the other ("any bracketed text"), which leaves nothing.
+    schema = {"oneOf": [{"type": "array", "contains": {"type": "integer"}},
+                        {"type": "array", "contains": {"type": "string"}}]}
+    with pytest.raises(guided.UnsupportedSchemaError, match="cannot be told apart exactly") as e:
+        compile_json_schema(schema)
+    assert "#/oneOf" in str(e.value)
+    # A oneOf whose branches are the same schema really has no value.
+    same = {"oneOf": [{"type": "string", "multipleOf": 2}, {"type": "string"}]}
+    with pytest.raises(guided.UnsatisfiableSchemaError) as e:
+        compile_json_schema(same)
+    assert not isinstance(e.value, guided.UnsupportedSchemaError)
 
 
 def test_lenient_mode_warns_and_drops():
