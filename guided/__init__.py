@@ -18,6 +18,7 @@ from fsm.errors import (
 from fsm.vocabulary import Vocabulary
 from grammars.lark_frontend import GrammarError
 from grammars.json_schema import (
+    ApproximationLimitError,
     RecursiveSchemaError,
     SchemaError,
     UnsatisfiableSchemaError,
@@ -36,6 +37,7 @@ from .specs import Grammar, JsonSchema, Regex
 __version__ = "0.1.0"
 
 __all__ = [
+    "ApproximationLimitError",
     "EmptyLanguageError",
     "FSMGuide",
     "FSMMatcher",
