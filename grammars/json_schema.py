@@ -859,7 +859,7 @@ class SchemaCompiler:
             # Superset: exponent forms and integer-valued decimals are never excluded.
             bounded, _ = self.number_regex_exact("number", {k: v for k, v in schema.items() if k != "multipleOf"}, path)
             plain = f"(?:{bounded})|{INTEGER}\\.0+"
-            step = schema.get("multipleOf")
+            step = _multiple_of(schema, path)
             multiple = multiple_of_dfa(step) if step is not None else None
             if multiple is None:
                 return compile_regex(f"{plain}|{NUMBER_EXP}")
@@ -896,14 +896,9 @@ class SchemaCompiler:
         for k, v in (("minimum", lo), ("maximum", hi), ("exclusiveMinimum", xlo), ("exclusiveMaximum", xhi)):
             if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v)):
                 raise SchemaError(f"{k} must be a number", _pointer(path, k), k)
-        step = schema.get("multipleOf")
-        if step is not None:
-            if not isinstance(step, (int, float)) or isinstance(step, bool) or not math.isfinite(step) or step <= 0:
-                raise SchemaError("multipleOf must be a positive number", _pointer(path, "multipleOf"), "multipleOf")
-            if isinstance(step, float) and step.is_integer():
-                step = int(step)
-            if step == 1 and t == "integer":
-                step = None
+        step = _multiple_of(schema, path)
+        if step == 1 and t == "integer":
+            step = None
         try:
             if t == "integer":
                 ilo = _int_lower(lo, xlo)
@@ -1638,6 +1633,17 @@ def _scalar_kinds(schema) -> list | None:
     if not isinstance(types, list) or not types or any(t not in _SCALAR_TYPES for t in types):
         return None
     return list(dict.fromkeys(types))
+
+
+def _multiple_of(schema, path):
+    """``multipleOf`` (an int where it is integral), None when absent; a
+    ``SchemaError`` unless it is a positive number."""
+    step = schema.get("multipleOf")
+    if step is None:
+        return None
+    if not isinstance(step, (int, float)) or isinstance(step, bool) or not math.isfinite(step) or step <= 0:
+        raise SchemaError("multipleOf must be a positive number", _pointer(path, "multipleOf"), "multipleOf")
+    return int(step) if isinstance(step, float) and step.is_integer() else step
 
 
 def _minus(a: DFA, b: DFA) -> DFA | None:

@@ -97,3 +97,9 @@ def test_a_step_that_is_not_a_positive_number_is_a_schema_error():
         with pytest.raises(guided.SchemaError, match="multipleOf"):
             compile_json_schema({"type": "number", "multipleOf": step})
 
+
+
+def test_a_bad_step_where_only_a_superset_is_built_is_still_a_schema_error():
+    # Inside "not" the number is compiled as a superset only.
+    with pytest.raises(guided.SchemaError, match="multipleOf"):
+        compile_json_schema({"type": "number", "not": {"type": "number", "multipleOf": "2", "minimum": 1}})
