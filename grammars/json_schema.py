@@ -836,6 +836,12 @@ class SchemaCompiler:
             return self._validator.evolve(schema=schema).is_valid(value)
         except Exception:
             return False
+        except BaseException as e:
+            # Out of stack inside the validator's Rust parts (``rpds``): pyo3 turns the
+            # RecursionError into a panic, which is not an Exception.
+            if _is_recursion_panic(e):
+                raise RecursionError(str(e)) from None
+            raise
 
     # -- typed values ----------------------------------------------------------------
 
@@ -1785,3 +1791,12 @@ def compile_json_schema(schema, whitespace="flexible", strict: bool = True, key_
         return SchemaCompiler(schema, whitespace, strict, key_order=key_order).compile()
     except RecursionError:
         raise UnsupportedSchemaError("the schema nests too deeply for this compiler", "#") from None
+    except BaseException as e:
+        if _is_recursion_panic(e):
+            raise UnsupportedSchemaError("the schema nests too deeply for this compiler", "#") from None
+        raise
+
+
+def _is_recursion_panic(e: BaseException) -> bool:
+    """A Rust extension's panic (pyo3 ``PanicException``) caused by a RecursionError."""
+    return type(e).__name__ == "PanicException" and "RecursionError" in str(e)

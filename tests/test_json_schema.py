@@ -726,3 +726,19 @@ def test_negated_condition_parts_fail_exactly_where_the_condition_holds(cond):
         fails = not _validator(cond).is_valid(v)
         assert any(_validator(p).is_valid(v) for p in parts) == fails, (cond, v)
     assert negation({"properties": {"a": {}}, "minProperties": 1}) is None  # not a union of schemas
+
+
+def test_running_out_of_stack_inside_the_validator_is_a_clear_error(monkeypatch):
+    # jsonschema's `referencing` uses rpds (Rust): out of stack there, pyo3 raises a
+    # PanicException (a BaseException), which must not kill the caller.
+    import jsonschema
+
+    class PanicException(BaseException):
+        pass
+
+    def panics(self, instance):
+        raise PanicException("__eq__ failed!: PyErr { value: <unprintable RecursionError object> }")
+
+    monkeypatch.setattr(jsonschema.Draft202012Validator, "is_valid", panics)
+    with pytest.raises(guided.UnsupportedSchemaError, match="nests too deeply"):
+        compile_json_schema({"enum": ["a", "b"], "minLength": 1})
