@@ -225,6 +225,7 @@ class SchemaCompiler:
         #: Over mode: supersets taken so far, and the cached DFAs that hold one.
         self.approximations = 0
         self._inexact: set[tuple] = set()
+        self._too_large: dict[tuple, RegexTooLargeError] = {}
         if partner is not None:  # share the schema, settings and bookkeeping
             self.root, self.ws, self.strict = partner.root, partner.ws, partner.strict
             self.key_order = partner.key_order
@@ -270,10 +271,17 @@ class SchemaCompiler:
         """A sub-schema's minimal DFA (memoised per compile: ``oneOf`` and ``not``
         ask for the same branches again and again)."""
         key = (json.dumps(schema, sort_keys=True, default=str), depth if self.ws.depth_matters() else 0)
+        if key in self._too_large:
+            raise self._too_large[key]
         got = self._dfas.get(key)
         before = self.approximations
         if got is None:
-            got = self._dfas[key] = self._build_dfa(schema, path, depth)
+            try:
+                got = self._dfas[key] = self._build_dfa(schema, path, depth)
+            except RegexTooLargeError as e:
+                # Remembered too: finding out took the whole subset construction.
+                self._too_large[key] = e
+                raise
             if self.approximations != before:
                 self._inexact.add(key)
         elif key in self._inexact:
@@ -724,7 +732,10 @@ class SchemaCompiler:
         (The ABI schemas' ``"type": {"enum": ["event"]}``, optional in one branch.)"""
         if a is None or b is None or a[0] != {"object"} or b[0] != {"object"}:
             return False
-        for key in a[1] | b[1]:
+        # Scalar values first (the usual tags, and cheap): a container's superset may
+        # take seconds to build. A fixed order, too: set order varies per process.
+        keys = sorted(a[1] | b[1], key=lambda k: (_scalar_kinds(a[2].get(k)) is None or _scalar_kinds(b[2].get(k)) is None, k))
+        for key in keys:
             if key not in a[2] or key not in b[2]:
                 continue  # the value is governed by patternProperties / additionalProperties
             try:

@@ -742,3 +742,27 @@ def test_running_out_of_stack_inside_the_validator_is_a_clear_error(monkeypatch)
     monkeypatch.setattr(jsonschema.Draft202012Validator, "is_valid", panics)
     with pytest.raises(guided.UnsupportedSchemaError, match="nests too deeply"):
         compile_json_schema({"enum": ["a", "b"], "minLength": 1})
+
+
+def test_one_of_tags_are_compared_before_container_values(monkeypatch):
+    # Both branches require "meta" (an object) and "kind" (the tag). Comparing the
+    # objects' supersets may take seconds on real schemas; the tag decides at once,
+    # whatever order the set of keys comes in.
+    from grammars.json_schema import SchemaCompiler
+
+    asked = []
+    original = SchemaCompiler.negated_dfa
+
+    def recording(self, schema, path, depth):
+        asked.append(json.dumps(schema, sort_keys=True))
+        return original(self, schema, path, depth)
+
+    monkeypatch.setattr(SchemaCompiler, "negated_dfa", recording)
+    meta = {"type": "object", "properties": {"a": {"type": "string"}}}
+    schema = {"oneOf": [
+        {"type": "object", "properties": {"meta": meta, "kind": {"const": "x"}}, "required": ["meta", "kind"]},
+        {"type": "object", "properties": {"meta": meta, "kind": {"const": "y"}}, "required": ["meta", "kind"]},
+    ]}
+    dfa = compile_json_schema(schema, "compact")
+    assert dfa.matches(b'{"meta":{},"kind":"x"}') and not dfa.matches(b'{"meta":{},"kind":"z"}')
+    assert json.dumps(meta, sort_keys=True) not in asked
