@@ -31,11 +31,12 @@ print("value:", r.value, f"({r.stats.new_tokens} tokens, {r.stats.tokens_per_s:.
 
 # 2. A pydantic model: .value is a validated instance.
 class Pet(pydantic.BaseModel):
-    model_config = pydantic.ConfigDict(extra="forbid")  # no keys beyond these three
+    model_config = pydantic.ConfigDict(extra="forbid")  # no keys beyond these four
 
     name: str = pydantic.Field(max_length=20)
     kind: Literal["cat", "dog", "rabbit"]
     age: int = pydantic.Field(ge=0, le=30)
+    weight_kg: float = pydantic.Field(gt=0, le=80, multiple_of=0.5)  # 4, 4.5, 12.0, ...
 
 
 r = guided.generate(model, tokenizer, "Invent a pet and describe it as JSON.", guided.JsonSchema(Pet, whitespace={"indent": 2}))
