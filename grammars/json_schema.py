@@ -54,7 +54,7 @@ from .json_merge import json_equal as _json_equal
 from .json_formats import format_regex
 from .json_multiple_of import MAX_STATES as MAX_MULTIPLE_STATES
 from .json_multiple_of import multiple_of_dfa
-from .json_numbers import JSON_NUMBER, integer_multiple_of_regex, integer_range_regex, number_range_regex
+from .json_numbers import JSON_INTEGER, JSON_NUMBER, integer_multiple_of_regex, integer_range_regex, number_range_regex
 from .json_conditional import NOT_OBJECT, conditional_as_union, conditionals_by_value, negation, not_as_union
 from .json_key_order import ObjectShape, any_order_object
 from .json_presence import presence_keys, presence_variants
@@ -68,8 +68,8 @@ MAX_UNIQUE_SETS = 4096
 #: Nesting depth of open values in the top-level (lazily built) automaton.
 OPEN_DEPTH = 64
 
-NUMBER_EXP = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?[eE][+-]?[0-9]+"
-INTEGER = r"-?(0|[1-9][0-9]*)"
+#: JSON numbers written with an exponent (what the plain-decimal automata leave out).
+NUMBER_EXP = JSON_INTEGER + r"(?:\.[0-9]+)?[eE][+-]?[0-9]+"
 
 #: ``key_order``: "schema" (keys in ``properties`` order) or "any" (``json_key_order``).
 KEY_ORDERS = ("schema", "any")
@@ -875,7 +875,7 @@ class SchemaCompiler:
         if self.over:
             # Superset: exponent forms and integer-valued decimals are never excluded.
             bounded, _ = self.number_regex_exact("number", {k: v for k, v in schema.items() if k != "multipleOf"}, path)
-            plain = f"(?:{bounded})|{INTEGER}\\.0+"
+            plain = f"(?:{bounded})|{JSON_INTEGER}\\.0+"
             step = _multiple_of(schema, path)
             multiple = multiple_of_dfa(step) if step is not None else None
             if multiple is None:
@@ -924,7 +924,7 @@ class SchemaCompiler:
                     rx = integer_multiple_of_regex(step, ilo, ihi)
                     if rx is not None:
                         return rx, None
-                rx = INTEGER if ilo is None and ihi is None else integer_range_regex(ilo, ihi)
+                rx = JSON_INTEGER if ilo is None and ihi is None else integer_range_regex(ilo, ihi)
                 return rx, step
             if all(v is None for v in (lo, hi, xlo, xhi)):
                 return JSON_NUMBER, step
