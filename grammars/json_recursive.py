@@ -11,7 +11,7 @@
         X@p -> T(p→end)            if p reaches the end
     T(p→q): the byte strings leading from p to q, one terminal (left out where it
             is only the empty string); the terminals of one point share the
-            subset construction from p (``TerminalView``), each with its own end
+            subset construction from p (``PointTable``), each with its own end
 
 Everything between calls stays exactly what the regular compiler makes (key order,
 formats, bounds, whitespace); only the nesting is the parser's. Where recursion
@@ -24,21 +24,23 @@ same byte (an ``anyOf`` of ``{"$ref": "#"}`` and another object) is read as the
 inline one; such a document may be refused (never a wrong one accepted).
 
 Cost notes: every plain ``$ref`` is a rule of its own (written once, however often
-used), so the text between two calls stays small; one subset construction per
-point, no minimisation.
+used), so the text between two calls stays small. Compiling costs one pass per rule
+(``RuleEnds``: which ends each NFA state leads to) and one row per point (is its
+terminal nonempty?); the rest of each point's subset construction is built a row at
+a time as the lexer reaches it, never minimised. (Built whole, those tables were
+three quarters of the compile time of recursive MaskBench schemas.)
 """
 
 from __future__ import annotations
 
-import numpy as np
-
-from fsm.dfa import live_states, nfa_byte_classes, subset_table
+from fsm.dfa import nfa_byte_classes
+from fsm.lazy import sweep_row
 from fsm.nfa import NFA
 
 from .earley import CFG, productive_symbols, trim
 from .json_schema import RecursiveSchemaError, SchemaCompiler, UnsatisfiableSchemaError
 from .lark_frontend import CompiledGrammar
-from .lexer import TerminalView
+from .lexer import TerminalTable, TerminalView
 
 _START = "#"
 _ANY = "(any JSON value)"
@@ -122,20 +124,113 @@ def _body(compiler: SchemaCompiler, calls: _Calls, rule: str):
     return nfa, s, e
 
 
-def _reachable(nfa: NFA, start: int) -> set[int]:
-    """States reached from ``start`` by bytes and epsilons (not through calls)."""
-    seen, stack = {start}, [start]
-    while stack:
-        s = stack.pop()
-        for t in nfa.eps[s]:
-            if t not in seen:
-                seen.add(t)
-                stack.append(t)
-        for _, _, t in nfa.edges[s]:
-            if t not in seen:
-                seen.add(t)
-                stack.append(t)
-    return seen
+class RuleEnds:
+    """What the terminals of one rule share: its NFA's byte classes, the ends a
+    terminal may stop at (each call's start, then the rule's end), and per NFA state
+    ``reach``, the ends it leads to by bytes (a bit each, through no call)."""
+
+    def __init__(self, nfa: CallNFA, end: int):
+        self.nfa = nfa
+        self.byte_to_class = nfa_byte_classes(nfa)
+        self.n_classes = int(self.byte_to_class[-1]) + 1
+        self.ends = [a for a, _, _ in nfa.calls] + [end]
+        self.end_bit = {}
+        for i, e in enumerate(self.ends):
+            self.end_bit[e] = self.end_bit.get(e, 0) | 1 << i
+        self.reach = self._reach()
+        self._classes = self.byte_to_class.tolist()
+        self._closures: dict[int, frozenset[int]] = {}
+        self._intervals: dict[int, list[tuple[int, int, int]]] = {}
+
+    def _reach(self) -> list[int]:
+        nfa = self.nfa
+        back: list[list[int]] = [[] for _ in range(len(nfa))]
+        for s, (targets, moves) in enumerate(zip(nfa.eps, nfa.edges)):
+            for t in targets:
+                back[t].append(s)
+            for move in moves:
+                back[move[2]].append(s)
+        reach = [0] * len(nfa)
+        stack = []
+        for e, bit in self.end_bit.items():
+            reach[e] |= bit
+            stack.append(e)
+        while stack:  # a state is pushed again only when its set of ends grew
+            t = stack.pop()
+            for s in back[t]:
+                if reach[t] & ~reach[s]:
+                    reach[s] |= reach[t]
+                    stack.append(s)
+        return reach
+
+    def closure(self, s: int) -> frozenset[int]:
+        """The live states ``s`` reaches by epsilons that have byte moves or are ends."""
+        got = self._closures.get(s)
+        if got is None:
+            eps, reach, edges = self.nfa.eps, self.reach, self.nfa.edges
+            seen, stack = {s}, [s]
+            while stack:
+                for t in eps[stack.pop()]:
+                    if t not in seen and reach[t]:
+                        seen.add(t)
+                        stack.append(t)
+            got = self._closures[s] = frozenset(x for x in seen if edges[x] or x in self.end_bit)
+        return got
+
+    def intervals(self, s: int) -> list[tuple[int, int, int]]:
+        got = self._intervals.get(s)
+        if got is None:
+            classes, reach = self._classes, self.reach
+            got = self._intervals[s] = [(classes[lo], classes[hi], t) for lo, hi, t in self.nfa.edges[s] if reach[t]]
+        return got
+
+
+class PointTable(TerminalTable):
+    """The terminals that start at one point of a rule: the subset construction from
+    the point, built a row at a time when the lexer first needs it (most rows of a
+    large schema are never visited). Bit i is the terminal ending at ``ends[i]``."""
+
+    def __init__(self, rule: RuleEnds, point: int):
+        self.rule = rule
+        self.byte_to_class = rule.byte_to_class
+        self._ids: dict[frozenset[int], int] = {}
+        self._sets: list[frozenset[int]] = []
+        self._rows: list[list[int] | None] = []
+        self.accept_bits: list[int] = []
+        self.live_bits: list[int] = []
+        self._add(rule.closure(point))
+
+    def _add(self, subset: frozenset[int]) -> int:
+        j = self._ids.get(subset)
+        if j is None:
+            j = self._ids[subset] = len(self._sets)
+            self._sets.append(subset)
+            self._rows.append(None)
+            end_bit, reach = self.rule.end_bit, self.rule.reach
+            acc = live = 0
+            for x in subset:
+                acc |= end_bit.get(x, 0)
+                live |= reach[x]
+            self.accept_bits.append(acc)
+            self.live_bits.append(live)
+        return j
+
+    def row(self, state: int) -> list[int]:
+        row = self._rows[state]
+        if row is None:
+            rule = self.rule
+            row = self._rows[state] = sweep_row(
+                [rule.intervals(s) for s in self._sets[state]], rule.n_classes,
+                lambda key: self._add(frozenset().union(*(rule.closure(t) for t in key))))
+        return row
+
+    def ends_nonempty(self) -> int:
+        """The terminals that match some nonempty string (the bits live after a byte)."""
+        out = 0
+        for t in self.row(0):
+            if t >= 0:
+                out |= self.live_bits[t]
+        return out
 
 
 def _grammar(bodies: dict) -> CompiledGrammar:
@@ -143,26 +238,22 @@ def _grammar(bodies: dict) -> CompiledGrammar:
     # Rules over symbolic names first; nonterminal ids follow the terminals.
     rules: list[tuple[tuple, tuple]] = []
     for rule, (nfa, s, e) in bodies.items():
-        classes = nfa_byte_classes(nfa)
-        points = list(dict.fromkeys([s] + [b for _, _, b in nfa.calls]))
-        for p in points:
-            reach = _reachable(nfa, p)
-            targets = [(a, callee, b) for a, callee, b in nfa.calls if a in reach]
-            ends = [a for a, _, _ in targets] + ([e] if e in reach else [])
-            if not ends:
+        ends = RuleEnds(nfa, e)
+        for p in dict.fromkeys([s] + [b for _, _, b in nfa.calls]):
+            if not ends.reach[p]:
                 continue
-            # One subset construction per point; each end state is a terminal over it.
-            trans, _, sets = subset_table(nfa, p, set(ends), classes)
-            for i, end in enumerate(ends):
-                accepting = np.array([end in x for x in sets], dtype=bool)
-                live = live_states(trans, accepting)
-                if not live[0]:
+            table = PointTable(ends, p)
+            nonempty = table.ends_nonempty()
+            for i, end in enumerate(ends.ends):
+                bit = 1 << i
+                if not table.live_bits[0] & bit:
                     continue
-                alts = [()] if accepting[0] else []  # the empty path: no terminal at all
-                if (trans[0] >= 0).any() and live[trans[0][trans[0] >= 0]].any():
+                alts = [()] if table.accept_bits[0] & bit else []  # the empty path: no terminal at all
+                if nonempty & bit:
                     alts.append((("t", len(terminals)),))
-                    terminals.append(TerminalView(trans, classes, accepting, live))
-                tail = ((("n", targets[i][1], None), ("n", rule, targets[i][2])) if i < len(targets) else ())
+                    terminals.append(TerminalView(table, bit))
+                call = nfa.calls[i] if i < len(nfa.calls) else None
+                tail = ((("n", call[1], None), ("n", rule, call[2])) if call else ())
                 for alt in alts:
                     rules.append((("n", rule, p), alt + tail))
     entry = {rule: s for rule, (nfa, s, e) in bodies.items()}

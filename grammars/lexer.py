@@ -7,9 +7,10 @@
     start(allowed) = {(t, 0) for t in allowed}   (the parser says which t may come)
     step(state, b) = the pairs that survive byte b; -1 when none does
 
-A terminal is anything with a ``transitions`` table, ``byte_to_class`` and
-``accepting`` (a ``fsm.DFA``, or a ``TerminalView``: one shared table, its own
-accepting and live states). A terminal whose start state accepts matches the empty
+A terminal is a ``fsm.DFA`` (anything with ``transitions``, ``byte_to_class``,
+``accepting`` and optionally ``live``) or a ``TerminalView``: one bit of a shared
+``TerminalTable``, which may build its rows only when asked (the terminals of a
+recursive JSON Schema). A terminal whose start state accepts matches the empty
 string too, but a lexeme is never empty, so only its nonempty strings are read.
 
 A lexeme is read with *longest match among the allowed terminals*: bytes extend the
@@ -32,18 +33,33 @@ import numpy as np
 UNKNOWN = -2  # a row not built yet
 
 
+class TerminalTable:
+    """The protocol of a table that several terminals share (the same text region,
+    different end points), each terminal one bit: ``byte_to_class``, ``row(state)``
+    (successor per own byte class, -1 none; the start is state 0), and per state
+    ``accept_bits`` (the terminals that end there) and ``live_bits`` (the terminals
+    still reachable from there; None: every state is live). The lists may grow as
+    rows are built. This class serves a plain DFA as a one-bit table."""
+
+    def __init__(self, dfa):
+        self.byte_to_class = dfa.byte_to_class
+        self._transitions = dfa.transitions
+        self.accept_bits = [int(a) for a in dfa.accepting.tolist()]
+        live = getattr(dfa, "live", None)
+        self.live_bits = None if live is None else [int(x) for x in live.tolist()]
+
+    def row(self, state: int) -> list[int]:
+        return self._transitions[state].tolist()
+
+
 class TerminalView:
-    """A terminal over a table shared with other terminals (the same text region,
-    different end points): its own accepting states and the states that can still
-    reach one."""
+    """Terminal ``bit`` (a power of two) of a shared ``TerminalTable``."""
 
-    __slots__ = ("transitions", "byte_to_class", "accepting", "live")
+    __slots__ = ("table", "bit")
 
-    def __init__(self, transitions, byte_to_class, accepting, live):
-        self.transitions = transitions
-        self.byte_to_class = byte_to_class
-        self.accepting = accepting
-        self.live = live
+    def __init__(self, table, bit: int):
+        self.table = table
+        self.bit = bit
 
 
 class Lexer:
@@ -59,29 +75,30 @@ class Lexer:
 
     def __init__(self, terminal_dfas):
         self.dfas = list(terminal_dfas)
-        # Global byte classes: bytes that no terminal DFA tells apart.
-        keys = list(zip(*(d.byte_to_class.tolist() for d in self.dfas))) if self.dfas else [()] * 256
+        # Per terminal: its table (an index into self._tables) and its bit there.
+        self._tables: list = []
+        self._table_of: list[int] = []
+        self._bit: list[int] = []
+        index: dict[int, int] = {}
+        for d in self.dfas:
+            table, bit = (d.table, d.bit) if isinstance(d, TerminalView) else (TerminalTable(d), 1)
+            k = index.get(id(table))
+            if k is None:
+                k = index[id(table)] = len(self._tables)
+                self._tables.append(table)
+            self._table_of.append(k)
+            self._bit.append(bit)
+        # Global byte classes: bytes that no terminal table tells apart.
+        keys = list(zip(*(t.byte_to_class.tolist() for t in self._tables))) if self._tables else [()] * 256
         ids: dict[tuple, int] = {}
         self.byte_to_class = np.array([ids.setdefault(k, len(ids)) for k in keys], dtype=np.int32)
         self.num_classes = len(ids)
-        rep = [0] * self.num_classes
+        self._rep = [0] * self.num_classes  # a byte of each global class
         for b in range(255, -1, -1):
-            rep[self.byte_to_class[b]] = b
-        # Per terminal: state x global class -> terminal state (-1 dead), as lists.
-        # Terminals may share one table (``TerminalView``): it is converted once.
-        self._moves = []
-        self._live = []  # per terminal: which of its table's states can still finish it (None: all)
-        self._accepting = []
-        shared: dict[int, list[list[int]]] = {}
-        for d in self.dfas:
-            moves = shared.get(id(d.transitions))
-            if moves is None:
-                cls = d.byte_to_class.tolist()
-                moves = shared[id(d.transitions)] = [[row[cls[b]] for b in rep] for row in d.transitions.tolist()]
-            live = getattr(d, "live", None)
-            self._live.append(live.tolist() if live is not None else None)
-            self._moves.append(moves)
-            self._accepting.append(d.accepting.tolist())
+            self._rep[self.byte_to_class[b]] = b
+        # Per table: its rows over the global classes, converted on first use.
+        self._global_rows: list[dict[int, list[int]]] = [{} for _ in self._tables]
+        self._local_class: list[list[int]] = [t.byte_to_class.tolist() for t in self._tables]
         self._classes = self.byte_to_class.tolist()
         self._members: list[tuple[tuple[int, int], ...]] = []
         self._ids: dict[tuple[tuple[int, int], ...], int] = {}
@@ -101,7 +118,8 @@ class Lexer:
             sid = self._ids[members] = len(self._members)
             self._members.append(members)
             self._rows.append(None)
-            acc = frozenset(t for t, s in members if self._accepting[t][s])
+            tables, table_of, bit = self._tables, self._table_of, self._bit
+            acc = frozenset(t for t, s in members if tables[table_of[t]].accept_bits[s] & bit[t])
             aid = self._accept_set_ids.get(acc)
             if aid is None:
                 aid = self._accept_set_ids[acc] = len(self.accept_sets)
@@ -143,17 +161,27 @@ class Lexer:
         return row
 
     def _expand(self, state: int) -> list[int]:
-        members = self._members[state]
-        moves, lives = self._moves, self._live
-        row = []
-        for c in range(self.num_classes):
-            nxt = tuple(
-                (t, m) for t, s in members if (m := moves[t][s][c]) >= 0 and (lives[t] is None or lives[t][m])
-            )
-            row.append(self._intern(nxt) if nxt else -1)
+        tables, table_of, bit = self._tables, self._table_of, self._bit
+        bucket: list[list[tuple[int, int]]] = [[] for _ in range(self.num_classes)]
+        for t, s in self._members[state]:
+            k = table_of[t]
+            moves = self._global_rows[k].get(s)
+            if moves is None:
+                moves = self._global_row(k, s)
+            live, b = tables[k].live_bits, bit[t]
+            for c, m in enumerate(moves):
+                if m >= 0 and (live is None or live[m] & b):
+                    bucket[c].append((t, m))
+        row = [self._intern(tuple(nxt)) if nxt else -1 for nxt in bucket]
         self._rows[state] = row
         self.transitions[state] = row
         return row
+
+    def _global_row(self, k: int, s: int) -> list[int]:
+        """Table ``k``'s row of state ``s`` over the lexer's byte classes."""
+        local, cls = self._tables[k].row(s), self._local_class[k]
+        moves = self._global_rows[k][s] = [local[cls[b]] for b in self._rep]
+        return moves
 
     def ensure_rows(self, states) -> None:
         """Build the rows of ``states`` (an int array) that do not exist yet."""
