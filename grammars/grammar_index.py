@@ -218,9 +218,7 @@ class GrammarIndex:
             self.eos_row[e >> 5] |= np.uint32(1 << (e & 31)).view(np.int32)
         # Tokens by the byte class of their first byte: "whose first byte ends L".
         first = np.full(vocab.size, -1, dtype=np.int64)
-        for t, data in enumerate(vocab.token_bytes):
-            if data:
-                first[t] = lexer.byte_to_class[data[0]]
+        first[vb.token_ids] = lexer.byte_to_class[vb.matrix[:, 0]]
         self._first_class = first
         self._class_rows: dict[tuple[int, ...], np.ndarray] = {}
 
