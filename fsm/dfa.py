@@ -87,10 +87,7 @@ class DFA:
         """Per state, its moves as ``(lo, hi, target)`` byte ranges; and the accepting
         states. Computed once: JSON schemas embed the same small DFAs thousands of times."""
         if self._edge_list is None:
-            ranges = class_byte_ranges(self)
-            edges = [_merged(sorted((lo, hi, t) for c, t in enumerate(row) if t >= 0 for lo, hi in ranges[c]))
-                     for row in self._rows]
-            self._edge_list = (edges, np.nonzero(self.accepting)[0].tolist())
+            self._edge_list = (_edge_ranges(self), np.nonzero(self.accepting)[0].tolist())
         return self._edge_list
 
     lazy = False
@@ -99,16 +96,27 @@ class DFA:
         return f"DFA(states={self.num_states}, byte_classes={self.num_classes})"
 
 
-def _merged(edges: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-    """Sorted ``(lo, hi, target)`` ranges with neighbours of one target joined: fewer
-    NFA edges, and fewer byte classes in the automata they are embedded in."""
-    out: list[tuple[int, int, int]] = []
-    for lo, hi, t in edges:
-        if out and out[-1][2] == t and out[-1][1] + 1 == lo:
-            out[-1] = (out[-1][0], hi, t)
-        else:
-            out.append((lo, hi, t))
-    return out
+def _edge_ranges(dfa) -> list[list[tuple[int, int, int]]]:
+    """Per state, sorted ``(lo, hi, target)`` byte ranges with neighbours of one target
+    joined (fewer NFA edges, and fewer byte classes in the automata they are embedded
+    in). In numpy over all states at once: the byte ranges of the classes, in byte
+    order, cover 0-255 without gaps, so a run is a row's consecutive equal targets."""
+    ranges = class_byte_ranges(dfa)
+    flat = sorted((lo, hi, c) for c, rs in enumerate(ranges) for lo, hi in rs)
+    r_lo = np.array([r[0] for r in flat], dtype=np.int64)
+    r_hi = np.array([r[1] for r in flat], dtype=np.int64)
+    target = dfa.transitions[:, [r[2] for r in flat]]  # [states, ranges in byte order]
+    valid = target >= 0
+    same = np.zeros_like(valid)
+    same[:, 1:] = valid[:, 1:] & (target[:, 1:] == target[:, :-1])
+    starts = valid & ~same
+    ends = valid.copy()
+    ends[:, :-1] &= ~same[:, 1:]
+    state, first = np.nonzero(starts)
+    last = np.nonzero(ends)[1]
+    edges = list(zip(r_lo[first].tolist(), r_hi[last].tolist(), target[state, first].tolist()))
+    bounds = np.searchsorted(state, np.arange(dfa.num_states + 1)).tolist()
+    return [edges[bounds[i] : bounds[i + 1]] for i in range(dfa.num_states)]
 
 
 def class_byte_ranges(dfa) -> list[list[tuple[int, int]]]:
@@ -224,13 +232,20 @@ def minimize(trans: np.ndarray, byte_to_class: np.ndarray, accepting: np.ndarray
 
 def trim(trans: np.ndarray, byte_to_class: np.ndarray, accepting: np.ndarray) -> DFA:
     """``minimize`` without merging equivalent states: dead states removed, the rest
-    renumbered BFS, byte classes recomputed. For automata minimisation would barely
-    shrink: a pattern against a length counter has ~80k states either way, and
-    Hopcroft's algorithm costs seconds on it."""
+    keeping their order (state 0 stays the start), byte classes recomputed. For
+    automata minimisation would barely shrink: a pattern against a length counter
+    has ~80k states either way, and Hopcroft's algorithm costs seconds on it.
+
+    Every live state is still reachable (the path to it runs through states that
+    reach it, hence live ones), so dropping the dead ones is a renumbering in numpy."""
     trans, accepting = _drop_dead(trans, accepting)
-    n = trans.shape[0]
-    t = np.vstack([np.where(trans < 0, n, trans), np.full((1, trans.shape[1]), n, dtype=trans.dtype)])
-    return _quotient(t, np.arange(n + 1), accepting, byte_to_class)
+    keep = accepting | (trans >= 0).any(axis=1)  # live: the dead rows are all -1 and not accepting
+    keep[0] = True
+    remap = np.append(np.cumsum(keep) - 1, -1).astype(np.int32)  # index -1: no move
+    new_t = remap[trans[keep]]
+    cols = new_t[:, byte_to_class]  # [n, 256]
+    first, new_classes = _unique_columns(cols)
+    return DFA(np.ascontiguousarray(cols[:, first]), new_classes, accepting[keep])
 
 
 def _hopcroft(t: np.ndarray, accepting: np.ndarray, sink: int) -> np.ndarray:
@@ -293,21 +308,25 @@ def _drop_dead(trans: np.ndarray, accepting: np.ndarray):
 
 
 def live_states(trans: np.ndarray, accepting: np.ndarray) -> np.ndarray:
-    """The states that can reach an accepting one (reverse reachability, linear BFS)."""
+    """The states that can reach an accepting one: reverse breadth-first search, one
+    level of predecessors per step in numpy (edges sorted by target)."""
     n = trans.shape[0]
     src, cls = np.nonzero(trans >= 0)
     dst = trans[src, cls]
     order = np.argsort(dst, kind="stable")
-    src_by_dst = src[order].tolist()
-    bounds = np.searchsorted(dst[order], np.arange(n + 1)).tolist()
-    live = accepting.copy()
-    stack = np.nonzero(accepting)[0].tolist()
-    while stack:
-        d = stack.pop()
-        for s in src_by_dst[bounds[d] : bounds[d + 1]]:
-            if not live[s]:
-                live[s] = True
-                stack.append(s)
+    src_by_dst = src[order]
+    bounds = np.searchsorted(dst[order], np.arange(n + 1))
+    live = np.asarray(accepting, dtype=bool).copy()
+    frontier = np.nonzero(live)[0]
+    while len(frontier):
+        first, count = bounds[frontier], bounds[frontier + 1] - bounds[frontier]
+        total = int(count.sum())
+        if total == 0:
+            break
+        at = np.repeat(first - (np.cumsum(count) - count), count) + np.arange(total)
+        preds = src_by_dst[at]
+        frontier = np.unique(preds[~live[preds]])
+        live[frontier] = True
     return live
 
 

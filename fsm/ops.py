@@ -23,40 +23,51 @@ MAX_PRODUCT_STATES = 200_000
 
 def _product(a: DFA, b: DFA, accept, both: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Reachable pairs of (a-state, b-state), either side may be dead (-1); with
-    ``both`` (an intersection, where such a pair can never accept) neither may."""
+    ``both`` (an intersection, where such a pair can never accept) neither may.
+
+    Breadth-first, a whole level of pairs per step in numpy: a pair is the key
+    ``(sa + 1) * (nb + 1) + (sb + 1)``, and the keys seen so far stay sorted, so
+    finding a level's new pairs is a ``searchsorted``. (Pair by pair in Python, a
+    Unicode pattern times a length counter, 80k states x 147 classes, took 4.5 s.)"""
     pair_classes = a.byte_to_class.astype(np.int64) * (b.num_classes + 1) + b.byte_to_class
     uniq, byte_to_class = np.unique(pair_classes, return_inverse=True)
-    ca = (uniq // (b.num_classes + 1)).tolist()
-    cb = (uniq % (b.num_classes + 1)).tolist()
-    ta, tb = a.transitions.tolist(), b.transitions.tolist()
-    acc_a, acc_b = a.accepting.tolist(), b.accepting.tolist()
-    ids = {(0, 0): 0}
-    pairs = [(0, 0)]
-    table = []
-    i = 0
-    while i < len(pairs):
-        sa, sb = pairs[i]
-        row = []
-        for x, y in zip(ca, cb):
-            na = ta[sa][x] if sa >= 0 else -1
-            nb = tb[sb][y] if sb >= 0 else -1
-            if (na < 0 or nb < 0) if both else (na < 0 and nb < 0):
-                row.append(-1)
-                continue
-            key = (na, nb)
-            j = ids.get(key)
-            if j is None:
-                if len(pairs) >= MAX_PRODUCT_STATES:
-                    raise RegexTooLargeError(f"combined automaton exceeds {MAX_PRODUCT_STATES} states")
-                j = ids[key] = len(pairs)
-                pairs.append(key)
-            row.append(j)
-        table.append(row)
-        i += 1
-    accepting = np.array(
-        [accept(sa >= 0 and acc_a[sa], sb >= 0 and acc_b[sb]) for sa, sb in pairs], dtype=bool
-    )
-    return np.array(table, dtype=np.int32).reshape(len(pairs), len(ca)), byte_to_class.reshape(-1), accepting
+    ca, cb = uniq // (b.num_classes + 1), uniq % (b.num_classes + 1)
+    # Row -1 of each table is a dead state's: -1 everywhere.
+    ta = np.vstack([a.transitions[:, ca], np.full((1, len(ca)), -1, dtype=a.transitions.dtype)]).astype(np.int64)
+    tb = np.vstack([b.transitions[:, cb], np.full((1, len(cb)), -1, dtype=b.transitions.dtype)]).astype(np.int64)
+    width = b.transitions.shape[0] + 1
+    seen_keys = np.array([width + 1], dtype=np.int64)  # the start pair (0, 0)
+    seen_ids = np.array([0], dtype=np.int64)
+    pair_a, pair_b = [np.array([0])], [np.array([0])]
+    rows = []
+    frontier_a, frontier_b = pair_a[0], pair_b[0]
+    count = 1
+    while len(frontier_a):
+        na, nb = ta[frontier_a], tb[frontier_b]
+        dead = ((na < 0) | (nb < 0)) if both else ((na < 0) & (nb < 0))
+        keys = (na + 1) * width + (nb + 1)
+        fresh = np.unique(keys[~dead])
+        at = np.minimum(np.searchsorted(seen_keys, fresh), len(seen_keys) - 1)
+        fresh = fresh[seen_keys[at] != fresh]
+        if count + len(fresh) > MAX_PRODUCT_STATES:
+            raise RegexTooLargeError(f"combined automaton exceeds {MAX_PRODUCT_STATES} states")
+        ids = np.arange(count, count + len(fresh))
+        count += len(fresh)
+        order = np.argsort(np.concatenate([seen_keys, fresh]), kind="stable")
+        seen_keys = np.concatenate([seen_keys, fresh])[order]
+        seen_ids = np.concatenate([seen_ids, ids])[order]
+        row = seen_ids[np.minimum(np.searchsorted(seen_keys, keys), len(seen_keys) - 1)]
+        row[dead] = -1
+        rows.append(row)
+        frontier_a, frontier_b = fresh // width - 1, fresh % width - 1
+        pair_a.append(frontier_a)
+        pair_b.append(frontier_b)
+    sa, sb = np.concatenate(pair_a), np.concatenate(pair_b)
+    acc_a = np.append(a.accepting, False)[sa]  # index -1: a dead side never accepts
+    acc_b = np.append(b.accepting, False)[sb]
+    accepting = np.array([accept(x, y) for x, y in zip(acc_a.tolist(), acc_b.tolist())], dtype=bool)
+    table = np.concatenate(rows).astype(np.int32)
+    return table, byte_to_class.reshape(-1), accepting
 
 
 def _combine(a: DFA, b: DFA, accept, both: bool = False) -> DFA:

@@ -1421,13 +1421,13 @@ class SchemaCompiler:
             return build_plain
         kinds = []  # (key DFA, value schema, pointer)
         try:
-            excluded = _body_dfa(lambda n: jt.key_excluding(n, defined))
+            excluded = _other_keys_dfa(frozenset(defined))
         except EmptyLanguageError:
             return None
         pattern_keys = []
         for p, sub in patterns.items():
             try:
-                kd = intersect(excluded, _body_dfa(lambda n, p=p: jt.quoted(n, jt.pattern_body(n, p))))
+                kd = intersect(excluded, _pattern_key_dfa(p))
             except EmptyLanguageError:
                 continue
             except RegexError as e:
@@ -1681,11 +1681,32 @@ def _bounded_body(constraints, lo: int, hi: int | None) -> DFA:
     """The string-body DFA of every ``(kind, regex)`` constraint, ``lo`` to ``hi``
     characters. Not minimised: a pattern times a length counter is about as large
     either way, and it is embedded in an NFA that is determinised lazily or whole."""
-    body = _body_dfa(lambda n: jt.string_body(n, lo, hi)) if lo > 0 or hi is not None else None
+    body = _length_dfa(lo, hi) if lo > 0 or hi is not None else None
     for kind, rx in constraints:
         d = _constraint_dfa(kind, rx)
         body = d if body is None else intersect(body, d, minimal=False)
     return body
+
+
+# Schemas repeat string lengths, key patterns and object shapes, within one schema
+# and across the schemas a process compiles: each DFA below is built once.
+
+@functools.lru_cache(maxsize=512)
+def _length_dfa(lo: int, hi: int | None) -> DFA:
+    """The body of any string of ``lo`` to ``hi`` characters."""
+    return _body_dfa(lambda n: jt.string_body(n, lo, hi))
+
+
+@functools.lru_cache(maxsize=512)
+def _pattern_key_dfa(pattern: str) -> DFA:
+    """A quoted key in which ``pattern`` finds a match."""
+    return _body_dfa(lambda n: jt.quoted(n, jt.pattern_body(n, pattern)))
+
+
+@functools.lru_cache(maxsize=512)
+def _other_keys_dfa(defined: frozenset) -> DFA:
+    """A quoted key that is none of ``defined``."""
+    return _body_dfa(lambda n: jt.key_excluding(n, defined))
 
 
 @functools.lru_cache(maxsize=512)
