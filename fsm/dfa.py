@@ -17,6 +17,9 @@ O(C n log n) set operations in Python.
 
 from __future__ import annotations
 
+from itertools import chain
+from operator import itemgetter
+
 import numpy as np
 
 from .errors import EmptyLanguageError, RegexTooLargeError
@@ -136,10 +139,9 @@ def nfa_byte_classes(nfa: NFA) -> np.ndarray:
     cuts = np.zeros(257, dtype=bool)
     cuts[0] = True
     cuts[list(nfa.cuts)] = True  # what deferred fragments will need
-    for edges in nfa.edges:
-        for lo, hi, _ in edges:
-            cuts[lo] = True
-            cuts[hi + 1] = True
+    # C-level iteration over the edge tuples (a Python loop cost ~50 ms per 100k edges).
+    cuts[np.fromiter(map(itemgetter(0), chain.from_iterable(nfa.edges)), dtype=np.int64)] = True
+    cuts[np.fromiter(map(itemgetter(1), chain.from_iterable(nfa.edges)), dtype=np.int64) + 1] = True
     return (np.cumsum(cuts[:256]) - 1).astype(np.int32)
 
 
@@ -308,15 +310,20 @@ def _drop_dead(trans: np.ndarray, accepting: np.ndarray):
 
 
 def live_states(trans: np.ndarray, accepting: np.ndarray) -> np.ndarray:
-    """The states that can reach an accepting one: reverse breadth-first search, one
-    level of predecessors per step in numpy (edges sorted by target)."""
-    n = trans.shape[0]
+    """The states that can reach an accepting one."""
     src, cls = np.nonzero(trans >= 0)
-    dst = trans[src, cls]
+    return co_reachable(src, trans[src, cls], np.asarray(accepting, dtype=bool))
+
+
+def co_reachable(src: np.ndarray, dst: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Which states reach one of ``targets`` (a bool per state) along the edges
+    ``src[i] -> dst[i]``: reverse breadth-first search, a level of predecessors per
+    step in numpy (edges sorted by target)."""
+    n = len(targets)
     order = np.argsort(dst, kind="stable")
     src_by_dst = src[order]
     bounds = np.searchsorted(dst[order], np.arange(n + 1))
-    live = np.asarray(accepting, dtype=bool).copy()
+    live = targets.copy()
     frontier = np.nonzero(live)[0]
     while len(frontier):
         first, count = bounds[frontier], bounds[frontier + 1] - bounds[frontier]

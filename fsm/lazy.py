@@ -24,9 +24,12 @@ live (the NFA is pruned first), so "alive" still means "a prefix of some match".
 
 from __future__ import annotations
 
+from itertools import chain
+from operator import itemgetter
+
 import numpy as np
 
-from .dfa import nfa_byte_classes
+from .dfa import co_reachable, nfa_byte_classes
 from .errors import EmptyLanguageError, RegexTooLargeError
 from .nfa import NFA
 
@@ -248,25 +251,22 @@ def sweep_row(intervals: list[list[tuple[int, int, int]]], n_classes: int, targe
 
 
 def _co_reachable(nfa: NFA, final: int) -> list[bool]:
-    """NFA states from which ``final`` can be reached."""
+    """NFA states from which ``final`` can be reached (a deferred fragment counts as
+    leading from its start to its end)."""
     n = len(nfa)
-    back: list[list[int]] = [[] for _ in range(n)]
-    for s, (targets, moves) in enumerate(zip(nfa.eps, nfa.edges)):
-        for t in targets:
-            back[t].append(s)
-        for move in moves:
-            back[move[2]].append(s)
-    for s, (_, e) in nfa.pending.items():  # a deferred fragment will lead from s to e
-        back[e].append(s)
-    live = [False] * n
-    live[final] = True
-    stack = [final]
-    while stack:
-        for s in back[stack.pop()]:
-            if not live[s]:
-                live[s] = True
-                stack.append(s)
-    return live
+    states = np.arange(n)
+    # C-level iteration over the edge lists (a Python loop cost ~130 ms per large schema).
+    eps_count = np.fromiter(map(len, nfa.eps), dtype=np.int64, count=n)
+    edge_count = np.fromiter(map(len, nfa.edges), dtype=np.int64, count=n)
+    pending = list(nfa.pending.items())
+    src = np.concatenate([np.repeat(states, eps_count), np.repeat(states, edge_count),
+                          np.array([s for s, _ in pending], dtype=np.int64)])
+    dst = np.concatenate([np.fromiter(chain.from_iterable(nfa.eps), dtype=np.int64),
+                          np.fromiter(map(itemgetter(2), chain.from_iterable(nfa.edges)), dtype=np.int64),
+                          np.array([e for _, (_, e) in pending], dtype=np.int64)])
+    targets = np.zeros(n, dtype=bool)
+    targets[final] = True
+    return co_reachable(src, dst, targets).tolist()
 
 
 def _co_reachable_new(nfa: NFA, n0: int, live: list[bool]) -> list[bool]:

@@ -224,6 +224,10 @@ class PointTable(TerminalTable):
                 lambda key: self._add(frozenset().union(*(rule.closure(t) for t in key))))
         return row
 
+    @property
+    def rows_built(self) -> int:
+        return sum(r is not None for r in self._rows)
+
     def ends_nonempty(self) -> int:
         """The terminals that match some nonempty string (the bits live after a byte)."""
         out = 0

@@ -379,3 +379,58 @@ def test_unminimised_intersection_has_the_same_language_and_no_dead_state(a, b):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
         data = text.encode()
         assert big.matches(data) == small.matches(data) == bool(re.fullmatch(a, text) and re.fullmatch(b, text)), text
+
+
+def test_products_agree_with_both_patterns_on_random_pairs():
+    """``intersect`` / ``union`` / ``difference`` (breadth-first products in numpy)
+    accept exactly the strings the two patterns' ``re.fullmatch`` say they should."""
+    from fsm.ops import difference, intersect, union
+
+    rng = random.Random(11)
+    checked = 0
+    for _ in range(120):
+        a, b = _random_pattern(rng), _random_pattern(rng)
+        try:
+            da, db = compile_regex(a), compile_regex(b)
+        except EmptyLanguageError:
+            continue
+        ra, rb = re.compile(a), re.compile(b)
+        results = {"and": None, "or": union(da, db), "minus": None, "and_unmin": None}
+        for key, op in (("and", lambda: intersect(da, db)), ("minus", lambda: difference(da, db)),
+                        ("and_unmin", lambda: intersect(da, db, minimal=False))):
+            try:
+                results[key] = op()
+            except EmptyLanguageError:
+                pass  # checked below: then no text may be in the language
+        texts = [_random_text(rng, a + b) for _ in range(80)]
+        for m in (ra.search(t) for t in texts + [_random_text(rng, b) for _ in range(40)]):
+            if m:
+                texts.append(m.group())
+        for t in texts:
+            in_a, in_b, data = bool(ra.fullmatch(t)), bool(rb.fullmatch(t)), t.encode("utf-8")
+            expected = {"and": in_a and in_b, "or": in_a or in_b, "minus": in_a and not in_b, "and_unmin": in_a and in_b}
+            for key, want in expected.items():
+                got = results[key].matches(data) if results[key] is not None else False
+                assert got == want, (key, a, b, t)
+            checked += 1
+    assert checked > 5000
+
+
+def test_live_states_is_reverse_reachability():
+    """``live_states`` (a reverse breadth-first search in numpy) against a fixpoint."""
+    import numpy as np
+
+    from fsm.dfa import live_states
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n, c = int(rng.integers(1, 30)), int(rng.integers(1, 5))
+        trans = rng.integers(-1, n, size=(n, c))
+        accepting = rng.random(n) < 0.15
+        want, changed = accepting.copy(), True
+        while changed:
+            changed = False
+            for s in range(n):
+                if not want[s] and any(t >= 0 and want[t] for t in trans[s]):
+                    want[s] = changed = True
+        assert (live_states(trans, accepting) == want).all()
