@@ -157,23 +157,21 @@ def subset_table(nfa: NFA, start: int, keep: set[int], classes: np.ndarray | Non
     byte classes and each row's NFA state set. ``keep`` are the final states (kept
     in the sets although they have no byte moves). Only the states reached from
     ``start`` are looked at; callers that cut one NFA at many starts pass its
-    ``nfa_byte_classes`` once."""
+    ``nfa_byte_classes`` once. Each row is a ``sweep_row`` over its states' byte
+    ranges: the cost follows edges, not byte classes (a Unicode class has ~100)."""
     if nfa.pending:
         raise ValueError("an NFA with deferred fragments is determinised by LazyDFA only")
     if classes is None:
         classes = nfa_byte_classes(nfa)
     n_classes = int(classes[-1]) + 1
-    move_memo: dict[int, dict[int, list[int]]] = {}
+    cls = classes.tolist()
+    intervals: dict[int, list[tuple[int, int, int]]] = {}
 
-    def moves_of(s: int) -> dict[int, list[int]]:
-        """Per NFA state: class -> targets."""
-        m = move_memo.get(s)
-        if m is None:
-            m = move_memo[s] = {}
-            for lo, hi, t in nfa.edges[s]:
-                for c in range(classes[lo], classes[hi] + 1):
-                    m.setdefault(c, []).append(t)
-        return m
+    def intervals_of(s: int) -> list[tuple[int, int, int]]:
+        got = intervals.get(s)
+        if got is None:
+            got = intervals[s] = [(cls[lo], cls[hi], t) for lo, hi, t in nfa.edges[s]]
+        return got
 
     closure_memo: dict[int, frozenset[int]] = {}
 
@@ -192,33 +190,63 @@ def subset_table(nfa: NFA, start: int, keep: set[int], classes: np.ndarray | Non
             )  # keep only states that matter: those with byte moves, and the final ones
         return got
 
-    start_set = closure_of(start)
-    ids = {start_set: 0}
-    sets = [start_set]
+    ids: dict[frozenset[int], int] = {}
+    sets: list[frozenset[int]] = []
+
+    def state_of(targets) -> int:
+        nxt = frozenset().union(*(closure_of(t) for t in targets))
+        j = ids.get(nxt)
+        if j is None:
+            if len(sets) >= MAX_DFA_STATES:
+                raise RegexTooLargeError(f"pattern needs more than {MAX_DFA_STATES} DFA states")
+            j = ids[nxt] = len(sets)
+            sets.append(nxt)
+        return j
+
+    state_of([start])
     table: list[list[int]] = []
-    i = 0
-    while i < len(sets):
-        cur = sets[i]
-        row = [-1] * n_classes
-        by_class: dict[int, set[int]] = {}
-        for s in cur:
-            for c, targets in moves_of(s).items():
-                by_class.setdefault(c, set()).update(targets)
-        for c, targets in by_class.items():
-            nxt = frozenset().union(*(closure_of(t) for t in targets))
-            j = ids.get(nxt)
-            if j is None:
-                if len(sets) >= MAX_DFA_STATES:
-                    raise RegexTooLargeError(
-                        f"pattern needs more than {MAX_DFA_STATES} DFA states"
-                    )
-                j = ids[nxt] = len(sets)
-                sets.append(nxt)
-            row[c] = j
-        table.append(row)
-        i += 1
+    while len(table) < len(sets):
+        table.append(sweep_row([intervals_of(s) for s in sets[len(table)]], n_classes, state_of))
     trans = np.array(table, dtype=np.int32).reshape(len(sets), n_classes)
     return trans, classes, sets
+
+
+def sweep_row(intervals: list[list[tuple[int, int, int]]], n_classes: int, target_id) -> list[int]:
+    """One subset-construction row: ``intervals`` are the member NFA states' byte moves
+    as ``(first class, last class, target)``; ``target_id(frozenset of NFA targets)``
+    gives the DFA state they lead to (-1 where none moves).
+
+    A sweep over the class intervals: between two cut points the set of targets is
+    constant, so the cost follows the number of edges, not the number of byte
+    classes. ``active`` counts the intervals open at each cut for every target
+    (member states may share targets on overlapping ranges)."""
+    events = []
+    for moves in intervals:
+        for lo, hi, t in moves:
+            events.append((lo, 1, t))
+            events.append((hi + 1, -1, t))
+    row = [-1] * n_classes
+    events.sort()
+    active: dict[int, int] = {}
+    done: dict[frozenset[int], int] = {}
+    i, n = 0, len(events)
+    while i < n:
+        at = events[i][0]
+        while i < n and events[i][0] == at:
+            _, delta, t = events[i]
+            left = active.get(t, 0) + delta
+            if left:
+                active[t] = left
+            else:
+                del active[t]
+            i += 1
+        if active:  # an open interval always closes later, so i < n here
+            key = frozenset(active)
+            j = done.get(key)
+            if j is None:
+                j = done[key] = target_id(key)
+            row[at : events[i][0]] = [j] * (events[i][0] - at)
+    return row
 
 
 def minimize(trans: np.ndarray, byte_to_class: np.ndarray, accepting: np.ndarray) -> DFA:
@@ -315,6 +343,11 @@ def live_states(trans: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     return co_reachable(src, trans[src, cls], np.asarray(accepting, dtype=bool))
 
 
+#: Up to this many edges, ``co_reachable`` searches with a Python stack; beyond, a
+#: level at a time in numpy (per-level overhead, but no Python work per edge).
+SMALL_SEARCH_EDGES = 20_000
+
+
 def co_reachable(src: np.ndarray, dst: np.ndarray, targets: np.ndarray) -> np.ndarray:
     """Which states reach one of ``targets`` (a bool per state) along the edges
     ``src[i] -> dst[i]``: reverse breadth-first search, a level of predecessors per
@@ -324,6 +357,15 @@ def co_reachable(src: np.ndarray, dst: np.ndarray, targets: np.ndarray) -> np.nd
     src_by_dst = src[order]
     bounds = np.searchsorted(dst[order], np.arange(n + 1))
     live = targets.copy()
+    if len(src) <= SMALL_SEARCH_EDGES:  # a stack in Python: no per-level numpy overhead
+        preds, cut, stack = src_by_dst.tolist(), bounds.tolist(), np.nonzero(live)[0].tolist()
+        while stack:
+            d = stack.pop()
+            for s in preds[cut[d] : cut[d + 1]]:
+                if not live[s]:
+                    live[s] = True
+                    stack.append(s)
+        return live
     frontier = np.nonzero(live)[0]
     while len(frontier):
         first, count = bounds[frontier], bounds[frontier + 1] - bounds[frontier]

@@ -29,7 +29,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from .dfa import co_reachable, nfa_byte_classes
+from .dfa import co_reachable, nfa_byte_classes, sweep_row
 from .errors import EmptyLanguageError, RegexTooLargeError
 from .nfa import NFA
 
@@ -210,44 +210,6 @@ class LazyDFA:
         self.transitions[state] = row
         self._expanded[state] = True
         return row
-
-
-def sweep_row(intervals: list[list[tuple[int, int, int]]], n_classes: int, target_id) -> list[int]:
-    """One subset-construction row: ``intervals`` are the member NFA states' byte moves
-    as ``(first class, last class, target)``; ``target_id(frozenset of NFA targets)``
-    gives the DFA state they lead to (-1 where none moves).
-
-    A sweep over the class intervals: between two cut points the set of targets is
-    constant, so the cost follows the number of edges, not the number of byte
-    classes. ``active`` counts the intervals open at each cut for every target
-    (member states may share targets on overlapping ranges)."""
-    events = []
-    for moves in intervals:
-        for lo, hi, t in moves:
-            events.append((lo, 1, t))
-            events.append((hi + 1, -1, t))
-    row = [-1] * n_classes
-    events.sort()
-    active: dict[int, int] = {}
-    done: dict[frozenset[int], int] = {}
-    i, n = 0, len(events)
-    while i < n:
-        at = events[i][0]
-        while i < n and events[i][0] == at:
-            _, delta, t = events[i]
-            left = active.get(t, 0) + delta
-            if left:
-                active[t] = left
-            else:
-                del active[t]
-            i += 1
-        if active:  # an open interval always closes later, so i < n here
-            key = frozenset(active)
-            j = done.get(key)
-            if j is None:
-                j = done[key] = target_id(key)
-            row[at : events[i][0]] = [j] * (events[i][0] - at)
-    return row
 
 
 def _co_reachable(nfa: NFA, final: int) -> list[bool]:

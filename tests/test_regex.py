@@ -381,10 +381,15 @@ def test_unminimised_intersection_has_the_same_language_and_no_dead_state(a, b):
         assert big.matches(data) == small.matches(data) == bool(re.fullmatch(a, text) and re.fullmatch(b, text)), text
 
 
-def test_products_agree_with_both_patterns_on_random_pairs():
-    """``intersect`` / ``union`` / ``difference`` (breadth-first products in numpy)
-    accept exactly the strings the two patterns' ``re.fullmatch`` say they should."""
+@pytest.mark.parametrize("by", ["pair", "level"])
+def test_products_agree_with_both_patterns_on_random_pairs(by, monkeypatch):
+    """``intersect`` / ``union`` / ``difference`` accept exactly the strings the two
+    patterns' ``re.fullmatch`` say they should, whether the product is built pair by
+    pair (small operands) or a level at a time in numpy (large ones)."""
+    import fsm.ops
     from fsm.ops import difference, intersect, union
+
+    monkeypatch.setattr(fsm.ops, "SMALL_PRODUCT", 10**9 if by == "pair" else 0)
 
     rng = random.Random(11)
     checked = 0
@@ -416,11 +421,16 @@ def test_products_agree_with_both_patterns_on_random_pairs():
     assert checked > 5000
 
 
-def test_live_states_is_reverse_reachability():
-    """``live_states`` (a reverse breadth-first search in numpy) against a fixpoint."""
+@pytest.mark.parametrize("by", ["stack", "level"])
+def test_live_states_is_reverse_reachability(by, monkeypatch):
+    """``live_states`` against a fixpoint, searching with a Python stack (small
+    automata) or a level at a time in numpy (large ones)."""
     import numpy as np
 
+    import fsm.dfa
     from fsm.dfa import live_states
+
+    monkeypatch.setattr(fsm.dfa, "SMALL_SEARCH_EDGES", 10**9 if by == "stack" else -1)
 
     rng = np.random.default_rng(3)
     for _ in range(300):
