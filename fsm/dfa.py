@@ -2,7 +2,7 @@
 
 ::
 
-    NFA --subset construction--> DFA --drop dead states--> --Moore minimisation--> DFA
+    NFA --subset construction--> DFA --drop dead states--> --Hopcroft minimisation--> DFA
           (over NFA byte classes)                             (+ final byte classes)
 
 A ``DFA`` has ``transitions[state, byte_class]`` (``-1`` = dead), ``byte_to_class[256]``
@@ -10,9 +10,11 @@ and ``accepting[state]``. State 0 is the start. Every state can still reach an
 accepting state (dead states are removed), so "the DFA is alive" means "the input so
 far is a prefix of some match".
 
-Cost notes: subset construction is Python over frozensets (fine up to ~10^5 DFA
-states, refused beyond ``MAX_DFA_STATES``); minimisation is Hopcroft's algorithm,
-O(C n log n) set operations in Python.
+Cost notes: subset construction is Python over frozensets, each row a sweep over its
+NFA states' byte ranges (``sweep_row``: cost per edge, not per byte class; fine up to
+~10^5 DFA states, refused beyond ``MAX_DFA_STATES``); minimisation is Hopcroft's
+algorithm, O(C n log n) set operations in Python; dead-state searches and edge lists
+are numpy.
 """
 
 from __future__ import annotations
@@ -39,16 +41,18 @@ class DFA:
         (True, False)
     """
 
-    __slots__ = ("transitions", "byte_to_class", "accepting", "_rows", "_classes", "_edge_list")
+    __slots__ = ("transitions", "byte_to_class", "accepting", "_rows", "_classes", "_edge_list", "_flat_edges")
 
     def __init__(self, transitions: np.ndarray, byte_to_class: np.ndarray, accepting: np.ndarray):
         self.transitions = np.ascontiguousarray(transitions, dtype=np.int32)
         self.byte_to_class = np.ascontiguousarray(byte_to_class, dtype=np.int32)
         self.accepting = np.ascontiguousarray(accepting, dtype=bool)
         # Python lists: per-byte stepping from Python is ~5x faster on lists than numpy.
-        self._rows = self.transitions.tolist()
+        # Made on first step: a product that is only embedded (80k states) never steps.
+        self._rows = None
         self._classes = self.byte_to_class.tolist()
-        self._edge_list = None  # (byte-range edges per state, accepting states), for embedding
+        self._edge_list = None  # (byte-range edges per state, accepting states)
+        self._flat_edges = None  # the same flattened, for embedding (flat_edges)
 
     start = 0
 
@@ -62,7 +66,7 @@ class DFA:
 
     def step(self, state: int, data: bytes) -> int:
         """The state after reading ``data`` from ``state``; -1 once the input is dead."""
-        rows, classes = self._rows, self._classes
+        rows, classes = self._rows or self._list_rows(), self._classes
         for b in data:
             state = rows[state][classes[b]]
             if state < 0:
@@ -71,7 +75,11 @@ class DFA:
 
     def next_states(self, state: int) -> list[int]:
         """The state reached on each byte class (-1 = dead), as a list."""
-        return self._rows[state]
+        return (self._rows or self._list_rows())[state]
+
+    def _list_rows(self) -> list[list[int]]:
+        self._rows = self.transitions.tolist()
+        return self._rows
 
     def matches(self, data: bytes) -> bool:
         s = self.step(0, data)
@@ -88,10 +96,24 @@ class DFA:
 
     def edge_list(self) -> tuple[list[list[tuple[int, int, int]]], list[int]]:
         """Per state, its moves as ``(lo, hi, target)`` byte ranges; and the accepting
-        states. Computed once: JSON schemas embed the same small DFAs thousands of times."""
+        states."""
         if self._edge_list is None:
-            self._edge_list = (_edge_ranges(self), np.nonzero(self.accepting)[0].tolist())
+            lo, hi, target, spans, accepting = self.flat_edges()
+            flat = list(zip(lo, hi, target.tolist()))
+            self._edge_list = ([flat[a:b] for a, b in spans], accepting)
         return self._edge_list
+
+    def flat_edges(self):
+        """The edge list flattened, for copying at an offset (``fsm.ops.embed``):
+        ``lo`` and ``hi`` (lists), ``target`` (an int64 array), each state's ``(start,
+        stop)`` span of them, and the accepting states. Computed once: JSON schemas
+        embed the same DFAs thousands of times."""
+        if self._flat_edges is None:
+            lo, hi, target, state = _edge_ranges(self)
+            bounds = np.searchsorted(state, np.arange(self.num_states + 1)).tolist()
+            self._flat_edges = (lo.tolist(), hi.tolist(), target, list(zip(bounds[:-1], bounds[1:])),
+                                np.nonzero(self.accepting)[0].tolist())
+        return self._flat_edges
 
     lazy = False
 
@@ -99,11 +121,12 @@ class DFA:
         return f"DFA(states={self.num_states}, byte_classes={self.num_classes})"
 
 
-def _edge_ranges(dfa) -> list[list[tuple[int, int, int]]]:
-    """Per state, sorted ``(lo, hi, target)`` byte ranges with neighbours of one target
-    joined (fewer NFA edges, and fewer byte classes in the automata they are embedded
-    in). In numpy over all states at once: the byte ranges of the classes, in byte
-    order, cover 0-255 without gaps, so a run is a row's consecutive equal targets."""
+def _edge_ranges(dfa):
+    """Every state's moves as sorted byte ranges with neighbours of one target joined
+    (fewer NFA edges, and fewer byte classes in the automata they are embedded in):
+    arrays ``lo``, ``hi``, ``target``, ``state``, ordered by state then byte. In numpy
+    over all states at once: the byte ranges of the classes, in byte order, cover
+    0-255 without gaps, so a range is a run of equal targets in a row."""
     ranges = class_byte_ranges(dfa)
     flat = sorted((lo, hi, c) for c, rs in enumerate(ranges) for lo, hi in rs)
     r_lo = np.array([r[0] for r in flat], dtype=np.int64)
@@ -117,9 +140,7 @@ def _edge_ranges(dfa) -> list[list[tuple[int, int, int]]]:
     ends[:, :-1] &= ~same[:, 1:]
     state, first = np.nonzero(starts)
     last = np.nonzero(ends)[1]
-    edges = list(zip(r_lo[first].tolist(), r_hi[last].tolist(), target[state, first].tolist()))
-    bounds = np.searchsorted(state, np.arange(dfa.num_states + 1)).tolist()
-    return [edges[bounds[i] : bounds[i + 1]] for i in range(dfa.num_states)]
+    return r_lo[first], r_hi[last], target[state, first].astype(np.int64), state
 
 
 def class_byte_ranges(dfa) -> list[list[tuple[int, int]]]:
@@ -272,10 +293,8 @@ def trim(trans: np.ndarray, byte_to_class: np.ndarray, accepting: np.ndarray) ->
     keep = accepting | (trans >= 0).any(axis=1)  # live: the dead rows are all -1 and not accepting
     keep[0] = True
     remap = np.append(np.cumsum(keep) - 1, -1).astype(np.int32)  # index -1: no move
-    new_t = remap[trans[keep]]
-    cols = new_t[:, byte_to_class]  # [n, 256]
-    first, new_classes = _unique_columns(cols)
-    return DFA(np.ascontiguousarray(cols[:, first]), new_classes, accepting[keep])
+    table, classes = _merged_classes(remap[trans[keep]], byte_to_class)
+    return DFA(table, classes, accepting[keep])
 
 
 def _hopcroft(t: np.ndarray, accepting: np.ndarray, sink: int) -> np.ndarray:
@@ -419,8 +438,20 @@ def _quotient(t: np.ndarray, block: np.ndarray, accepting: np.ndarray, byte_to_c
     reps_arr = np.array(reps)
     new_t = remap[block[t[reps_arr]]]  # [n, classes]; the sink block maps to -1
     acc = accepting[reps_arr]
-    # Final byte classes: bytes whose columns agree share a class, numbered in order
-    # of first appearance (byte 0 is in class 0).
-    cols = new_t[:, byte_to_class]  # [n, 256]
-    first, new_classes = _unique_columns(cols)
-    return DFA(cols[:, first], new_classes, acc)
+    table, classes = _merged_classes(new_t, byte_to_class)
+    return DFA(table, classes, acc)
+
+
+def _merged_classes(table: np.ndarray, byte_to_class: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Final byte classes: bytes whose columns agree share a class, numbered in order
+    of first appearance (byte 0 is in class 0). Compares the table's class columns,
+    not a [states x 256] copy of it (80 MB for an 80k-state product)."""
+    _, rank = _unique_columns(table)  # per old class, its distinct column
+    byte_rank = rank[byte_to_class]
+    distinct, first_byte = np.unique(byte_rank, return_index=True)
+    by_first = np.argsort(first_byte, kind="stable")  # distinct columns in order of first byte
+    number = np.empty(len(distinct), dtype=np.int64)
+    number[by_first] = np.arange(len(distinct))
+    classes = number[np.searchsorted(distinct, byte_rank)]
+    first_class = byte_to_class[first_byte[by_first]]  # an old class of each new class
+    return np.ascontiguousarray(table[:, first_class]), classes

@@ -107,13 +107,14 @@ class NFA:
         self.edges.append([])
         return base
 
-    def add_states(self, n: int) -> int:
-        """``n`` new states; returns the first one's number."""
+    def add_states(self, n: int, edges: list | None = None) -> int:
+        """``n`` new states, with ``edges`` (a list per state) if given; returns the
+        first one's number."""
         base = len(self.eps)
         if base + n > MAX_NFA_STATES:
             self._check_size(n)
         self.eps.extend([] for _ in range(n))
-        self.edges.extend([] for _ in range(n))
+        self.edges.extend(edges if edges is not None else ([] for _ in range(n)))
         return base
 
     def _check_size(self, n: int) -> None:

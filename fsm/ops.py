@@ -7,7 +7,9 @@ with ``minLength``. Each result is minimised, so sizes stay honest (an intersect
 headed for a lazily determinised NFA may ask for dead states trimmed only).
 
 Cost notes: the product visits only reachable state pairs; byte classes are the
-common refinement of the operands' classes (at most 256).
+common refinement of the operands' classes (at most 256). Small operands are
+combined pair by pair in Python; large ones a breadth-first level at a time in numpy
+(per-level overhead, but no Python work per pair: 80k pairs x 100 classes in ~0.4 s).
 """
 
 from __future__ import annotations
@@ -175,12 +177,12 @@ def is_empty_intersection(a: DFA, b: DFA) -> bool:
 
 def embed(nfa: NFA, dfa: DFA) -> tuple[int, int]:
     """Copy ``dfa`` into ``nfa`` as a fragment ``(start, end)``."""
-    edges, accepting = dfa.edge_list()
-    base = nfa.add_states(len(edges) + 1)
-    end = base + len(edges)
-    nfa_edges = nfa.edges
-    for s, out in enumerate(edges):
-        nfa_edges[base + s] = [(lo, hi, base + t) for lo, hi, t in out]
+    lo, hi, target, spans, accepting = dfa.flat_edges()
+    base = len(nfa)
+    flat = list(zip(lo, hi, (target + base).tolist()))
+    nfa.add_states(len(spans) + 1, [flat[a:b] for a, b in spans] + [[]])
+    end = base + len(spans)
+    eps = nfa.eps
     for s in accepting:
-        nfa.eps[base + s].append(end)
+        eps[base + s].append(end)
     return base, end
