@@ -64,9 +64,13 @@ def charset_automaton(ranges: tuple) -> tuple[int, list[tuple[int, int, int, int
     return n, edges
 
 
-#: On a lazy NFA, counted repetitions with more copies than this are built as reached.
+#: On a lazy NFA, counted repetitions with more copies than this are built as reached
+#: (past the first copy) ...
 LAZY_REPEAT_ABOVE = 64
-#: Copies built per deferred step of a lazy repetition.
+#: ... and so are those whose further copies would add more states than this (an array
+#: of up to 20 large objects).
+LAZY_REPEAT_STATES = 4096
+#: Most copies built per deferred step of a lazy repetition (fewer for large items).
 LAZY_REPEAT_CHUNK = 16
 
 
@@ -226,11 +230,22 @@ class NFA:
 
     def repeat(self, make, lo: int, hi: int | None) -> tuple[int, int]:
         """``make()`` builds a fresh copy of the item; ``hi=None`` means unbounded."""
-        if self.lazy and max(lo, hi or 0) > LAZY_REPEAT_ABOVE:
-            return self._lazy_repeat(make, lo, hi)
-        parts = [make() for _ in range(lo)]
+        built = []  # a first copy already made (to measure it), used before new ones
+        count = max(lo, hi or 0)
+        if self.lazy and count > 1:
+            n0 = len(self)
+            built.append(make())
+            size = len(self) - n0
+            if count > LAZY_REPEAT_ABOVE or size * (count - 1) > LAZY_REPEAT_STATES:
+                chunk = max(1, min(LAZY_REPEAT_CHUNK, LAZY_REPEAT_STATES // max(size, 1)))
+                return self._lazy_repeat(make, lo, hi, built[0], self.edge_cuts(n0), chunk)
+
+        def copy():
+            return built.pop() if built else make()
+
+        parts = [copy() for _ in range(lo)]
         if hi is None:
-            s, e = make()
+            s, e = copy()
             loop_start, loop_end = self.state(), self.state()
             self.epsilon(loop_start, s)
             self.epsilon(loop_start, loop_end)
@@ -244,26 +259,24 @@ class NFA:
             self.epsilon(opt_start, end)
             cur = opt_start
             for _ in range(hi - lo):
-                s, e = make()
+                s, e = copy()
                 self.epsilon(cur, s)
                 self.epsilon(e, end)
                 cur = e
             parts.append((opt_start, end))
         return self.concat(parts)
 
-    def _lazy_repeat(self, make, lo: int, hi: int | None) -> tuple[int, int]:
-        """``repeat`` whose copies past the first are built ``LAZY_REPEAT_CHUNK`` at a
-        time, when the automaton reaches them."""
-        n0 = len(self)
-        first = make()
-        cuts = self.edge_cuts(n0)
+    def _lazy_repeat(self, make, lo: int, hi: int | None, first, cuts, chunk: int) -> tuple[int, int]:
+        """``repeat`` whose copies past ``first`` (made already; ``cuts`` are its byte
+        ranges' boundaries) are built ``chunk`` at a time, when the automaton reaches
+        them."""
 
         def rest(done: int) -> tuple[int, int]:
             # Copies number done, done + 1, ...: optional once lo are written.
             start = cur = self.state()
             end = self.state()
             n = done
-            while n < done + LAZY_REPEAT_CHUNK and (hi is None or n < hi):
+            while n < done + chunk and (hi is None or n < hi):
                 if n >= lo:
                     if hi is None:  # past the minimum of an unbounded run: a plain loop
                         s, e = make()

@@ -40,6 +40,23 @@ def test_lazy_repetition_builds_only_what_is_visited():
     assert len(nfa) < 2000
 
 
+def test_few_copies_of_a_large_item_are_built_as_reached():
+    """``maxItems: 6`` of a 30-property object: copies past the first are deferred
+    (they would add more than ``LAZY_REPEAT_STATES``), and the counts stay exact."""
+    obj = {"type": "object", "properties": {f"p{i}": {"type": "string", "maxLength": 40} for i in range(30)},
+           "additionalProperties": False}
+    schema = {"type": "array", "items": obj, "maxItems": 6, "minItems": 2}
+    dfa = compile_json_schema(schema, "compact")
+    compiled = dfa.nfa_size
+    full = {f"p{i}": "x" for i in range(30)}
+    for n in range(0, 9):
+        for item in ({}, {"p3": "y"}, full):
+            value = [item] * n
+            text = json.dumps(value, separators=(",", ":")).encode()
+            assert dfa.matches(text) == (2 <= n <= 6), n
+    assert dfa.nfa_size > 2 * compiled  # the later copies were built while matching
+
+
 def test_deferred_needs_a_lazy_nfa():
     with pytest.raises(ValueError, match="lazy"):
         NFA().deferred(lambda: None, ())
