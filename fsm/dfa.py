@@ -369,8 +369,9 @@ SMALL_SEARCH_EDGES = 20_000
 
 def co_reachable(src: np.ndarray, dst: np.ndarray, targets: np.ndarray) -> np.ndarray:
     """Which states reach one of ``targets`` (a bool per state) along the edges
-    ``src[i] -> dst[i]``: reverse breadth-first search, a level of predecessors per
-    step in numpy (edges sorted by target)."""
+    ``src[i] -> dst[i]``, searched backwards over the edges sorted by target: with a
+    stack in Python for small graphs, a level of predecessors at a time in numpy for
+    large ones."""
     n = len(targets)
     order = np.argsort(dst, kind="stable")
     src_by_dst = src[order]

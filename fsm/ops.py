@@ -84,7 +84,7 @@ def _product_by_level(a: DFA, b: DFA, accept, both: bool) -> tuple[np.ndarray, n
     acc_b = np.append(b.accepting, False)[sb]
     accepting = np.array([accept(x, y) for x, y in zip(acc_a.tolist(), acc_b.tolist())], dtype=bool)
     table = np.concatenate(rows).astype(np.int32)
-    return table, byte_to_class.reshape(-1), accepting
+    return table, byte_to_class, accepting
 
 
 def _product_by_pair(a: DFA, b: DFA, accept, both: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -120,7 +120,7 @@ def _product_by_pair(a: DFA, b: DFA, accept, both: bool) -> tuple[np.ndarray, np
     accepting = np.array(
         [accept(sa >= 0 and acc_a[sa], sb >= 0 and acc_b[sb]) for sa, sb in pairs], dtype=bool
     )
-    return np.array(table, dtype=np.int32).reshape(len(pairs), len(ca)), byte_to_class.reshape(-1), accepting
+    return np.array(table, dtype=np.int32).reshape(len(pairs), len(ca)), byte_to_class, accepting
 
 
 def _combine(a: DFA, b: DFA, accept, both: bool = False) -> DFA:

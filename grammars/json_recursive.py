@@ -33,8 +33,7 @@ three quarters of the compile time of recursive MaskBench schemas.)
 
 from __future__ import annotations
 
-from fsm.dfa import nfa_byte_classes
-from fsm.lazy import sweep_row
+from fsm.dfa import nfa_byte_classes, sweep_row
 from fsm.nfa import NFA
 
 from .earley import CFG, productive_symbols, trim

@@ -34,12 +34,22 @@ UNKNOWN = -2  # a row not built yet
 
 
 class TerminalTable:
-    """The protocol of a table that several terminals share (the same text region,
-    different end points), each terminal one bit: ``byte_to_class``, ``row(state)``
-    (successor per own byte class, -1 none; the start is state 0), and per state
-    ``accept_bits`` (the terminals that end there) and ``live_bits`` (the terminals
-    still reachable from there; None: every state is live). The lists may grow as
-    rows are built. This class serves a plain DFA as a one-bit table."""
+    """A table that several terminals share (the same text region, different end
+    points), each terminal one bit: ``byte_to_class``, ``row(state)`` (successor per
+    own byte class, -1 none; the start is state 0), and per state ``accept_bits``
+    (the terminals that end there) and ``live_bits`` (the terminals still reachable
+    from there; None: every state is live). The lists may grow as rows are built."""
+
+    byte_to_class: np.ndarray
+    accept_bits: list[int]
+    live_bits: list[int] | None
+
+    def row(self, state: int) -> list[int]:
+        raise NotImplementedError
+
+
+class DfaTable(TerminalTable):
+    """A plain DFA as a one-bit table."""
 
     def __init__(self, dfa):
         self.byte_to_class = dfa.byte_to_class
@@ -81,7 +91,7 @@ class Lexer:
         self._bit: list[int] = []
         index: dict[int, int] = {}
         for d in self.dfas:
-            table, bit = (d.table, d.bit) if isinstance(d, TerminalView) else (TerminalTable(d), 1)
+            table, bit = (d.table, d.bit) if isinstance(d, TerminalView) else (DfaTable(d), 1)
             k = index.get(id(table))
             if k is None:
                 k = index[id(table)] = len(self._tables)

@@ -169,3 +169,26 @@ def test_huge_max_length_string():
     assert dfa.matches(b'"' + b"a" * 2000 + b'"')
     assert not dfa.matches(b'"' + b"a" * 2001 + b'"')
     assert not dfa.matches(b'"' + b"a" * 9 + b'"')
+
+
+def test_nfa_liveness_is_the_same_searched_either_way(monkeypatch):
+    """``_co_reachable`` (which NFA states can still reach the end, deferred fragments
+    counted as leading to theirs) gives the same answer from its Python loop (small
+    NFAs) and its numpy search (large ones), dead states included."""
+    import fsm.lazy
+
+    schema = {"type": "object", "properties": {"a": {}, "b": {"type": "array", "items": {"type": "string", "maxLength": 3}}},
+              "additionalProperties": {"type": "integer"}}
+    from grammars.json_schema import SchemaCompiler
+
+    compiler = SchemaCompiler(schema, "compact")
+    nfa = NFA(lazy=True)
+    s, e = compiler.value(nfa, compiler.root, "#", 0)
+    orphan = nfa.state()  # a dead state: reaches nothing
+    nfa.epsilon(s, orphan)
+    assert nfa.pending  # the open value "a" is deferred
+    small = fsm.lazy._co_reachable(nfa, e)
+    monkeypatch.setattr(fsm.lazy, "SMALL_SEARCH_EDGES", -1)
+    large = fsm.lazy._co_reachable(nfa, e)
+    assert small == large
+    assert small[s] and not small[orphan]
