@@ -217,14 +217,7 @@ def _co_reachable(nfa: NFA, final: int) -> list[bool]:
     leading from its start to its end)."""
     n = len(nfa)
     if n <= SMALL_SEARCH_EDGES:  # small: plain Python beats the numpy set-up
-        back: list[list[int]] = [[] for _ in range(n)]
-        for s, (targets, moves) in enumerate(zip(nfa.eps, nfa.edges)):
-            for t in targets:
-                back[t].append(s)
-            for move in moves:
-                back[move[2]].append(s)
-        for s, (_, e) in nfa.pending.items():
-            back[e].append(s)
+        back = nfa.predecessors()
         live = [False] * n
         live[final] = True
         stack = [final]

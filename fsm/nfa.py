@@ -129,6 +129,19 @@ class NFA:
                 "(large counted repetitions multiply the pattern)"
             )
 
+    def predecessors(self) -> list[list[int]]:
+        """Per state, the states with an epsilon or byte move into it (a deferred
+        fragment counts as a move from its start to its end)."""
+        back: list[list[int]] = [[] for _ in range(len(self.eps))]
+        for s, (targets, moves) in enumerate(zip(self.eps, self.edges)):
+            for t in targets:
+                back[t].append(s)
+            for move in moves:
+                back[move[2]].append(s)
+        for s, (_, e) in self.pending.items():
+            back[e].append(s)
+        return back
+
     def epsilon(self, a: int, b: int) -> None:
         self.eps[a].append(b)
 

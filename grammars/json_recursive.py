@@ -142,14 +142,8 @@ class RuleEnds:
         self._intervals: dict[int, list[tuple[int, int, int]]] = {}
 
     def _reach(self) -> list[int]:
-        nfa = self.nfa
-        back: list[list[int]] = [[] for _ in range(len(nfa))]
-        for s, (targets, moves) in enumerate(zip(nfa.eps, nfa.edges)):
-            for t in targets:
-                back[t].append(s)
-            for move in moves:
-                back[move[2]].append(s)
-        reach = [0] * len(nfa)
+        back = self.nfa.predecessors()
+        reach = [0] * len(back)
         stack = []
         for e, bit in self.end_bit.items():
             reach[e] |= bit
