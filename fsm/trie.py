@@ -155,8 +155,21 @@ PLAIN_BYTES = bytes(b for b in range(0x20, 0x7F) if b not in b'"\\')
 
 
 #: Level-1 symbols of a ``SplitVocabulary`` trie: plain tokens hang under the
-#: first, the rest under the second.
-PLAIN_MARK, REST_MARK = 256, 257
+#: first, text tokens under the third, the rest under the second.
+PLAIN_MARK, REST_MARK, TEXT_MARK = 256, 257, 258
+
+
+def is_text_token(data: bytes) -> bool:
+    """Whole UTF-8 characters, some beyond ASCII, the others plain: what a JSON
+    string holds unescaped besides plain bytes (``"é"``, ``" 日本"``)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return any(ord(c) > 0x7F for c in text) and all(ord(c) > 0x7F or c.encode() in _PLAIN_SET for c in text)
+
+
+_PLAIN_SET = frozenset(bytes([b]) for b in PLAIN_BYTES)
 
 
 #: Runs of at least this many tokens have their bits cached (``RunTrie.run_bits``);
@@ -170,25 +183,50 @@ class RunTrie:
     Tokens sorted by the preorder of the node where they end make each node's
     subtree the run ``order[lo[n]:hi[n]]``, and the tokens that end at ``n`` its
     first ``own[n]`` entries (``is_end[n]``: some do). ``plain_node[n]``: ``n`` lies below the plain marker;
-    ``height[n]``: the most symbols a token goes on below ``n``.
+    ``text_node[n]``: below the text marker; ``height[n]``: the most symbols a token
+    goes on below ``n``; ``chars[n]``: the most characters below ``n`` (counted
+    as UTF-8 lead bytes and ASCII bytes); ``text_need[n]``: the room in characters
+    a state needs at ``n`` to allow its whole subtree, ``chars[n]`` where ``n``
+    ends a whole character, else more than any room (in the middle of one, or over
+    byte classes, where characters cannot be told).
     """
 
-    __slots__ = ("trie", "roots", "plain_node", "height", "order", "lo", "hi", "own", "is_end", "_rows")
+    __slots__ = ("trie", "roots", "plain_node", "text_node", "height", "chars", "text_need", "order", "lo", "hi",
+                 "own", "is_end", "lists", "_rows")
 
-    def __init__(self, trie: Trie, plain_marker: int):
+    def __init__(self, trie: Trie, plain_marker: int, text_marker: int = -1, bytes_are_symbols: bool = False):
         self.trie = trie
         t = trie
         n = t.num_nodes
         self.roots = np.arange(t.level_start[1], t.level_start[2])
         self.plain_node = np.zeros(n, dtype=bool)
         self.plain_node[self.roots[t.symbol[self.roots] == plain_marker]] = True
+        self.text_node = np.zeros(n, dtype=bool)
+        self.text_node[self.roots[t.symbol[self.roots] == text_marker]] = True
         levels = [np.arange(t.level_start[d], t.level_start[d + 1]) for d in range(t.depth + 1)]
         for nodes in levels[2:]:
             self.plain_node[nodes] = self.plain_node[t.parent[nodes]]
+            self.text_node[nodes] = self.text_node[t.parent[nodes]]
         # height[n]: the most symbols below n (a token continues at most this far).
         self.height = np.zeros(n, dtype=np.int64)
+        self.chars = np.zeros(n, dtype=np.int64)
+        sym = t.symbol
+        # A UTF-8 continuation byte (0x80-0xBF) adds no character.
+        starts_char = ~((sym >= 0x80) & (sym < 0xC0))
         for nodes in reversed(levels[2:]):
             _into_parents(t, nodes, self.height + 1, self.height, np.maximum)
+            _into_parents(t, nodes, self.chars + starts_char, self.chars, np.maximum)
+        self.text_need = np.full(n, 1 << 30, dtype=np.int64)
+        if bytes_are_symbols:
+            # Continuation bytes still owed at each node: a node ends a whole
+            # character where none is.
+            owed = np.zeros(n, dtype=np.int64)
+            for nodes in levels[2:]:
+                b = sym[nodes]
+                lead = np.where(b >= 0xF0, 3, np.where(b >= 0xE0, 2, np.where(b >= 0xC0, 1, 0)))
+                owed[nodes] = np.where((b >= 0x80) & (b < 0xC0), np.maximum(owed[t.parent[nodes]] - 1, 0), lead)
+            whole = owed == 0
+            self.text_need[whole] = self.chars[whole]
         # Preorder: a node comes right after its parent and the subtrees of its
         # earlier siblings (siblings are contiguous, so an exclusive cumsum per level).
         size = np.ones(n, dtype=np.int64)
@@ -212,6 +250,7 @@ class RunTrie:
         self.lo = np.searchsorted(pre[end][sort], pre)
         self.hi = self.lo + count
         self._rows: dict[tuple[int, int], np.ndarray] = {}
+        self.lists = None  # fsm.narrow.TrieLists, made on first use
 
     def run_bits(self, lo: int, hi: int, words: int) -> np.ndarray:
         """uint32 [words]: the bits of the tokens ``order[lo:hi]`` (large runs are
@@ -243,12 +282,15 @@ class SplitVocabulary:
     ::
 
         root ─256─> plain tokens' bytes   (47.9k of SmolLM2's 49k tokens)
-             ─257─> the rest's bytes      (quotes, escapes, newlines, non-ASCII)
+             ─258─> text tokens' bytes    (whole non-ASCII characters, plain bytes)
+             ─257─> the rest's bytes      (quotes, escapes, newlines, parts of characters)
 
     A state that stays alive on any plain text as long as the longest token below a
     node (the inside of a free string, of a free key, ``.*``, a ``maxLength`` string
     with room left) allows every plain token below it, so a walk can stop there and
-    take the node's whole subtree, one run of a ``RunTrie``.
+    take the node's whole subtree, one run of a ``RunTrie``; likewise a state that
+    stays alive on any characters but the quote, the backslash and controls (a free
+    string's inside) for text tokens.
     ``byte_level`` walks bytes (no per-automaton set-up); ``for_classes`` gives the
     trie over an automaton's byte classes, where the tokens it cannot tell apart
     share nodes (a counted string's trie is a few hundred nodes).
@@ -265,16 +307,17 @@ class SplitVocabulary:
         symbols = np.zeros((len(ids), width), dtype=np.int64)
         for row, k in enumerate(by_len.tolist()):
             b = token_bytes[ids[k]]
-            symbols[row, 0] = PLAIN_MARK if plain_set.issuperset(b) else REST_MARK
+            symbols[row, 0] = (PLAIN_MARK if plain_set.issuperset(b) else
+                               TEXT_MARK if is_text_token(b) else REST_MARK)
             symbols[row, 1 : len(b) + 1] = np.frombuffer(b, dtype=np.uint8)
         trie = build_trie(symbols, lengths[by_len], np.array(ids, dtype=np.int64)[by_len], vocab_size)
-        self.byte_level = RunTrie(trie, PLAIN_MARK)
+        self.byte_level = RunTrie(trie, PLAIN_MARK, TEXT_MARK, bytes_are_symbols=True)
 
     def for_classes(self, byte_to_class: np.ndarray) -> RunTrie:
         """The split trie over ``byte_to_class``'s classes (the markers keep their own)."""
         n = int(byte_to_class.max()) + 1
-        marked = np.concatenate([byte_to_class, [n, n + 1]])
-        return RunTrie(class_trie_of(self.byte_level.trie, marked), n)
+        marked = np.concatenate([byte_to_class, [n, n + 1, n + 2]])
+        return RunTrie(class_trie_of(self.byte_level.trie, marked), n, n + 2)
 
 
 _SPLITS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

@@ -1,0 +1,147 @@
+"""A state's token hits by a depth-first walk in plain Python, for *narrow* states.
+
+::
+
+    split trie (byte level)           state s: a key's next letters, a digit, a literal
+    root ─256─> plain ─s─> t ─a─> ...   only a few (node, state) pairs stay alive,
+         ─257─> rest  ─"─> ...          so visiting each pair's children one by one
+                                        costs microseconds, not a level-by-level
+                                        numpy walk (~20 array calls per trie level)
+
+The batched walk in ``fsm.index`` pays a fixed ~40 µs of numpy calls per trie level
+whatever the frontier's size, so one state's row costs 0.4-1 ms even when it allows
+ten tokens. Most states decoding reaches are narrow: inside a key, a number, a
+keyword, between a value and the next key. This walk visits their alive pairs one by
+one and gives up (returns ``None``) past a budget of child checks, leaving wide
+states (a free string's inside, an open value) to the batched walk.
+
+Cost notes: a child check is a few list lookups (~60 ns); the root's two subtries
+have ~230 children between them, which every walk checks once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: A narrow walk gives up after checking this many (child node, state) pairs.
+NARROW_BUDGET = 2_000
+
+# Nodes with more children than this are checked in one numpy gather.
+_WIDE = 32
+
+
+class TrieLists:
+    """A ``RunTrie``'s arrays as Python lists (per-element access from Python is
+    ~10x faster on lists than on numpy arrays). Built once per trie."""
+
+    __slots__ = ("roots", "child_start", "child_end", "symbol", "own", "lo", "hi", "plain", "text", "height",
+                 "chars", "text_need", "text_root", "text_first_wide", "text_rest_chars", "symbol_np")
+
+    def __init__(self, runs) -> None:
+        t = runs.trie
+        self.roots = runs.roots.tolist()
+        self.child_start = t.child_start.tolist()
+        self.child_end = t.child_end.tolist()
+        self.symbol_np = np.maximum(t.symbol, 0)
+        self.symbol = self.symbol_np.tolist()
+        self.own = runs.own.tolist()
+        self.lo = runs.lo.tolist()
+        self.hi = runs.hi.tolist()
+        self.plain = runs.plain_node.tolist()
+        self.height = runs.height.tolist()
+        self.text = runs.text_node.tolist()
+        self.chars = runs.chars.tolist()
+        self.text_need = runs.text_need.tolist()
+        # The text root, its first child on a non-ASCII byte (the children come in
+        # byte order, so those children's subtrees are the tail of its run), and the
+        # most characters below such a child.
+        texts = [r for r in self.roots if self.text[r]]
+        self.text_root = texts[0] if texts else -1
+        self.text_first_wide, self.text_rest_chars = -1, 0
+        if texts:
+            a, b = self.child_start[self.text_root], self.child_end[self.text_root]
+            wide = [c for c in range(a, b) if self.symbol[c] >= 0x80]
+            self.text_first_wide = wide[0] if wide else b
+            self.text_rest_chars = max((self.chars[c] for c in wide), default=0)
+
+
+def narrow_walk(tl: TrieLists, classes: np.ndarray, transitions, row_of, plain_room, text_room, utf8_target,
+                start: int, budget: int = NARROW_BUDGET):
+    """The token runs alive from DFA state ``start``, or ``None`` past ``budget``.
+
+    ``classes``: int64 [259], the DFA's class of each trie symbol (bytes, and the
+    markers, which are never stepped);
+    ``row_of(state)``: that state's targets per class as a list (-1: dead), computing
+    it if needed; ``transitions()``: the DFA's current table (rows known);
+    ``plain_room(state)``: how many plain bytes of any kind keep the DFA alive from
+    ``state`` (``TokenIndex._plain_run``); ``text_room(state)``: the same in
+    characters of text (``TokenIndex._text_run``); ``utf8_target(state)``: the one
+    state every whole non-ASCII character leads to, or -1.
+
+    Returns ``(lo, hi, ends, checks)``: the runs ``order[lo[i]:hi[i]]`` of the
+    split trie's token order that are allowed (a token-end node's own tokens, or a
+    plain node's whole subtree), the states the allowed tokens lead to (with
+    repeats; pruned subtrees are not followed), and the child checks spent.
+    """
+    child_start, child_end = tl.child_start, tl.child_end
+    own, lo_of, hi_of, plain, height = tl.own, tl.lo, tl.hi, tl.plain, tl.height
+    text, text_need = tl.text, tl.text_need
+    symbol, class_np, classes = tl.symbol, classes, classes.tolist()
+    lo, hi, ends = [], [], []
+    rows: dict[int, list[int]] = {}
+    rooms: dict[int, int] = {}
+    stack = [(r, start) for r in tl.roots]
+    checks = 0
+    if tl.text_root >= 0:
+        # Text tokens that open with a non-ASCII character: one run when every such
+        # character leads to one state with room for the rest (a key or a string
+        # whose first letter is constrained only among ASCII ones).
+        after = utf8_target(start)
+        if after >= 0 and text_room(after) >= tl.text_rest_chars:
+            lo.append(tl.lo[tl.text_first_wide])
+            hi.append(tl.hi[tl.text_root])
+            stack.remove((tl.text_root, start))
+            row = row_of(start)
+            for child in range(tl.child_start[tl.text_root], tl.text_first_wide):
+                target = row[classes[symbol[child]]]
+                if target >= 0:
+                    stack.append((child, target))
+    while stack:
+        node, state = stack.pop()
+        if plain[node]:
+            room = rooms.get(state)
+            if room is None:
+                room = rooms[state] = plain_room(state)
+            if room >= height[node]:
+                lo.append(lo_of[node])
+                hi.append(hi_of[node])
+                continue
+        elif text[node] and text_room(state) >= text_need[node]:
+            lo.append(lo_of[node])
+            hi.append(hi_of[node])
+            continue
+        if own[node]:
+            lo.append(lo_of[node])
+            hi.append(lo_of[node] + own[node])
+            ends.append(state)
+        a, b = child_start[node], child_end[node]
+        if a == b:
+            continue
+        row = rows.get(state)
+        if row is None:
+            row = rows[state] = row_of(state)
+        if b - a > _WIDE:
+            # Many children (the roots, common prefixes): one gather in numpy.
+            targets = transitions()[state][class_np[tl.symbol_np[a:b]]]
+            alive = np.flatnonzero(targets >= 0)
+            checks += _WIDE + len(alive)
+            stack.extend(zip((alive + a).tolist(), targets[alive].tolist()))
+        else:
+            checks += b - a
+            for child in range(a, b):
+                target = row[classes[symbol[child]]]
+                if target >= 0:
+                    stack.append((child, target))
+        if checks > budget:
+            return None
+    return lo, hi, ends, checks

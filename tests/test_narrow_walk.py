@@ -1,0 +1,112 @@
+"""Rows from the narrow walk (``fsm.narrow``) equal the batched walk's and brute force.
+
+The narrow walk takes whole subtrees of the split trie where a state stays alive on
+any plain text or any text characters (``TokenIndex._plain_run`` / ``_text_run``),
+and the tail of the text root where every non-ASCII character leads to one state
+(``_utf8_target``). Each pattern below exercises one of those shortcuts, or a state
+where it must not apply.
+"""
+
+import random
+
+import numpy as np
+import pytest
+
+from fsm.index import TokenIndex
+from fsm.lazy import LazyDFA
+from fsm.nfa import NFA
+from fsm.regex import regex_to_nfa
+
+PATTERNS = [
+    r'"([^"\\]|\\.)*"',                          # a free string: text and plain subtrees whole
+    r'"[^"\\]{0,3}"x',                           # too little room for the longest text token
+    r'"[^"\\]{2,40}"',                           # counted characters, multi-byte ones count once
+    r'"[^"\\é]*"',                               # one non-ASCII character excluded: no text shortcut
+    r'"(ab|[^"\\a][^"\\]*)"',                    # a key trie: ASCII first letters differ, the rest do not
+    r'[a-zà-ÿ ]{0,12}\.',                        # some non-ASCII characters only
+    r'\{"name":"[^"\\]*","n":-?\d{1,3}\}',       # a small object
+]
+
+
+def _lazy_dfa(pattern: str) -> LazyDFA:
+    nfa = NFA()
+    start, end = regex_to_nfa(pattern, nfa)
+    return LazyDFA(nfa, start, end)
+
+
+def _reachable(dfa, limit: int, rng: random.Random) -> list[int]:
+    seen, order, frontier = {0}, [0], [0]
+    while frontier and len(order) < limit:
+        nxt = []
+        for s in frontier:
+            for t in dfa.next_states(s):
+                if t >= 0 and t not in seen:
+                    seen.add(t)
+                    order.append(t)
+                    nxt.append(t)
+        rng.shuffle(nxt)
+        frontier = nxt
+    return order[:limit]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_narrow_rows_equal_batched_rows(smollm2_vocab, pattern, monkeypatch):
+    vocab = smollm2_vocab
+    dfa = _lazy_dfa(pattern)
+    states = _reachable(dfa, 60, random.Random(0))
+    narrow = TokenIndex(dfa, vocab, eager=False)
+    narrow_rows = {s: narrow.mask(s).copy() for s in states}
+    assert narrow._row_of_runs, "the narrow walk was never used"
+    monkeypatch.setattr(TokenIndex, "_narrow_miss", lambda self, state: False)
+    batched = TokenIndex(dfa, vocab, eager=False)
+    for s in states:
+        assert (batched.mask(s) == narrow_rows[s]).all(), (pattern, s)
+
+
+@pytest.mark.parametrize("pattern", [PATTERNS[0], PATTERNS[2], PATTERNS[4]])
+def test_narrow_rows_match_brute_force(smollm2_vocab, pattern):
+    vocab = smollm2_vocab
+    dfa = _lazy_dfa(pattern)
+    index = TokenIndex(dfa, vocab, eager=False)
+    ids = np.arange(vocab.size)
+    for s in _reachable(dfa, 8, random.Random(1)):
+        row = index.mask(s)
+        allowed = (row[ids >> 5] >> (ids & 31)) & 1
+        for t, b in enumerate(vocab.token_bytes):
+            want = dfa.step(s, b) >= 0 if b else (t in vocab.eos_token_ids and dfa.is_accepting(s))
+            assert allowed[t] == want, (pattern, s, t, b)
+
+
+def test_text_shortcut_needs_every_character(smollm2_vocab):
+    """A string that excludes one non-ASCII character gets no text shortcut, and
+    a token holding that character stays forbidden."""
+    vocab = smollm2_vocab
+    index = TokenIndex(_lazy_dfa(r'"[^"\\é]*"'), vocab, eager=False)
+    inside = index.dfa.step(0, b'"')
+    assert index._utf8_target(inside) == -1 and index._text_run(inside) == 0
+    row = index.mask(inside)
+    for t, b in enumerate(vocab.token_bytes):
+        if b and "é".encode() in b and b'"' not in b:
+            assert not (row[t >> 5] >> (t & 31)) & 1, b
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string", "maxLength": 6}}},
+     "required": ["name"]},
+    {"type": "object", "properties": {"id": {"type": "integer"}, "note": {"type": "string", "pattern": "^[a-zé ]+$"}},
+     "additionalProperties": {"type": "number"}},
+])
+def test_narrow_rows_equal_batched_rows_json(smollm2_vocab, schema, monkeypatch):
+    """The same over the lazy automata of JSON schemas (keys, open keys, counted and
+    patterned strings)."""
+    import guided
+
+    vocab = smollm2_vocab
+    dfa = guided.compile(guided.JsonSchema(schema, whitespace="compact"), vocab).dfa
+    states = _reachable(dfa, 80, random.Random(2))
+    narrow = TokenIndex(dfa, vocab, eager=False)
+    narrow_rows = {s: narrow.mask(s).copy() for s in states}
+    monkeypatch.setattr(TokenIndex, "_narrow_miss", lambda self, state: False)
+    batched = TokenIndex(dfa, vocab, eager=False)
+    for s in states:
+        assert (batched.mask(s) == narrow_rows[s]).all(), s
