@@ -189,13 +189,18 @@ class TokenIndex:
         self._class_runs: RunTrie | None = None  # the split trie over this DFA's classes
         self._run_of = np.full(max(dfa.num_states, 64), -1, dtype=np.int64)  # _plain_run; -1: unknown
         self._text_of: dict[int, int] = {}  # _text_run
+        byte_level = self._split.byte_level
+        text_roots = byte_level.roots[byte_level.text_node[byte_level.roots]]
+        self._text_cap = int(byte_level.chars[text_roots].max(initial=0)) + 1
         self._utf8_classes: list[list[list[int]]] | None = None
-        self._plain_classes = np.unique(dfa.byte_to_class[np.frombuffer(PLAIN_BYTES, dtype=np.uint8)])
+        self._plain_list = np.unique(dfa.byte_to_class[np.frombuffer(PLAIN_BYTES, dtype=np.uint8)]).tolist()
         self._row_of_state = np.full(max(dfa.num_states, 64), -1, dtype=np.int64)
         self._rows: list[np.ndarray] = []
         self._row_ids: dict[bytes, int] = {}
         self._row_of_runs: dict[tuple, int] = {}  # a narrow walk's runs -> row id
         self._symbol_class: np.ndarray | None = None  # the DFA's class of each trie symbol
+        self._row_lists: dict[int, list[int]] = {}
+        self._utf8_of: dict[int, int] = {}  # _utf8_target
         #: The bits of the EOS tokens alone.
         self.eos_row = np.zeros(self.words, dtype=np.int32)
         for e in vocab.eos_token_ids:
@@ -220,10 +225,11 @@ class TokenIndex:
             self._grow()
         r = self._row_of_state[state]
         if r < 0:
+            first = self.num_rows == 0  # the first mask computes nothing more (TTFM)
             with gc_paused():
-                if not self._narrow_miss(state):
-                    if self.num_rows == 0:
-                        self._compute([state], first=True)  # the first mask: nothing more (TTFM)
+                if not self._narrow_miss(state, ahead=not first):
+                    if first:
+                        self._compute([state], first=True)
                     else:
                         self._compute_ahead(state)
             r = self._row_of_state[state]
@@ -233,16 +239,17 @@ class TokenIndex:
         """A lazy DFA found new states: make room for their rows."""
         self._row_of_state = _grown(self._row_of_state, self.dfa.num_states)
 
-    def _narrow_miss(self, state: int) -> bool:
-        """Compute ``state``'s row by a narrow walk, then, within ``AHEAD_NARROW_CHECKS``,
-        the rows of the narrow states its tokens lead to; False (nothing done) when
-        ``state`` itself is too wide for a narrow walk."""
+    def _narrow_miss(self, state: int, ahead: bool = True) -> bool:
+        """Compute ``state``'s row by a narrow walk, then (if ``ahead``), within
+        ``AHEAD_NARROW_CHECKS``, the rows of the narrow states its tokens lead to;
+        False (nothing done) when ``state`` itself is too wide for a narrow walk."""
+        self._row_lists.clear()  # rows as lists, shared by this miss's walks only (bounded)
         got = self._narrow_row(state, NARROW_BUDGET)
         if got is None:
             return False
         spent, ends = got
         frontier, seen = list(dict.fromkeys(ends)), {state}
-        if not frontier or spent >= AHEAD_NARROW_CHECKS:
+        if not ahead or not frontier or spent >= AHEAD_NARROW_CHECKS:
             return True
         if self.dfa.lazy:
             self.dfa.growth_limit = min(self.dfa.nfa_size + AHEAD_NFA_GROWTH, AHEAD_NFA_MAX)
@@ -270,6 +277,13 @@ class TokenIndex:
                 self.dfa.growth_limit = None
         return True
 
+    def _row_list(self, state: int) -> list[int]:
+        """The DFA's row of ``state`` as a list (kept until the next miss)."""
+        got = self._row_lists.get(state)
+        if got is None:
+            got = self._row_lists[state] = self.dfa.next_states(state)
+        return got
+
     def _narrow_row(self, state: int, budget: int):
         """Set ``state``'s row from a narrow walk: ``(checks spent, states its tokens
         lead to)``, or None (nothing set) when the walk gives up."""
@@ -278,7 +292,7 @@ class TokenIndex:
             split.lists = TrieLists(split)
         if self._symbol_class is None:
             self._symbol_class = np.append(self.dfa.byte_to_class, [0, 0, 0]).astype(np.int64)
-        got = narrow_walk(split.lists, self._symbol_class, lambda: self.dfa.transitions, self.dfa.next_states,
+        got = narrow_walk(split.lists, self._symbol_class, lambda: self.dfa.transitions, self._row_list,
                           self._plain_run, self._text_run, self._utf8_target, state, budget)
         if got is None:
             return None
@@ -428,10 +442,9 @@ class TokenIndex:
         runs = self._run_room()
         path = []
         while runs[state] < 0 and len(path) < _PLAIN_RUN_CAP:
-            self.dfa.ensure_rows(np.array([state]))
-            targets = self.dfa.transitions[state, self._plain_classes]
-            nxt = int(targets[0])
-            if nxt < 0 or (targets != nxt).any():
+            row = self._row_list(state)
+            nxt = row[self._plain_list[0]]
+            if nxt < 0 or any(row[c] != nxt for c in self._plain_list):
                 runs[state] = 0
             elif nxt == state:
                 runs[state] = _PLAIN_RUN_CAP
@@ -453,30 +466,32 @@ class TokenIndex:
 
     def _text_run(self, state: int) -> int:
         """How many characters but the quote, the backslash and controls, whichever
-        they are, keep the DFA alive from ``state`` (capped like ``_plain_run``):
-        every such character, plain byte or whole UTF-8 sequence, must lead to one
-        same state each time. Memoised along the chain, as ``_plain_run``."""
-        memo, path = self._text_of, []
-        while state not in memo and len(path) < _PLAIN_RUN_CAP:
+        they are, keep the DFA alive from ``state``: every such character, plain
+        byte or whole UTF-8 sequence, must lead to one same state each time. Capped
+        at one more than the longest text token has (checking a step costs ~10 lazy
+        states, so a 255-character string's chain is not followed to its end).
+        Memoised along the chain, as ``_plain_run``."""
+        memo, path, cap = self._text_of, [], self._text_cap
+        while state not in memo and len(path) < cap:
             nxt = self._char_target(state)
             if nxt < 0:
                 memo[state] = 0
             elif nxt == state:
-                memo[state] = _PLAIN_RUN_CAP
+                memo[state] = cap
             else:
                 path.append(state)
                 state = nxt
-        run = memo.get(state, _PLAIN_RUN_CAP)
+        run = memo.get(state, cap)
         for s in reversed(path):
-            run = min(_PLAIN_RUN_CAP, run + 1)
+            run = min(cap, run + 1)
             memo[s] = run
         return run
 
     def _char_target(self, state: int) -> int:
         """The one state every plain byte and every whole non-ASCII UTF-8 character
         leads to from ``state``, or -1 when they do not all lead to one live state."""
-        row = self.dfa.next_states(state)
-        targets = {row[c] for c in self._plain_classes.tolist()}
+        row = self._row_list(state)
+        targets = {row[c] for c in self._plain_list}
         if len(targets) != 1 or -1 in targets:
             return -1
         (target,) = targets
@@ -484,7 +499,13 @@ class TokenIndex:
 
     def _utf8_target(self, state: int) -> int:
         """The one state every whole non-ASCII UTF-8 character leads to from
-        ``state``, or -1 when they do not all lead to one live state."""
+        ``state``, or -1 when they do not all lead to one live state (memoised)."""
+        got = self._utf8_of.get(state)
+        if got is None:
+            got = self._utf8_of[state] = self._find_utf8_target(state)
+        return got
+
+    def _find_utf8_target(self, state: int) -> int:
         if self._utf8_classes is None:
             cls = self.dfa.byte_to_class
             self._utf8_classes = [[np.unique(cls[lo : hi + 1]).tolist() for lo, hi in seq] for seq in _UTF8_SEQUENCES]
@@ -494,7 +515,7 @@ class TokenIndex:
             for classes in seq:
                 nxt = set()
                 for s in reached:
-                    row = self.dfa.next_states(s)
+                    row = self._row_list(s)
                     nxt.update(row[c] for c in classes)
                 if -1 in nxt:
                     return -1

@@ -4,8 +4,8 @@
 
     split trie (byte level)           state s: a key's next letters, a digit, a literal
     root ─256─> plain ─s─> t ─a─> ...   only a few (node, state) pairs stay alive,
-         ─257─> rest  ─"─> ...          so visiting each pair's children one by one
-                                        costs microseconds, not a level-by-level
+         ─258─> text  ─é─> ...          so visiting each pair's children one by one
+         ─257─> rest  ─"─> ...          costs microseconds, not a level-by-level
                                         numpy walk (~20 array calls per trie level)
 
 The batched walk in ``fsm.index`` pays a fixed ~40 µs of numpy calls per trie level
@@ -13,10 +13,13 @@ whatever the frontier's size, so one state's row costs 0.4-1 ms even when it all
 ten tokens. Most states decoding reaches are narrow: inside a key, a number, a
 keyword, between a value and the next key. This walk visits their alive pairs one by
 one and gives up (returns ``None``) past a budget of child checks, leaving wide
-states (a free string's inside, an open value) to the batched walk.
+states (an open value, a string under a pattern) to the batched walk. Inside a free
+string it takes the plain and text subtries whole, so that state is narrow too.
 
-Cost notes: a child check is a few list lookups (~60 ns); the root's two subtries
-have ~230 children between them, which every walk checks once.
+Cost notes: a child check is a few list lookups (~0.1-0.2 µs); a node with more than
+``_WIDE`` children (the roots, ~230 children between them) is one numpy gather. Most
+of a miss goes into what the walk makes the lazy DFA build (subset construction for
+the states it reaches, ~30 µs each), not into the walk.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ class TrieLists:
     ~10x faster on lists than on numpy arrays). Built once per trie."""
 
     __slots__ = ("roots", "child_start", "child_end", "symbol", "own", "lo", "hi", "plain", "text", "height",
-                 "chars", "text_need", "text_root", "text_first_wide", "text_rest_chars", "symbol_np")
+                 "text_need", "text_root", "text_first_wide", "text_rest_chars", "symbol_np")
 
     def __init__(self, runs) -> None:
         t = runs.trie
@@ -50,7 +53,6 @@ class TrieLists:
         self.plain = runs.plain_node.tolist()
         self.height = runs.height.tolist()
         self.text = runs.text_node.tolist()
-        self.chars = runs.chars.tolist()
         self.text_need = runs.text_need.tolist()
         # The text root, its first child on a non-ASCII byte (the children come in
         # byte order, so those children's subtrees are the tail of its run), and the
@@ -61,8 +63,9 @@ class TrieLists:
         if texts:
             a, b = self.child_start[self.text_root], self.child_end[self.text_root]
             wide = [c for c in range(a, b) if self.symbol[c] >= 0x80]
-            self.text_first_wide = wide[0] if wide else b
-            self.text_rest_chars = max((self.chars[c] for c in wide), default=0)
+            if wide:
+                self.text_first_wide = wide[0]
+                self.text_rest_chars = int(runs.chars[wide].max())
 
 
 def narrow_walk(tl: TrieLists, classes: np.ndarray, transitions, row_of, plain_room, text_room, utf8_target,
@@ -80,7 +83,7 @@ def narrow_walk(tl: TrieLists, classes: np.ndarray, transitions, row_of, plain_r
 
     Returns ``(lo, hi, ends, checks)``: the runs ``order[lo[i]:hi[i]]`` of the
     split trie's token order that are allowed (a token-end node's own tokens, or a
-    plain node's whole subtree), the states the allowed tokens lead to (with
+    plain or text node's whole subtree), the states the allowed tokens lead to (with
     repeats; pruned subtrees are not followed), and the child checks spent.
     """
     child_start, child_end = tl.child_start, tl.child_end
@@ -92,7 +95,7 @@ def narrow_walk(tl: TrieLists, classes: np.ndarray, transitions, row_of, plain_r
     rooms: dict[int, int] = {}
     stack = [(r, start) for r in tl.roots]
     checks = 0
-    if tl.text_root >= 0:
+    if tl.text_first_wide >= 0:
         # Text tokens that open with a non-ASCII character: one run when every such
         # character leads to one state with room for the rest (a key or a string
         # whose first letter is constrained only among ASCII ones).
