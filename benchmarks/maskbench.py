@@ -497,6 +497,11 @@ class GuidedEngine(MatcherContract):
         for fn in (getattr(fsm.regex, "compile_regex", None),):
             if hasattr(fn, "cache_clear"):
                 fn.cache_clear()
+        import fsm.dfa
+
+        # Minimised automata are cached by content; similar schemas (MaskBench has
+        # families of near-copies) would otherwise share whole sub-automata.
+        getattr(fsm.dfa, "_minimized", {}).clear()
 
     def allocate(self):
         return self._guided.allocate_token_bitmask(1, self.vocab_size)

@@ -444,3 +444,40 @@ def test_live_states_is_reverse_reachability(by, monkeypatch):
                 if not want[s] and any(t >= 0 and want[t] for t in trans[s]):
                     want[s] = changed = True
         assert (live_states(trans, accepting) == want).all()
+
+
+def test_minimize_cache_returns_the_same_automaton_for_the_same_table():
+    """``fsm.dfa.minimize`` caches by content: an equal table gives the cached DFA,
+    a table differing in one move or in acceptance gives its own, and both agree
+    with ``re.fullmatch``."""
+    import numpy as np
+
+    from fsm import dfa as dfa_module
+    from fsm.dfa import subset_table
+
+    nfa = NFA()
+    start, end = regex_to_nfa(r"(ab|cd)*e", nfa)
+    trans, classes, sets = subset_table(nfa, start, {end})
+    accepting = np.array([end in s for s in sets], dtype=bool)
+    dfa_module._minimized.clear()
+    first = dfa_module.minimize(trans, classes, accepting)
+    assert dfa_module.minimize(trans.copy(), classes.copy(), accepting.copy()) is first
+    other_accepting = accepting.copy()
+    other_accepting[0] = True  # the empty string too
+    other = dfa_module.minimize(trans, classes, other_accepting)
+    assert other is not first
+    def table_matches(acc, data: bytes) -> bool:  # the unminimised table, stepped
+        state = 0
+        for b in data:
+            state = int(trans[state, classes[b]])
+            if state < 0:
+                return False
+        return bool(acc[state])
+
+    for text in ["e", "abe", "cdabe", "", "ab", "abce", "cdcd"]:
+        want = re.fullmatch(r"(ab|cd)*e", text) is not None
+        assert first.matches(text.encode()) == want == table_matches(accepting, text.encode()), text
+        assert other.matches(text.encode()) == table_matches(other_accepting, text.encode()), text
+    assert other.matches(b"") and not first.matches(b"")
+    assert len(dfa_module._minimized) == 2
+    assert np.array_equal(first.accepting, dfa_module.minimize(trans, classes, accepting).accepting)
