@@ -4,15 +4,17 @@
 
     DFA state s ──walk the split trie from s──> alive hits ──runs of token order──> tokens
                    root ─256─> plain tokens      token ends: their own tokens   row bitmask
-                        ─257─> the rest          pruned nodes: whole subtree    int32[ceil(V/32)]
-                                                                                + EOS bits if s accepts
+                        ─258─> text tokens       pruned nodes: whole subtree    int32[ceil(V/32)]
+                        ─257─> the rest                                         + EOS bits if s accepts
 
 Plain tokens (printable ASCII but ``"`` and ``\\``: 47.9k of SmolLM2's 49k) are
 walked only until a state from which any plain text stays alive as long as the
 longest token below the node (inside a free string, a free key, ``.*``, or a
 ``maxLength`` string with room left); the node's whole subtree is then allowed at
-once. So a free string's row costs a walk of the ~1.3k other tokens, not of ~100k
-trie nodes.
+once. Text tokens (whole non-ASCII characters and plain bytes) are taken whole
+the same way where every character but ``"``, ``\\`` and controls leads alike,
+counted in characters. So a free string's row walks a few hundred tokens, not
+~100k trie nodes.
 
 Rows are deduplicated (many states allow the same tokens: all string-interior
 states of a JSON schema, every counting state of ``.{0,200}`` but the last few).
@@ -24,7 +26,9 @@ Two modes, chosen by the size of the automaton:
 * **lazy**: a state's row the first time it is asked for. The very first row is
   computed alone (that is the first mask's latency); a later miss also computes
   the rows of the states its tokens lead to, breadth-first, until a work budget
-  is spent, because decoding goes there next.
+  is spent, because decoding goes there next. A missed state where few (node,
+  state) pairs stay alive is walked depth-first in plain Python (``fsm.narrow``,
+  tens to hundreds of µs); only wider ones take the batched walk below.
 
 Where a token leads is not stored (it would be ``states x V`` integers); it is
 ``dfa.step(state, token_bytes)``, a few list lookups per byte.
