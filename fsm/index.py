@@ -296,8 +296,8 @@ class TokenIndex:
             split.lists = TrieLists(split)
         if self._symbol_class is None:
             self._symbol_class = np.append(self.dfa.byte_to_class, [0, 0, 0]).astype(np.int64)
-        got = narrow_walk(split.lists, self._symbol_class, lambda: self.dfa.transitions, self._row_list,
-                          self._plain_run, self._text_run, self._utf8_target, state, budget)
+        got = narrow_walk(split.lists, self._symbol_class, self._row_list, self._plain_run, self._text_run,
+                          self._utf8_target, state, budget)
         if got is None:
             return None
         lo, hi, ends, checks = got

@@ -68,14 +68,14 @@ class TrieLists:
                 self.text_rest_chars = int(runs.chars[wide].max())
 
 
-def narrow_walk(tl: TrieLists, classes: np.ndarray, transitions, row_of, plain_room, text_room, utf8_target,
-                start: int, budget: int = NARROW_BUDGET):
+def narrow_walk(tl: TrieLists, classes: np.ndarray, row_of, plain_room, text_room, utf8_target, start: int,
+                budget: int = NARROW_BUDGET):
     """The token runs alive from DFA state ``start``, or ``None`` past ``budget``.
 
     ``classes``: int64 [259], the DFA's class of each trie symbol (bytes, and the
     markers, which are never stepped);
     ``row_of(state)``: that state's targets per class as a list (-1: dead), computing
-    it if needed; ``transitions()``: the DFA's current table (rows known);
+    it if needed (and caching it: it is asked for at every node the state reaches);
     ``plain_room(state)``: how many plain bytes of any kind keep the DFA alive from
     ``state`` (``TokenIndex._plain_run``); ``text_room(state)``: the same in
     characters of text (``TokenIndex._text_run``); ``utf8_target(state)``: the one
@@ -91,7 +91,6 @@ def narrow_walk(tl: TrieLists, classes: np.ndarray, transitions, row_of, plain_r
     text, text_need = tl.text, tl.text_need
     symbol, class_np, classes = tl.symbol, classes, classes.tolist()
     lo, hi, ends = [], [], []
-    rows: dict[int, list[int]] = {}
     rooms: dict[int, int] = {}
     stack = [(r, start) for r in tl.roots]
     checks = 0
@@ -130,12 +129,10 @@ def narrow_walk(tl: TrieLists, classes: np.ndarray, transitions, row_of, plain_r
         a, b = child_start[node], child_end[node]
         if a == b:
             continue
-        row = rows.get(state)
-        if row is None:
-            row = rows[state] = row_of(state)
+        row = row_of(state)
         if b - a > _WIDE:
             # Many children (the roots, common prefixes): one gather in numpy.
-            targets = transitions()[state][class_np[tl.symbol_np[a:b]]]
+            targets = np.array(row)[class_np[tl.symbol_np[a:b]]]
             alive = np.flatnonzero(targets >= 0)
             checks += _WIDE + len(alive)
             stack.extend(zip((alive + a).tolist(), targets[alive].tolist()))
