@@ -257,11 +257,17 @@ class SchemaCompiler:
         """The automaton of valid documents, determinised on demand (a large schema's
         full DFA can have thousands of states, of which decoding visits a few)."""
         nfa = NFA(lazy=True)
-        s, e = self.value(nfa, self.root, "#", 0)
         try:
+            s, e = self.value(nfa, self.root, "#", 0)
             dfa = LazyDFA(nfa, s, e)
         except EmptyLanguageError:
+            nfa.release()
             raise UnsatisfiableSchemaError("no JSON value satisfies the schema", "#") from None
+        except BaseException:
+            # The deferred builders close over the NFA: a cycle the failed compile's
+            # traceback would otherwise keep for the collector to find.
+            nfa.release()
+            raise
         if self.dropped and not self.strict:
             listed = ", ".join(f"{k} at {p}" for k, p in self.dropped)
             warnings.warn(f"JSON Schema keywords not enforced: {listed}", stacklevel=3)

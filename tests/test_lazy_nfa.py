@@ -136,6 +136,25 @@ def test_gc_paused_restores_the_collector():
         gc.enable()
 
 
+def test_gc_paused_moves_what_it_built_to_the_oldest_generation():
+    gc.collect()
+    with gc_paused():
+        built = [[i] for i in range(5_000)]
+    assert gc.isenabled() and gc.get_count()[0] < 1_000  # no young pass owed for ``built``
+    assert gc.is_tracked(built[0]) and any(o is built for o in gc.get_objects(generation=2))
+    assert gc.get_freeze_count() == 0
+
+
+def test_gc_paused_leaves_a_failed_blocks_objects_young():
+    gc.collect()
+    kept = []
+    with pytest.raises(KeyError):
+        with gc_paused():
+            kept.append([[i] for i in range(100)])
+            raise KeyError
+    assert not any(o is kept[0] for o in gc.get_objects(generation=2))
+
+
 def nested(levels: int):
     value = {"leaf": [1, "two", None]}
     for i in range(levels):
