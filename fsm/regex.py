@@ -109,6 +109,7 @@ def regex_to_nfa(pattern: str, nfa: NFA, flags: int = 0, *, char_fragment=None, 
     # satisfied or impossible. Without such anchors one copy suffices.
     variants = [(True, True), (False, True), (True, False), (False, False)] if _has_anchor(tree) else [(False, False)]
     frags = []
+    builder.search = True
     for anchored_start, anchored_end in variants:
         builder.allow_start, builder.allow_end = anchored_start, anchored_end
         parts = [] if anchored_start else [builder.any_text()]
@@ -150,6 +151,10 @@ class _Builder:
         # In search mode: whether a start (end) anchor can hold in this copy.
         self.allow_start = True
         self.allow_end = True
+        self.search = False  # re.search semantics (``regex_to_nfa(search=True)``)
+
+    def optional(self, frag):
+        return self.nfa.union([frag, self.nfa.empty()])
 
     def never(self):
         """A fragment no input can cross."""
@@ -218,15 +223,28 @@ class _Builder:
             hi = None if hi == C.MAXREPEAT else hi
             return nfa.repeat(lambda: self.sequence(sub, flags, False, False), lo, hi)
         if op is C.AT:
-            return self.anchor(av, at_start, at_end)
+            return self.anchor(av, flags, at_start, at_end)
         self.fail(f"regex construct {name}")
 
-    def anchor(self, av, at_start: bool, at_end: bool):
+    def anchor(self, av, flags: int, at_start: bool, at_end: bool):
         kind = str(av)
+        multiline = bool(flags & re.MULTILINE)
         if kind in ("AT_BEGINNING", "AT_BEGINNING_STRING") and at_start:
-            return self.nfa.empty() if self.allow_start else self.never()
+            if not self.allow_start:
+                return self.never()
+            if self.search and kind == "AT_BEGINNING" and multiline:
+                # (?m)^ also holds right after a newline: text before the match ends with one.
+                return self.optional(self.nfa.concat([self.any_text(), self.chars([(10, 10)])]))
+            return self.nfa.empty()
         if kind in ("AT_END", "AT_END_STRING") and at_end:
-            return self.nfa.empty() if self.allow_end else self.never()
+            if not self.allow_end:
+                return self.never()
+            if self.search and kind == "AT_END":
+                # $ also holds before a final newline, (?m)$ before any newline: as in
+                # re.search("a$", "a\n"), which the validator runs.
+                tail = [self.chars([(10, 10)])] + ([self.any_text()] if multiline else [])
+                return self.optional(self.nfa.concat(tail))
+            return self.nfa.empty()
         if kind in ("AT_BOUNDARY", "AT_NON_BOUNDARY"):
             self.fail("word boundary \\b / \\B", ("\\b", "\\B"))
         symbol = {"AT_BEGINNING": "^", "AT_BEGINNING_STRING": "\\A", "AT_END": "$"}.get(kind, "\\Z")

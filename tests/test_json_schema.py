@@ -27,6 +27,7 @@ FAMILIES = {
     "string_length": {"type": "string", "minLength": 2, "maxLength": 5},
     "string_anchored_pattern": {"type": "string", "pattern": "^[a-z]+-[0-9]{2}$"},
     "string_search_pattern": {"type": "string", "pattern": "ab", "maxLength": 6},
+    "string_pattern_found_everywhere": {"type": "string", "pattern": "([A-Z]+)?", "maxLength": 6},
     "date": {"type": "string", "format": "date"},
     "ipv4": {"type": "string", "format": "ipv4"},
     "uuid": {"type": "string", "format": "uuid"},
@@ -383,6 +384,45 @@ def test_one_string_type_in_many_places_keeps_each_places_bounds():
         for n in range(7):
             doc = {key: "x" * n}
             assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
+
+
+@pytest.mark.parametrize("pattern,everywhere", [
+    ("([0-9a-zA-Z]+)?", True), (".*", True), ("(?s).*", True), ("a|", True), ("x?y?", True),
+    ("^.*$", False),      # "a\nb": $ matches only at the end or before a final newline
+    ("^$|.", False),      # "\n\n"
+    ("^[a-z]*$", False), ("[a-z]+", False), ("^$", False),
+])
+def test_a_pattern_found_in_every_string_is_dropped_and_no_other(pattern, everywhere):
+    """``re.search`` always succeeds for such a pattern, so it constrains nothing; the
+    check must agree with ``re`` itself (newlines and anchors included)."""
+    import re
+
+    from grammars.json_schema import _always_found
+
+    assert _always_found(pattern) is everywhere
+    samples = ["", "a", "A1", "\n", "\n\n", "a\nb", "x y", "é", "-", "ab\n"]
+    assert all(re.search(pattern, t) for t in samples) or not everywhere
+    schema = {"type": "string", "pattern": pattern, "maxLength": 4}
+    dfa = compile_json_schema(schema, "compact")
+    for t in samples:
+        assert dfa.matches(compact(t)) == _validator(schema).is_valid(t), (pattern, t)
+
+
+@pytest.mark.parametrize("pattern", [
+    "^.*$", "a$", "^a$", "^$", "(?m)^a$", "(?m)a$", "(?m)^a", "(?m)^$", r"a\Z", r"\Aa", "^a|b$", "(a|^b)$",
+])
+def test_pattern_anchors_mean_what_re_search_means(pattern):
+    """``$`` also holds before a final newline and ``(?m)`` anchors at any line's
+    ends, as in ``re.search``, which the validator runs."""
+    import itertools
+
+    schema = {"type": "string", "pattern": pattern}
+    dfa = compile_json_schema(schema, "compact")
+    validator = _validator(schema)
+    for n in range(4):
+        for chars in itertools.product("ab\n", repeat=n):
+            text = "".join(chars)
+            assert dfa.matches(compact(text)) == validator.is_valid(text), (pattern, text)
 
 
 def test_merged_keys_follow_the_order_the_schema_names_them():
