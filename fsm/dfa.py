@@ -168,14 +168,16 @@ def nfa_byte_classes(nfa: NFA) -> np.ndarray:
     return (np.cumsum(cuts[:256]) - 1).astype(np.int32)
 
 
-def determinize(nfa: NFA, start: int, final: int) -> DFA:
-    """Subset construction, then dead-state removal and minimisation."""
-    trans, classes, sets = subset_table(nfa, start, {final})
+def determinize(nfa: NFA, start: int, final: int, limit: int = MAX_DFA_STATES) -> DFA:
+    """Subset construction, then dead-state removal and minimisation; more than
+    ``limit`` subsets raise ``RegexTooLargeError``."""
+    trans, classes, sets = subset_table(nfa, start, {final}, limit=limit)
     accepting = np.array([final in s for s in sets], dtype=bool)
     return minimize(trans, classes, accepting)
 
 
-def subset_table(nfa: NFA, start: int, keep: set[int], classes: np.ndarray | None = None):
+def subset_table(nfa: NFA, start: int, keep: set[int], classes: np.ndarray | None = None,
+                 limit: int = MAX_DFA_STATES):
     """The subset construction's table (-1 = no move; dead states not removed), its
     byte classes and each row's NFA state set. ``keep`` are the final states (kept
     in the sets although they have no byte moves). Only the states reached from
@@ -220,8 +222,8 @@ def subset_table(nfa: NFA, start: int, keep: set[int], classes: np.ndarray | Non
         nxt = frozenset().union(*(closure_of(t) for t in targets))
         j = ids.get(nxt)
         if j is None:
-            if len(sets) >= MAX_DFA_STATES:
-                raise RegexTooLargeError(f"pattern needs more than {MAX_DFA_STATES} DFA states")
+            if len(sets) >= limit:
+                raise RegexTooLargeError(f"pattern needs more than {limit} DFA states")
             j = ids[nxt] = len(sets)
             sets.append(nxt)
         return j

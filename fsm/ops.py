@@ -34,16 +34,18 @@ def _common_classes(a: DFA, b: DFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return uniq // (b.num_classes + 1), uniq % (b.num_classes + 1), byte_to_class.reshape(-1)
 
 
-def _product(a: DFA, b: DFA, accept, both: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _product(a: DFA, b: DFA, accept, both: bool = False,
+             limit: int = MAX_PRODUCT_STATES) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Reachable pairs of (a-state, b-state), either side may be dead (-1); with
     ``both`` (an intersection, where such a pair can never accept) neither may.
-    Returns the pairs' transition table, byte classes and accepting flags."""
+    Returns the pairs' transition table, byte classes and accepting flags; more
+    than ``limit`` pairs raise ``RegexTooLargeError``."""
     if a.num_states * b.num_states <= SMALL_PRODUCT:
-        return _product_by_pair(a, b, accept, both)
-    return _product_by_level(a, b, accept, both)
+        return _product_by_pair(a, b, accept, both, limit)
+    return _product_by_level(a, b, accept, both, limit)
 
 
-def _product_by_level(a: DFA, b: DFA, accept, both: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _product_by_level(a: DFA, b: DFA, accept, both: bool, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Breadth-first, a whole level of pairs per step in numpy: a pair is the key
     ``(sa + 1) * (nb + 1) + (sb + 1)``, and the keys seen so far stay sorted, so
     finding a level's new pairs is a ``searchsorted``. (Pair by pair in Python, a
@@ -66,8 +68,8 @@ def _product_by_level(a: DFA, b: DFA, accept, both: bool) -> tuple[np.ndarray, n
         fresh = np.unique(keys[~dead])
         at = np.minimum(np.searchsorted(seen_keys, fresh), len(seen_keys) - 1)
         fresh = fresh[seen_keys[at] != fresh]
-        if count + len(fresh) > MAX_PRODUCT_STATES:
-            raise RegexTooLargeError(f"combined automaton exceeds {MAX_PRODUCT_STATES} states")
+        if count + len(fresh) > limit:
+            raise RegexTooLargeError(f"combined automaton exceeds {limit} states")
         ids = np.arange(count, count + len(fresh))
         count += len(fresh)
         order = np.argsort(np.concatenate([seen_keys, fresh]), kind="stable")
@@ -87,7 +89,7 @@ def _product_by_level(a: DFA, b: DFA, accept, both: bool) -> tuple[np.ndarray, n
     return table, byte_to_class, accepting
 
 
-def _product_by_pair(a: DFA, b: DFA, accept, both: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _product_by_pair(a: DFA, b: DFA, accept, both: bool, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``_product`` one pair at a time in Python: for small operands, where numpy's
     per-call overhead on each level of the search would dominate."""
     ca, cb, byte_to_class = _common_classes(a, b)
@@ -110,8 +112,8 @@ def _product_by_pair(a: DFA, b: DFA, accept, both: bool) -> tuple[np.ndarray, np
             key = (na, nb)
             j = ids.get(key)
             if j is None:
-                if len(pairs) >= MAX_PRODUCT_STATES:
-                    raise RegexTooLargeError(f"combined automaton exceeds {MAX_PRODUCT_STATES} states")
+                if len(pairs) >= limit:
+                    raise RegexTooLargeError(f"combined automaton exceeds {limit} states")
                 j = ids[key] = len(pairs)
                 pairs.append(key)
             row.append(j)
@@ -123,20 +125,20 @@ def _product_by_pair(a: DFA, b: DFA, accept, both: bool) -> tuple[np.ndarray, np
     return np.array(table, dtype=np.int32).reshape(len(pairs), len(ca)), byte_to_class, accepting
 
 
-def _combine(a: DFA, b: DFA, accept, both: bool = False) -> DFA:
-    trans, classes, accepting = _product(a, b, accept, both)
+def _combine(a: DFA, b: DFA, accept, both: bool = False, limit: int = MAX_PRODUCT_STATES) -> DFA:
+    trans, classes, accepting = _product(a, b, accept, both, limit)
     return minimize(trans, classes, accepting)
 
 
-def intersect(a: DFA, b: DFA, minimal: bool = True) -> DFA:
+def intersect(a: DFA, b: DFA, minimal: bool = True, limit: int = MAX_PRODUCT_STATES) -> DFA:
     """Strings both accept. Raises ``EmptyLanguageError`` when there are none.
 
     ``minimal=False`` only trims dead states (``fsm.dfa.trim``): for a product that
     goes straight into a lazily determinised NFA, where size matters less than the
     seconds minimisation costs."""
     if minimal:
-        return _combine(a, b, lambda x, y: x and y, both=True)
-    return trim(*_product(a, b, lambda x, y: x and y, both=True))
+        return _combine(a, b, lambda x, y: x and y, both=True, limit=limit)
+    return trim(*_product(a, b, lambda x, y: x and y, both=True, limit=limit))
 
 
 def union(a: DFA, b: DFA) -> DFA:

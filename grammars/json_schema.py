@@ -13,9 +13,9 @@ any order (``json_key_order``).
 Polarity: the normal ("under") compile accepts a *subset* of the valid texts (key
 order, bounded nesting of open values, format subsets). Whatever is subtracted --
 ``not X``, the ``else`` side of ``if``, the other branches of ``oneOf`` -- is
-compiled by a partner in "over" mode, which accepts a *superset* (objects become
-``{...}`` containing their required keys, arrays ``[...]``, open values any text),
-so that ``under - over`` is again a subset: stricter than the schema, never looser. Where the schema asks for
+compiled by a partner in "over" mode, which accepts a *superset* (objects and arrays
+written member by member one level deep, ``json_superset``, deeper ones brackets
+around any text; required keys somewhere inside), so that ``under - over`` is again a subset: stricter than the schema, never looser. Where the schema asks for
 something an automaton cannot check exactly, the constraint is refused with a
 ``SchemaError`` naming the keyword and its JSON pointer (``strict=True``), or dropped
 with a warning (``strict=False``); it is never silently loosened. Values of
@@ -40,11 +40,11 @@ import math
 import re
 import warnings
 
-from fsm.dfa import DFA, determinize
+from fsm.dfa import DFA, MAX_DFA_STATES, determinize
 from fsm.errors import EmptyLanguageError, RegexError, RegexTooLargeError
 from fsm.lazy import LazyDFA
 from fsm.nfa import NFA
-from fsm.ops import difference, embed, intersect, is_empty_intersection
+from fsm.ops import MAX_PRODUCT_STATES, difference, embed, intersect, is_empty_intersection
 from fsm.ops import union as dfa_union
 from fsm.regex import compile_regex
 
@@ -58,6 +58,7 @@ from .json_numbers import JSON_INTEGER, JSON_NUMBER, integer_multiple_of_regex, 
 from .json_conditional import NOT_OBJECT, conditional_as_union, conditionals_by_value, negation, not_as_union
 from .json_key_order import ObjectShape, any_order_object
 from .json_presence import presence_keys, presence_variants
+from . import json_superset as sup
 
 #: Nesting depth of open values inside eagerly built sub-automata (DFA algebra).
 ANY_DEPTH = 2
@@ -97,6 +98,12 @@ VALIDATED_FORMATS = {
 }
 
 TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
+#: Keywords on objects and on arrays: without them, a container's superset takes in
+#: no value the schema refuses (no approximation to note).
+OBJECT_KEYWORDS = {"properties", "required", "additionalProperties", "patternProperties", "propertyNames",
+                   "minProperties", "maxProperties", "unevaluatedProperties"}
+ARRAY_KEYWORDS = {"items", "prefixItems", "additionalItems", "minItems", "maxItems", "contains",
+                  "minContains", "maxContains", "uniqueItems", "unevaluatedItems"}
 
 HANDLED = {
     "type", "enum", "const", "properties", "required", "additionalProperties",
@@ -129,13 +136,14 @@ class UnsatisfiableSchemaError(SchemaError):
     """No JSON value satisfies the schema."""
 
 
-class ApproximationLimitError(UnsatisfiableSchemaError, UnsupportedSchemaError):
+class ApproximationLimitError(UnsupportedSchemaError):
     """DFA algebra left no value, but only after subtracting a *superset* of what a
     ``oneOf`` branch, ``not`` or ``if`` excludes (objects and arrays there are compared
-    by supersets): valid values may exist that this compiler cannot write. Where it
-    stands beside other alternatives, that alternative is dropped like an
-    unsatisfiable one; alone, it is reported as unsupported, never as a proof that
-    the schema has no value."""
+    by supersets): valid values may exist that this compiler cannot write. Beside
+    other alternatives (an ``anyOf`` / ``oneOf`` branch, a type) it is dropped, as an
+    inexact subtraction narrows; anywhere else it is a compile error, never taken as
+    "no value": an optional key, array items or additional keys silently ruled out
+    would surprise more than the error."""
 
 
 class RecursiveSchemaError(UnsupportedSchemaError):
@@ -224,12 +232,22 @@ class SchemaCompiler:
         self._string_bodies: dict[tuple, DFA] = {}  # (constraints, minLength, maxLength) -> body
         #: Over mode: supersets taken so far, and the cached DFAs that hold one.
         self.approximations = 0
+        #: Over mode: container levels still written member by member (``json_superset``).
+        self._superset_levels = sup.SUPERSET_LEVELS
+        self._flat_supersets = False
         self._inexact: set[tuple] = set()
         self._too_large: dict[tuple, RegexTooLargeError] = {}
         if partner is not None:  # share the schema, settings and bookkeeping
             self.root, self.ws, self.strict = partner.root, partner.ws, partner.strict
             self.key_order = partner.key_order
             self.dropped, self._validator = partner.dropped, None
+            if partner.grammar is not None:
+                # Grammar mode reads terminals by longest match: a finer superset makes
+                # more inline "not X" alternatives start like the recursive calls beside
+                # them, and the lexer would prefer them (``json_recursive``). Flat text
+                # supersets there, as before member-by-member ones existed.
+                self._superset_levels = 0
+                self._flat_supersets = True
             self.grammar = None
             return
         if isinstance(schema, str):
@@ -276,7 +294,8 @@ class SchemaCompiler:
     def dfa(self, schema, path: str, depth: int) -> DFA:
         """A sub-schema's minimal DFA (memoised per compile: ``oneOf`` and ``not``
         ask for the same branches again and again)."""
-        key = (json.dumps(schema, sort_keys=True, default=str), depth if self.ws.depth_matters() else 0)
+        key = (json.dumps(schema, sort_keys=True, default=str), depth if self.ws.depth_matters() else 0,
+               self._superset_levels)
         if key in self._too_large:
             raise self._too_large[key]
         got = self._dfas.get(key)
@@ -328,7 +347,16 @@ class SchemaCompiler:
         left), and whether what was subtracted is a superset of ``schema``'s values."""
         over = self.opposite()
         before = over.approximations
-        negated = self.negated_dfa(schema, path, depth)
+        try:
+            negated = self.negated_dfa(schema, path, depth)
+        except UnsatisfiableSchemaError:
+            return dfa, False  # a proof that ``schema`` holds no value: nothing to remove
+        except ApproximationLimitError:
+            if not self.over:
+                raise
+            # The subset compiler found no value it can write: removing none of them
+            # leaves a superset, which is all this (superset) compiler promises.
+            return dfa, False
         return _minus(dfa, negated), over.approximations != before
 
     # -- problems ------------------------------------------------------------------
@@ -423,6 +451,7 @@ class SchemaCompiler:
         if not isinstance(schema, dict):
             raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", path)
         self.check_keywords(schema, path)
+        schema = _without_idle_conditionals(schema)
         if any(k in schema for k in DEPENDENCY_KEYWORDS):
             return self.value(nfa, self.expand_dependencies(schema, path), path, depth)
         if "enum" in schema or "const" in schema:
@@ -453,7 +482,7 @@ class SchemaCompiler:
         for t in types:
             try:
                 frags.append(self.typed(nfa, t, schema, path, depth))
-            except UnsatisfiableSchemaError as e:
+            except (UnsatisfiableSchemaError, ApproximationLimitError) as e:
                 errors.append(e)
         if not frags:
             raise errors[0] if errors else UnsatisfiableSchemaError("no type is possible", path)
@@ -570,8 +599,8 @@ class SchemaCompiler:
     def merged_all_of(self, schema, path) -> tuple:
         """``(merged, leftovers)``: ``schema``'s ``allOf`` parts merged by keywords into
         the keywords beside them, and the parts that would not merge exactly."""
-        beside = {k: v for k, v in schema.items() if k != "allOf"}
-        parts = [_defined_keywords(self.deref(p, _pointer(path, "allOf", i)))
+        beside = _without_idle_conditionals({k: v for k, v in schema.items() if k != "allOf"})
+        parts = [_without_idle_conditionals(_defined_keywords(self.deref(p, _pointer(path, "allOf", i))))
                  for i, p in enumerate(self.list_of_schemas(schema, "allOf", path))]
         parts = parts + [beside] if _listed_before_properties(schema, "allOf") else [beside] + parts
         merged, leftovers = {}, []
@@ -695,7 +724,7 @@ class SchemaCompiler:
                 b, ptr = branches[i]
                 try:
                     supersets[i] = self.negated_dfa(b, ptr, depth)
-                except (UnsatisfiableSchemaError, EmptyLanguageError):
+                except (UnsatisfiableSchemaError, ApproximationLimitError, EmptyLanguageError):
                     supersets[i] = None
             return supersets[i]
 
@@ -1018,9 +1047,10 @@ class SchemaCompiler:
     # -- arrays ----------------------------------------------------------------------
 
     def array(self, nfa, schema, path, depth):
-        if self.over:  # a superset: any bracketed text
-            self.approximate()
-            return nfa.concat([nfa.byte_string(b"["), nfa.any_bytes(), nfa.byte_string(b"]")])
+        if self.over:
+            if ARRAY_KEYWORDS.intersection(schema):
+                self.approximate()
+            return self.array_superset(nfa, schema, path, depth)
         lo = int(schema.get("minItems", 0))
         hi = schema.get("maxItems")
         hi = None if hi is None else int(hi)
@@ -1189,8 +1219,9 @@ class SchemaCompiler:
 
     def object(self, nfa, schema, path, depth):
         if self.over:
-            self.approximate()
-            return self.object_superset(nfa, schema)
+            if OBJECT_KEYWORDS.intersection(schema):
+                self.approximate()
+            return self.object_superset(nfa, schema, path, depth)
         props = schema.get("properties", {}) or {}
         if not isinstance(props, dict):
             raise SchemaError("properties must be an object", _pointer(path, "properties"), "properties")
@@ -1332,19 +1363,35 @@ class SchemaCompiler:
         nfa.epsilon(comma[1], entry[0])
         nfa.epsilon(entry[1], after)
 
-    def object_superset(self, nfa, schema):
-        """``{`` any text ``}`` containing each required key (in any of its spellings),
-        followed by one of its values where the property is a scalar enum or const
-        (what tells ``oneOf`` branches of tagged unions apart). An object closed by
-        ``additionalProperties: false`` has only its own keys, each followed by a
-        scalar where the property is one, by any text otherwise; its first key is
-        then one of its own (what tells apart variants that differ in which keys
-        they have)."""
+    def object_superset(self, nfa, schema, path, depth):
+        """``{`` members ``}`` (``json_superset``): each listed key followed by its
+        value's superset (a scalar superset where it is surely a scalar: what tells
+        ``oneOf`` branches of tagged unions apart), any other key, unless the object
+        is closed, by any value; each required key appears somewhere in the text (in
+        any of its spellings), followed by one of its values where the property is a
+        scalar enum or const. Below ``SUPERSET_LEVELS`` levels, ``{`` any text ``}``.
+        Grammar mode keeps the flat form: any text (only the listed keys where the
+        object is closed) holding the required keys."""
         if schema.get("propertyNames") is False or schema.get("maxProperties") == 0:
             # No key can appear: exactly the empty object.
-            return nfa.concat([nfa.byte_string(b"{"), jt.regex_fragment(nfa, r"[ \t\n\r]*"), nfa.byte_string(b"}")])
+            return sup.container(nfa, b"{", b"}", None)
         props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        if self._superset_levels > 0:
+            try:
+                body = _body_dfa(lambda n: sup.members(n, self._member_superset(schema, props, path, depth)),
+                                 sup.SUPERSET_STATES)
+                return self._with_required_keys(nfa, schema, props, body, sup.SUPERSET_STATES)
+            except RegexTooLargeError:
+                pass  # values that may run over the members after them: the flat form
+        elif not self._flat_supersets:
+            # Inside a member-by-member parent: the parent's automaton would track this
+            # one's key positions alongside its own (a subset blow-up); braces are enough.
+            return sup.bracketed_text(nfa, b"{", b"}")
         body = self._closed_object_body(schema, props) or _body_dfa(lambda n: n.any_bytes())
+        return self._with_required_keys(nfa, schema, props, body)
+
+    def _with_required_keys(self, nfa, schema, props, body: DFA, limit: int | None = None):
+        """``{`` body ``}`` where each required key appears somewhere in ``body``."""
         for name in schema.get("required", []) or []:
             if not isinstance(name, str):
                 continue
@@ -1357,8 +1404,78 @@ class SchemaCompiler:
                               n.union([self.value_superset(n, v) for v in tags])]
                 return n.concat([n.any_bytes()] + parts + [n.any_bytes()])
 
-            body = intersect(body, _body_dfa(needle))
+            try:
+                body = intersect(body, _body_dfa(needle), limit=limit or MAX_PRODUCT_STATES)
+            except EmptyLanguageError:
+                # A superset without a value: a proof (an EmptyLanguageError would read
+                # as an emptied subtraction further up).
+                raise UnsatisfiableSchemaError(f"required key {name!r} cannot appear", "#") from None
         return nfa.concat([nfa.byte_string(b"{"), embed(nfa, body), nfa.byte_string(b"}")])
+
+    def _member_superset(self, schema, props, path, depth) -> DFA | None:
+        """One ``key: value`` of an object (None when no key can appear): a listed
+        key with its value's superset, or any other key with a value, unless
+        ``additionalProperties`` is false and there are no ``patternProperties``."""
+        additional = schema.get("additionalProperties", True)
+        if schema.get("patternProperties"):
+            additional = True
+        nfa = NFA()
+        frags = []
+        self._superset_levels -= 1
+        try:
+            for name, sub in props.items():
+                value = self._value_superset_or_any(nfa, sub, _pointer(path, "properties", name), depth)
+                if value is not None:
+                    frags.append(sup.member(nfa, jt.quoted(nfa, jt.full_match_body(nfa, re.escape(name))), value))
+            if additional is not False:
+                value = self._value_superset_or_any(nfa, additional, _pointer(path, "additionalProperties"), depth)
+                if value is not None:
+                    frags.append(sup.member(nfa, jt.key_excluding(nfa, props), value))
+        finally:
+            self._superset_levels += 1
+        return determinize(nfa, *nfa.union(frags), limit=sup.SUPERSET_STATES) if frags else None
+
+    def _value_superset_or_any(self, nfa, sub, path, depth):
+        """The superset of ``sub``'s values (a cheap scalar one where it is surely a
+        scalar), any value where it cannot be built here, None where ``sub`` has no
+        value."""
+        try:
+            target = self.deref(sub, path)
+            if target is False:
+                return None
+            kinds = _scalar_kinds(target)
+            if kinds is not None:
+                return self._scalar_superset(nfa, kinds)
+            return self.value(nfa, sub, path, depth + 1)  # $ref and all: recursion stays bounded
+        except UnsatisfiableSchemaError:
+            return None  # over mode: a proof that no value exists
+        except (SchemaError, RegexError):
+            return sup.any_json(nfa, self._superset_levels)
+
+    def array_superset(self, nfa, schema, path, depth):
+        """``[`` items ``]`` (``json_superset``), each item a superset of what
+        ``items`` allows (of any value where tuple keywords are present); below
+        ``SUPERSET_LEVELS`` levels, ``[`` any text ``]``."""
+        if self._superset_levels <= 0:
+            return sup.bracketed_text(nfa, b"[", b"]")
+        items = schema.get("items", True)
+        if "prefixItems" in schema or not isinstance(items, (dict, bool)):
+            items = True
+        sub_nfa = NFA()
+        self._superset_levels -= 1
+        try:
+            item = self._value_superset_or_any(sub_nfa, items, _pointer(path, "items"), depth)
+            if item is None:
+                return sup.container(nfa, b"[", b"]", None)
+            item_dfa = determinize(sub_nfa, *item, limit=sup.SUPERSET_STATES)
+            # Built apart and checked: an item that may run over the commas after it
+            # makes the repetition's subsets blow up.
+            whole = _body_dfa(lambda n: sup.container(n, b"[", b"]", item_dfa), sup.SUPERSET_STATES)
+        except RegexTooLargeError:
+            return sup.bracketed_text(nfa, b"[", b"]")
+        finally:
+            self._superset_levels += 1
+        return embed(nfa, whole)
 
     def _closed_object_body(self, schema, props) -> DFA | None:
         if schema.get("additionalProperties") is not False or schema.get("patternProperties") or not props:
@@ -1512,11 +1629,11 @@ class SchemaCompiler:
     # -- values of open type -----------------------------------------------------------
 
     def any_value(self, nfa, depth, levels):
-        """Any JSON value (over mode: any text). In a lazy NFA it nests up to
+        """Any JSON value (over mode: ``json_superset.any_json``). In a lazy NFA it nests up to
         ``OPEN_DEPTH`` containers, each built when reached; elsewhere at most
         ``levels`` more containers, from a cached DFA."""
         if self.over:
-            return nfa.any_bytes()
+            return sup.any_json(nfa, self._superset_levels)
         if self.grammar is not None and self.grammar.owns(nfa):
             return self.grammar.call_any(nfa)
         if nfa.lazy:
@@ -1682,10 +1799,10 @@ def _minus(a: DFA, b: DFA) -> DFA | None:
         return None
 
 
-def _body_dfa(build) -> DFA:
+def _body_dfa(build, limit: int = MAX_DFA_STATES) -> DFA:
     nfa = NFA()
     s, e = build(nfa)
-    return determinize(nfa, s, e)
+    return determinize(nfa, s, e, limit)
 
 
 def _bounded_body(constraints, lo: int, hi: int | None) -> DFA:
@@ -1773,6 +1890,21 @@ def _defined_keywords(schema):
     return {k: v for k, v in schema.items() if k in STANDARD or k in ANNOTATIONS}
 
 
+def _without_idle_conditionals(schema):
+    """``schema`` without the keywords of ``if`` / ``then`` / ``else`` that do nothing:
+    ``then`` and ``else`` with no ``if`` beside them, an ``if`` with neither. (Left in,
+    a merge would join a stray ``else`` to another part's ``if``.)"""
+    if not isinstance(schema, dict):
+        return schema
+    if "if" in schema:
+        idle = () if "then" in schema or "else" in schema else ("if",)
+    else:
+        idle = ("then", "else")
+    if not any(k in schema for k in idle):
+        return schema
+    return {k: v for k, v in schema.items() if k not in idle}
+
+
 def _satisfiable(build, items, why: str, path: str) -> list:
     """``build(item)`` for each item that is satisfiable; ``why`` at ``path`` when none is."""
     out = []
@@ -1780,14 +1912,16 @@ def _satisfiable(build, items, why: str, path: str) -> list:
     for item in items:
         try:
             out.append(build(item))
-        except UnsatisfiableSchemaError as e:
-            approximated |= isinstance(e, ApproximationLimitError)
+        except UnsatisfiableSchemaError:
+            pass
+        except ApproximationLimitError:
+            approximated = True
     if not out:
         raise _empty(why, path, approximated)
     return out
 
 
-def _empty(why: str, path: str, approximated: bool) -> UnsatisfiableSchemaError:
+def _empty(why: str, path: str, approximated: bool) -> SchemaError:
     """Nothing is left: a proof of that, or only the limit of algebra over supersets."""
     if approximated:
         return ApproximationLimitError(

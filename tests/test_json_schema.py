@@ -616,6 +616,69 @@ def test_algebra_over_supersets_is_not_reported_as_a_proof_of_no_value():
     assert not isinstance(e.value, guided.UnsupportedSchemaError)
 
 
+def test_approximation_limit_under_an_optional_key_is_an_error_not_a_dropped_key():
+    """Where algebra over supersets leaves a value with nothing, the key, array items or
+    extra keys holding it must not silently vanish: the compile says so."""
+    limit = {"oneOf": [{"type": "array", "contains": {"type": "integer"}},
+                       {"type": "array", "contains": {"type": "string"}}]}
+    for schema, where in [({"type": "object", "properties": {"a": limit, "b": {"type": "integer"}}}, "#/properties/a/oneOf"),
+                          ({"type": "array", "items": limit}, "#/items/oneOf"),
+                          ({"type": "object", "additionalProperties": limit}, "#/additionalProperties/oneOf")]:
+        with pytest.raises(guided.ApproximationLimitError) as e:
+            compile_json_schema(schema, "compact")
+        assert where in str(e.value)
+    # A proof of no value is another matter: the key is simply never written.
+    forbidden = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"not": {}}}}
+    dfa = compile_json_schema(forbidden, "compact")
+    assert dfa.matches(b'{"a":1}') and not dfa.matches(b'{"a":1,"b":1}')
+
+
+TAGGED = {"type": "object", "properties": {"p": {"const": "a"}}}
+SUPERSET_CASES = {
+    # Optional tags: only objects holding one of them match exactly one branch.
+    "optional_tags": ({"type": "object", "properties": {"m": {"oneOf": [TAGGED, {"type": "object", "properties": {"p": {"const": "b"}}}]}}},
+                      [{"m": {"p": "a"}}, {"m": {"p": "b", "x": [1]}}, {"m": {}}, {"m": {"p": "c"}}, {}, {"m": {"x": {"p": "a"}}}]),
+    # A closed object's container value may not run over the keys after it.
+    "closed_objects": ({"oneOf": [{"type": "object", "additionalProperties": False,
+                                   "properties": {"a": {"type": "object"}, "b": {"type": "integer"}}},
+                                  {"type": "object", "additionalProperties": False, "properties": {"a": {"type": "object"}}}]},
+                       [{"a": {}, "b": 1}, {"a": {"b": 1}}, {"b": 2}, {"a": {}}, {}]),
+    # What an array holds tells it apart from an array of arrays.
+    "array_of_arrays": ({"type": "array", "items": {"type": "object", "required": ["c"], "properties": {"c": {"oneOf": [
+                            {"type": "array"}, {"type": "array", "items": {"type": "array"}}]}}}},
+                        [[{"c": [1.5]}], [{"c": [[1]]}], [{"c": []}], [{"c": [[], 2]}], [{"c": 1}]]),
+    # A property value's own constraint, not only its key, is in the superset.
+    "negated_value": ({"oneOf": [{"not": {"properties": {"t": {"enum": ["car"]}}}}, {"properties": {"t": {"enum": ["car", "bus"]}}}]},
+                      [{"t": "car"}, {"t": "bus"}, {"t": "van"}, {}, 3]),
+    # An additional property's value schema counts too.
+    "additional_values": ({"oneOf": [{"type": "object", "required": ["t"], "properties": {"t": {"enum": ["c"]}}},
+                                     {"type": "object", "additionalProperties": {"enum": [False]}}]},
+                          [{"t": "c"}, {"t": "c", "u": False}, {"u": False}, {}, {"t": False}, {"u": 1}]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SUPERSET_CASES))
+def test_one_of_told_apart_by_member_by_member_supersets(name):
+    schema, docs = SUPERSET_CASES[name]
+    dfa = compile_json_schema(schema, "compact")
+    validator = _validator(schema)
+    assert any(validator.is_valid(d) for d in docs) and not all(validator.is_valid(d) for d in docs)
+    for doc in docs:
+        assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
+
+
+@pytest.mark.parametrize("schema, doc", [
+    # An if with neither then nor else constrains nothing.
+    ({"type": "object", "properties": {"s": {"if": {"items": {"type": "string"}}}}}, {"s": [{}]}),
+    # An else with no if beside it does nothing, even next to an allOf part's if.
+    ({"type": "object", "allOf": [{"if": {"properties": {"a": {"const": 1}}}, "then": {}}],
+      "else": {"required": ["zz"]}}, {"a": 2}),
+])
+def test_idle_conditional_keywords_do_nothing(schema, doc):
+    assert _validator(schema).is_valid(doc)
+    assert compile_json_schema(schema, "compact").matches(compact(doc))
+
+
 def test_lenient_mode_warns_and_drops():
     schema = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
     with pytest.warns(UserWarning, match="uniqueItems at #/uniqueItems"):

@@ -1,0 +1,92 @@
+"""Texts of JSON containers for the over-mode ("superset") compiler.
+
+What DFA algebra subtracts must be a superset of the values it stands for. Braces
+around any text are one, but a loose one: in ``{"d":[1],"tag":"x"}`` the text after
+``"d":`` may run over ``"tag":"x"``, so nothing about ``tag`` can be said, and
+``oneOf`` branches that differ in an optional tag (or in what their arrays hold)
+cannot be told apart. Here containers are written member by member down to
+``SUPERSET_LEVELS`` levels of nesting, and only below that as brackets around any
+text::
+
+    object   {  ws ( member ( ws , ws member )* )? ws  }
+    member   key ws : ws value          (a listed key: its value's superset;
+                                         any other key: any value, where allowed)
+    array    [  ws ( item ( ws , ws item )* )? ws  ]
+
+Whitespace is any JSON whitespace, whatever layout the subset compiler writes.
+
+Cost notes: a member or item is built once, minimised, and embedded twice (first
+and repeated); any value at a given level is one cached DFA per process.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from fsm.dfa import DFA, determinize
+from fsm.nfa import NFA
+from fsm.ops import embed
+
+from . import json_text as jt
+
+#: Levels of containers written member by member; deeper ones are bracketed text.
+SUPERSET_LEVELS = 1
+#: Most DFA states a member-by-member superset may take before the flat one is used
+#: (a value that may be any text keeps every later member's start in its subsets).
+SUPERSET_STATES = 1024
+
+_WS = r"[ \t\n\r]*"
+
+
+def ws(nfa: NFA) -> tuple[int, int]:
+    return jt.regex_fragment(nfa, _WS)
+
+
+def bracketed_text(nfa: NFA, open_: bytes, close: bytes) -> tuple[int, int]:
+    """``open_`` any text ``close``: every container of that kind, and more."""
+    return nfa.concat([nfa.byte_string(open_), nfa.any_bytes(), nfa.byte_string(close)])
+
+
+def members(nfa: NFA, entry: DFA | None) -> tuple[int, int]:
+    """The inside of a container: ``entry`` texts separated by commas (none when
+    ``entry`` is None)."""
+    if entry is None:
+        return ws(nfa)
+    more = nfa.repeat(lambda: nfa.concat([ws(nfa), nfa.byte_string(b","), ws(nfa), embed(nfa, entry)]), 0, None)
+    return nfa.union([ws(nfa), nfa.concat([ws(nfa), embed(nfa, entry), more, ws(nfa)])])
+
+
+def member(nfa: NFA, key: tuple[int, int], value: tuple[int, int]) -> tuple[int, int]:
+    return nfa.concat([key, ws(nfa), nfa.byte_string(b":"), ws(nfa), value])
+
+
+def container(nfa: NFA, open_: bytes, close: bytes, entry: DFA | None) -> tuple[int, int]:
+    return nfa.concat([nfa.byte_string(open_), members(nfa, entry), nfa.byte_string(close)])
+
+
+def any_json(nfa: NFA, levels: int) -> tuple[int, int]:
+    """Every JSON value: containers member by member for ``levels`` levels, then any
+    text (which holds every value too)."""
+    if levels <= 0:
+        return nfa.any_bytes()
+    return embed(nfa, _any_json_dfa(levels))
+
+
+@functools.lru_cache(maxsize=None)
+def _any_json_dfa(levels: int) -> DFA:
+    nfa = NFA()
+    inner = lambda n: any_json(n, levels - 1)  # noqa: E731
+    item = _dfa(inner)
+    entry = _dfa(lambda n: member(n, jt.quoted(n, jt.string_body(n)), inner(n)))
+    s, e = nfa.union([
+        jt.quoted(nfa, jt.string_body(nfa)), jt.any_number(nfa),
+        nfa.byte_string(b"true"), nfa.byte_string(b"false"), nfa.byte_string(b"null"),
+        container(nfa, b"[", b"]", item), container(nfa, b"{", b"}", entry),
+    ])
+    return determinize(nfa, s, e)
+
+
+def _dfa(build) -> DFA:
+    nfa = NFA()
+    s, e = build(nfa)
+    return determinize(nfa, s, e)
