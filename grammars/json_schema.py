@@ -35,6 +35,7 @@ and only the states decoding visits are ever built. Sub-automata are built eager
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 import re
@@ -625,6 +626,12 @@ class SchemaCompiler:
         merged, leftovers = self.merged_all_of(schema, path)
         if not leftovers:
             return self.value(nfa, merged, path, depth)
+        spread = self._any_of_spread(merged, leftovers, path)
+        if spread is not None:  # no algebra: each choice of anyOf branches, merged
+            got = self.union_unless_too_large(nfa, spread, depth, "no choice of the allOf parts' anyOf branches holds",
+                                              _pointer(path, "allOf"))
+            if got is not None:
+                return got
         result = self.dfa(merged, path, depth)
         for i, p in enumerate(leftovers):
             try:
@@ -632,6 +639,25 @@ class SchemaCompiler:
             except EmptyLanguageError:
                 raise UnsatisfiableSchemaError("the allOf branches contradict each other", _pointer(path, "allOf")) from None
         return embed(nfa, result)
+
+    def _any_of_spread(self, merged, leftovers, path) -> list | None:
+        """``allOf [M, {anyOf [A1, A2]}, {anyOf [B1, B2]}]`` as the union of
+        ``allOf [M, Ai, Bj]`` for every choice (the ``(schema, pointer)`` parts), which
+        merge by keywords where the parts did not (two ``anyOf`` of ``required``
+        lists, say); None when no leftover part is an ``anyOf`` or the choices pass
+        ``MAX_ONE_OF_CHOICES``."""
+        if isinstance(merged, dict) and "anyOf" in merged:  # the first part's anyOf, kept in its place
+            leftovers = [{"anyOf": merged["anyOf"]}, *leftovers]
+            merged = {k: v for k, v in merged.items() if k != "anyOf"}
+        spread = [p for p in leftovers if isinstance(p, dict) and "anyOf" in p]
+        if not spread:
+            return None
+        rest = [p for p in leftovers if not (isinstance(p, dict) and "anyOf" in p)]
+        ptr = _pointer(path, "allOf")
+        options = [[b for b, _ in self.branches(p, "anyOf", ptr)] for p in spread]
+        if math.prod(len(o) for o in options) > MAX_ONE_OF_CHOICES:
+            return None
+        return [({"allOf": [merged, *choice, *rest]}, ptr) for choice in itertools.product(*options)]
 
     def one_of(self, nfa, schema, path, depth):
         """Exactly one branch. In order of preference:
@@ -1382,8 +1408,8 @@ class SchemaCompiler:
                                  sup.SUPERSET_STATES)
                 return self._with_required_keys(nfa, schema, props, body, sup.SUPERSET_STATES)
             except RegexTooLargeError:
-                pass  # values that may run over the members after them: the flat form
-        elif not self._flat_supersets:
+                pass  # values that may run over the members after them: a coarser form
+        if self._superset_levels < sup.SUPERSET_LEVELS and not self._flat_supersets:
             # Inside a member-by-member parent: the parent's automaton would track this
             # one's key positions alongside its own (a subset blow-up); braces are enough.
             return sup.bracketed_text(nfa, b"{", b"}")

@@ -8,6 +8,7 @@ compactly with keys in ``properties`` order, must be accepted.
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import random
 
@@ -665,6 +666,30 @@ def test_one_of_told_apart_by_member_by_member_supersets(name):
     assert any(validator.is_valid(d) for d in docs) and not all(validator.is_valid(d) for d in docs)
     for doc in docs:
         assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
+
+
+ALL_OF_ANY_OFS = {
+    "required_choices": {"allOf": [{"anyOf": [{"required": ["a"]}]}, {"anyOf": [{"required": ["b"]}, {"required": ["c"]}]}]},
+    "typed_with_logic": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}, "c": {"type": "string"}},
+                         "allOf": [{"anyOf": [{"required": ["a"]}, {"required": ["b"]}], "properties": {"a": {"minimum": 2}}},
+                                   {"anyOf": [{"required": ["c"]}, {"not": {"required": ["a"]}}]}]},
+}
+
+
+@pytest.mark.parametrize("name", sorted(ALL_OF_ANY_OFS))
+def test_all_of_any_ofs_spread_into_choices(name):
+    """allOf parts that are anyOfs (which do not merge by keywords) become the union of
+    every choice of their branches, merged: exact where algebra over eagerly built parts
+    was not (each part wanted its own required key first, and the intersection was empty)."""
+    schema = ALL_OF_ANY_OFS[name]
+    dfa = compile_json_schema(schema, "compact")
+    validator = _validator(schema)
+    docs = [dict(zip(keys, values)) for r in range(4) for keys in itertools.permutations("abc", r)
+            for values in itertools.product([1, 3, "s"], repeat=r)]
+    for doc in docs:
+        listed = list(doc) == sorted(doc)  # the order properties / required name them
+        accepted = dfa.matches(compact(doc))
+        assert accepted == validator.is_valid(doc) if listed else not accepted or validator.is_valid(doc), doc
 
 
 @pytest.mark.parametrize("schema, doc", [
