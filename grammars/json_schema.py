@@ -90,6 +90,9 @@ MAX_COUNTED_PROPERTIES = 24
 MAX_DEPENDENCY_TRIGGERS = 4
 #: Most parts a ``oneOf`` becomes as a union of each branch and the others' negations.
 MAX_ONE_OF_CHOICES = 64
+#: Objects in an ``enum`` / ``const`` up to this many keys are spelled in every key
+#: order in supersets; larger ones are braces around any text.
+MAX_SPELLED_KEYS = 3
 
 #: Formats the reference validator (jsonschema, draft 2020-12 checker) checks.
 VALIDATED_FORMATS = {
@@ -887,9 +890,26 @@ class SchemaCompiler:
             return nfa.byte_string(_dumps(v))
         if isinstance(v, (int, float)):
             return jt.regex_fragment(nfa, _number_spellings(v))
+        if isinstance(v, list):  # its items in order, any whitespace between
+            return self._spelled_container(nfa, b"[", b"]", [lambda n, x=x: self.value_superset(n, x) for x in v])
+        if isinstance(v, dict) and len(v) <= MAX_SPELLED_KEYS:  # its members in every order
+            def member(n, k, x):
+                return sup.member(n, jt.quoted(n, jt.full_match_body(n, re.escape(k))), self.value_superset(n, x))
+
+            return nfa.union([self._spelled_container(nfa, b"{", b"}", [lambda n, k=k, x=x: member(n, k, x) for k, x in order])
+                              for order in itertools.permutations(v.items())])
         self.approximate()
-        return nfa.concat([nfa.byte_string(b"[" if isinstance(v, list) else b"{"), nfa.any_bytes(),
-                           nfa.byte_string(b"]" if isinstance(v, list) else b"}")])
+        return sup.bracketed_text(nfa, b"{", b"}")
+
+    @staticmethod
+    def _spelled_container(nfa, open_, close, parts):
+        """``open_`` the ``parts`` separated by commas ``close``, any whitespace around."""
+        pieces = [nfa.byte_string(open_), sup.ws(nfa)]
+        for i, part in enumerate(parts):
+            if i:
+                pieces += [nfa.byte_string(b","), sup.ws(nfa)]
+            pieces += [part(nfa), sup.ws(nfa)]
+        return nfa.concat(pieces + [nfa.byte_string(close)])
 
     def is_valid(self, value, schema) -> bool:
         """Whether ``value`` satisfies ``schema`` (refs resolved against the root),

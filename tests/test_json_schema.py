@@ -651,6 +651,10 @@ SUPERSET_CASES = {
     # A property value's own constraint, not only its key, is in the superset.
     "negated_value": ({"oneOf": [{"not": {"properties": {"t": {"enum": ["car"]}}}}, {"properties": {"t": {"enum": ["car", "bus"]}}}]},
                       [{"t": "car"}, {"t": "bus"}, {"t": "van"}, {}, 3]),
+    # Container values of an enum / const are spelled out (any whitespace, any key order).
+    "container_enum": ({"oneOf": [{"type": "object", "required": ["c"], "properties": {"c": {"type": "array", "items": {"type": "string"}}}},
+                                  {"type": "object", "required": ["c"], "properties": {"c": {"enum": [["deleted"], {"a": 1, "b": [2]}]}}}]},
+                       [{"c": ["a"]}, {"c": ["deleted"]}, {"c": []}, {"c": ["a", "deleted"]}, {"c": {"a": 1, "b": [2]}}, {"c": [1]}]),
     # An additional property's value schema counts too.
     "additional_values": ({"oneOf": [{"type": "object", "required": ["t"], "properties": {"t": {"enum": ["c"]}}},
                                      {"type": "object", "additionalProperties": {"enum": [False]}}]},
