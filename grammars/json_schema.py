@@ -299,7 +299,7 @@ class SchemaCompiler:
         """A sub-schema's minimal DFA (memoised per compile: ``oneOf`` and ``not``
         ask for the same branches again and again)."""
         key = (json.dumps(schema, sort_keys=True, default=str), depth if self.ws.depth_matters() else 0,
-               self._superset_levels)
+               self._superset_levels, self._flat_supersets)
         if key in self._too_large:
             raise self._too_large[key]
         got = self._dfas.get(key)
@@ -308,9 +308,14 @@ class SchemaCompiler:
             try:
                 got = self._dfas[key] = self._build_dfa(schema, path, depth)
             except RegexTooLargeError as e:
-                # Remembered too: finding out took the whole subset construction.
-                self._too_large[key] = e
-                raise
+                if self.over and not self._flat_supersets:
+                    # Member-by-member pieces side by side (a union of several objects)
+                    # can still blow up together: the flat supersets, as a last resort.
+                    got = self._dfas[key] = self._flat(lambda: self.dfa(schema, path, depth))
+                else:
+                    # Remembered too: finding out took the whole subset construction.
+                    self._too_large[key] = e
+                    raise
             if self.approximations != before:
                 self._inexact.add(key)
         elif key in self._inexact:
@@ -327,10 +332,20 @@ class SchemaCompiler:
             return dfas[0] if len(dfas) == 1 else _union_dfa(dfas)
         nfa = NFA()
         s, e = self.value(nfa, schema, path, depth)
+        structured = self.over and not self._flat_supersets
         try:
-            return determinize(nfa, s, e)
+            return determinize(nfa, s, e, sup.SUPERSET_WHOLE_STATES if structured else MAX_DFA_STATES)
         except EmptyLanguageError:
             raise UnsatisfiableSchemaError("no JSON value satisfies the schema", path) from None
+
+    def _flat(self, build):
+        """``build()`` with the flat supersets of grammar mode (``json_superset``)."""
+        saved = self._superset_levels, self._flat_supersets
+        self._superset_levels, self._flat_supersets = 0, True
+        try:
+            return build()
+        finally:
+            self._superset_levels, self._flat_supersets = saved
 
     def opposite(self) -> "SchemaCompiler":
         """The compiler of the other polarity (see the module docstring)."""

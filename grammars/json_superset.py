@@ -34,6 +34,9 @@ SUPERSET_LEVELS = 1
 #: Most DFA states a member-by-member superset may take before the flat one is used
 #: (a value that may be any text keeps every later member's start in its subsets).
 SUPERSET_STATES = 1024
+#: The same for a whole sub-schema's superset (several objects side by side); past it
+#: the compiler builds it again with flat supersets.
+SUPERSET_WHOLE_STATES = 16384
 
 _WS = r"[ \t\n\r]*"
 
