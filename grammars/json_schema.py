@@ -34,6 +34,7 @@ and only the states decoding visits are ever built. Sub-automata are built eager
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import json
@@ -340,10 +341,16 @@ class SchemaCompiler:
 
     def _flat(self, build):
         """``build()`` with the flat supersets of grammar mode (``json_superset``)."""
-        saved = self._superset_levels, self._flat_supersets
-        self._superset_levels, self._flat_supersets = 0, True
-        try:
+        with self._supersets(0, True):
             return build()
+
+    @contextlib.contextmanager
+    def _supersets(self, levels: int, flat: bool):
+        """Over mode: build supersets ``levels`` member-by-member levels deep (or flat)."""
+        saved = self._superset_levels, self._flat_supersets
+        self._superset_levels, self._flat_supersets = levels, flat
+        try:
+            yield
         finally:
             self._superset_levels, self._flat_supersets = saved
 
@@ -1451,7 +1458,7 @@ class SchemaCompiler:
         body = self._closed_object_body(schema, props) or _body_dfa(lambda n: n.any_bytes())
         return self._with_required_keys(nfa, schema, props, body)
 
-    def _with_required_keys(self, nfa, schema, props, body: DFA, limit: int | None = None):
+    def _with_required_keys(self, nfa, schema, props, body: DFA, limit: int = MAX_PRODUCT_STATES):
         """``{`` body ``}`` where each required key appears somewhere in ``body``."""
         for name in schema.get("required", []) or []:
             if not isinstance(name, str):
@@ -1466,7 +1473,7 @@ class SchemaCompiler:
                 return n.concat([n.any_bytes()] + parts + [n.any_bytes()])
 
             try:
-                body = intersect(body, _body_dfa(needle), limit=limit or MAX_PRODUCT_STATES)
+                body = intersect(body, _body_dfa(needle), limit=limit)
             except EmptyLanguageError:
                 # A superset without a value: a proof (an EmptyLanguageError would read
                 # as an emptied subtraction further up).
@@ -1482,8 +1489,7 @@ class SchemaCompiler:
             additional = True
         nfa = NFA()
         frags = []
-        self._superset_levels -= 1
-        try:
+        with self._supersets(self._superset_levels - 1, self._flat_supersets):
             for name, sub in props.items():
                 value = self._value_superset_or_any(nfa, sub, _pointer(path, "properties", name), depth)
                 if value is not None:
@@ -1492,8 +1498,6 @@ class SchemaCompiler:
                 value = self._value_superset_or_any(nfa, additional, _pointer(path, "additionalProperties"), depth)
                 if value is not None:
                     frags.append(sup.member(nfa, jt.key_excluding(nfa, props), value))
-        finally:
-            self._superset_levels += 1
         return determinize(nfa, *nfa.union(frags), limit=sup.SUPERSET_STATES) if frags else None
 
     def _value_superset_or_any(self, nfa, sub, path, depth):
@@ -1523,9 +1527,9 @@ class SchemaCompiler:
         if "prefixItems" in schema or not isinstance(items, (dict, bool)):
             items = True
         sub_nfa = NFA()
-        self._superset_levels -= 1
         try:
-            item = self._value_superset_or_any(sub_nfa, items, _pointer(path, "items"), depth)
+            with self._supersets(self._superset_levels - 1, self._flat_supersets):
+                item = self._value_superset_or_any(sub_nfa, items, _pointer(path, "items"), depth)
             if item is None:
                 return sup.container(nfa, b"[", b"]", None)
             item_dfa = determinize(sub_nfa, *item, limit=sup.SUPERSET_STATES)
@@ -1534,8 +1538,6 @@ class SchemaCompiler:
             whole = _body_dfa(lambda n: sup.container(n, b"[", b"]", item_dfa), sup.SUPERSET_STATES)
         except RegexTooLargeError:
             return sup.bracketed_text(nfa, b"[", b"]")
-        finally:
-            self._superset_levels += 1
         return embed(nfa, whole)
 
     def _closed_object_body(self, schema, props) -> DFA | None:
