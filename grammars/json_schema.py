@@ -1232,19 +1232,26 @@ class SchemaCompiler:
         closable = False
         for i in range(spelled):
             try:
-                frag = element(nfa, i)
+                item = element(nfa, i)
             except UnsatisfiableSchemaError:
                 if i < lo:
                     raise
                 return open_[0], close[1]  # position i can never be filled: arrays stop before it
-            frag = comma_then(frag) if i else frag
+            frag = comma_then(item) if i else item
             nfa.epsilon(cur, frag[0])
             cur = frag[1]
             if i + 1 >= lo:
                 nfa.epsilon(cur, c[0])
                 closable = True
         more = None if hi is None else hi - spelled
-        if rest_allowed and (more is None or more > 0):
+        if rest_allowed and more is None and spelled > n_prefix:
+            # Unbounded and the last spelled position is already a ``rest`` item:
+            # more items loop back into it (one copy of the item schema, not two;
+            # nested arrays would otherwise double per level).
+            back = comma_then(nfa.empty())
+            nfa.epsilon(cur, back[0])
+            nfa.epsilon(back[1], item[0])
+        elif rest_allowed and (more is None or more > 0):
             try:
                 loop = nfa.repeat(lambda: comma_then(element(nfa, spelled)), 0, more)
             except UnsatisfiableSchemaError:

@@ -113,11 +113,34 @@ def _string_body_dfa() -> DFA:
 
 
 def key_excluding(nfa: NFA, names) -> tuple[int, int]:
-    """Fragment: a quoted JSON string whose *value* is none of ``names``."""
+    """Fragment: a quoted JSON string whose *value* is none of ``names``.
+
+    In a lazy NFA the fragment is deferred (built when decoding first reaches an
+    extra key of this object): every object that allows other keys has one, a trie
+    of its names with a copy of the string body, and a large schema has hundreds
+    of such objects that decoding never enters."""
     names = set(names)
     if any(ch in _ESCAPABLE for name in names for ch in name):
         return _key_excluding_by_char(nfa, names)
+    if nfa.lazy:
+        return nfa.deferred(lambda: _key_excluding_by_byte(nfa, names), _key_trie_cuts(names))
     return _key_excluding_by_byte(nfa, names)
+
+
+def _key_trie_cuts(names) -> set[int]:
+    """The byte-range boundaries ``_key_excluding_by_byte`` uses: the string body's
+    and, around each byte of a name, the holes it punches."""
+    cuts = set(_string_body_cuts())
+    for b in {b for name in names for b in name.encode("utf-8")}:
+        cuts.add(b)
+        cuts.add(b + 1)
+    return cuts
+
+
+@functools.lru_cache(maxsize=1)
+def _string_body_cuts() -> frozenset[int]:
+    edges, _ = _string_body_dfa().edge_list()
+    return frozenset({ord('"'), ord('"') + 1}.union(*({lo, hi + 1} for moves in edges for lo, hi, _ in moves)))
 
 
 def _key_excluding_by_byte(nfa: NFA, names) -> tuple[int, int]:

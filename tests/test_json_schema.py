@@ -696,6 +696,31 @@ def test_all_of_any_ofs_spread_into_choices(name):
         assert accepted == validator.is_valid(doc) if listed else not accepted or validator.is_valid(doc), doc
 
 
+ARRAY_SHAPES = {
+    "items": {"type": "array", "items": {"type": "integer"}},
+    "min_items": {"type": "array", "items": {"type": "integer"}, "minItems": 3},
+    "prefix_then_items": {"type": "array", "prefixItems": [{"type": "string"}, {"type": "string"}],
+                          "items": {"type": "integer"}, "minItems": 3},
+    "prefix_open": {"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "integer"}},
+    "nested": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}, "minItems": 1}},
+}
+
+
+@pytest.mark.parametrize("contains", [False, True])
+@pytest.mark.parametrize("name", sorted(ARRAY_SHAPES))
+def test_array_shapes_agree_with_jsonschema(name, contains):
+    """Every array of up to 5 items from a small pool: spelled positions, prefixes and
+    the loop of more items (which reuses the last spelled item), both in the lazily
+    built top-level automaton and (under ``contains``) in an eagerly built one."""
+    schema = dict(ARRAY_SHAPES[name], **({"contains": {"enum": [1, [1]]}} if contains else {}))
+    dfa = compile_json_schema(schema, "compact")
+    validator = _validator(schema)
+    pool = [1, 2, "s", [1], []]
+    for length in range(6):
+        for doc in itertools.product(pool, repeat=length):
+            assert dfa.matches(compact(list(doc))) == validator.is_valid(list(doc)), doc
+
+
 @pytest.mark.parametrize("schema, doc", [
     # An if with neither then nor else constrains nothing.
     ({"type": "object", "properties": {"s": {"if": {"items": {"type": "string"}}}}}, {"s": [{}]}),
