@@ -362,23 +362,49 @@ def test_ignorecase_random_patterns_agree_with_re():
     (r"\w{2,9}", r"[^q]*(x|yy)[^q]*"),       # Unicode classes on both sides
     (r"[0-9]+(\.[0-9]+)?", r".{0,4}"),
 ])
-def test_unminimised_intersection_has_the_same_language_and_no_dead_state(a, b):
+def test_unminimised_intersection_has_the_same_language_and_embeds_without_dead_states(a, b):
     """``intersect(minimal=False)`` (products embedded as they are: a pattern times a
-    length counter) accepts what the minimal intersection accepts, and every state
-    it keeps can still reach an accepting one."""
-    from fsm.dfa import live_states
-    from fsm.ops import intersect
+    length counter) accepts what the minimal intersection accepts; the dead pairs it
+    keeps are gone once it is embedded in an NFA and determinised lazily."""
+    from fsm.lazy import LazyDFA
+    from fsm.ops import embed, intersect
 
     da, db = compile_regex(a), compile_regex(b)
     small, big = intersect(da, db), intersect(da, db, minimal=False)
     assert big.num_states >= small.num_states
-    assert live_states(big.transitions, big.accepting).all()
+    nfa = NFA(lazy=True)
+    lazy = LazyDFA(nfa, *embed(nfa, big))
     rng = random.Random(7)
     alphabet = "abcqxy09.é_"
     for _ in range(3000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
         data = text.encode()
-        assert big.matches(data) == small.matches(data) == bool(re.fullmatch(a, text) and re.fullmatch(b, text)), text
+        expected = bool(re.fullmatch(a, text) and re.fullmatch(b, text))
+        assert big.matches(data) == small.matches(data) == lazy.matches(data) == expected, text
+        # Every state the lazy automaton reaches can still accept: a prefix it keeps
+        # alive extends to a match.
+        state = lazy.step(lazy.start, data)
+        assert state < 0 or _can_accept(lazy, state), text
+
+
+def _can_accept(dfa, state: int) -> bool:
+    seen, todo = {state}, [state]
+    while todo:
+        s = todo.pop()
+        if dfa.is_accepting(s):
+            return True
+        for t in dfa.next_states(s):
+            if t >= 0 and t not in seen:
+                seen.add(t)
+                todo.append(t)
+    return False
+
+
+def test_unminimised_intersection_of_disjoint_languages_is_an_error():
+    from fsm.ops import intersect
+
+    with pytest.raises(EmptyLanguageError):
+        intersect(compile_regex("a+"), compile_regex("b+"), minimal=False)
 
 
 @pytest.mark.parametrize("by", ["pair", "level"])
