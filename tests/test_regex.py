@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import re
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -507,3 +508,76 @@ def test_minimize_cache_returns_the_same_automaton_for_the_same_table():
     assert other.matches(b"") and not first.matches(b"")
     assert len(dfa_module._minimized) == 2
     assert np.array_equal(first.accepting, dfa_module.minimize(trans, classes, accepting).accepting)
+
+
+def _random_table(rng: random.Random, n: int, k: int, dead: float):
+    """A complete table over ``n`` states and ``k`` classes with a sink row last,
+    built from a few "layers" so that many states are equivalent."""
+    import numpy as np
+
+    kinds = max(2, n // 6)
+    kind = [s if s < kinds else rng.randrange(kinds) for s in range(n)]  # every kind has a state
+    by_kind = {}
+    for s, c in enumerate(kind):
+        by_kind.setdefault(c, []).append(s)
+    moves = [[rng.randrange(kinds) if rng.random() > dead else -1 for _ in range(k)] for _ in range(kinds)]
+    sink = n
+    t = np.full((n + 1, k), sink, dtype=np.int64)
+    for s in range(n):
+        for c, target_kind in enumerate(moves[kind[s]]):
+            if target_kind >= 0:
+                t[s, c] = rng.choice(by_kind[target_kind])
+    accepting = np.array([kind[s] % 3 == 0 for s in range(n)] + [False])
+    return t, accepting, sink
+
+
+def _same_partition(a, b) -> bool:
+    pairs = np.unique(a * (int(b.max()) + 1) + b)
+    return len(np.unique(a)) == len(np.unique(b)) == len(pairs)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_numpy_refinement_finds_hopcroft_partition(seed):
+    """``_moore`` (tables of 8k cells and more) and ``_hopcroft`` (smaller ones) give
+    the same partition: random tables with many equivalent states, and long chains
+    (a counter: as many rounds as states)."""
+    from fsm.dfa import _hopcroft, _moore
+
+    rng = random.Random(seed)
+    t, accepting, sink = _random_table(rng, rng.choice([5, 40, 300, 2000]), rng.choice([1, 3, 17]), rng.random() / 2)
+    block = _moore(t, accepting, sink)
+    assert block is not None and _same_partition(block, _hopcroft(t, accepting, sink))
+    counter = compile_regex(r"[a-c]{0,%d}x" % (50 + 30 * seed))
+    t = np.vstack([np.where(counter.transitions < 0, counter.num_states, counter.transitions),
+                   np.full((1, counter.num_classes), counter.num_states)])
+    accepting = np.append(counter.accepting, False)
+    assert _same_partition(_moore(t, accepting, counter.num_states), _hopcroft(t, accepting, counter.num_states))
+
+
+def test_numpy_refinement_hands_over_on_a_hash_collision(monkeypatch):
+    """Rows that hash alike but differ are caught: the partition then comes from
+    Hopcroft's algorithm, never from merging states that differ."""
+    import fsm.dfa
+    from fsm.dfa import _hopcroft, _moore, coarsest_partition
+
+    monkeypatch.setattr(fsm.dfa, "_row_weights", lambda k: np.zeros(k, dtype=np.int64))
+    monkeypatch.setattr(fsm.dfa, "MOORE_MIN_CELLS", 0)
+    t, accepting, sink = _random_table(random.Random(3), 300, 3, 0.2)
+    assert _moore(t, accepting, sink) is None
+    assert _same_partition(coarsest_partition(t, accepting, sink), _hopcroft(t, accepting, sink))
+
+
+@pytest.mark.parametrize("pattern", [r"\w{1,40}@[a-z]+\.(com|org)", r"(ab|cd){2,30}", r"[0-9]{3}-[0-9]{4}|x*y"])
+def test_minimisation_in_numpy_matches_python(pattern, monkeypatch):
+    """Whole regex compiles give the same minimal automaton either way."""
+    import fsm.dfa
+
+    fsm.dfa._minimized.clear()
+    monkeypatch.setattr(fsm.dfa, "MOORE_MIN_CELLS", 0)
+    by_numpy = compile_regex.__wrapped__(pattern)  # not the cached automaton
+    fsm.dfa._minimized.clear()
+    monkeypatch.setattr(fsm.dfa, "MOORE_MIN_CELLS", 10**12)
+    by_python = compile_regex.__wrapped__(pattern)
+    assert by_numpy.num_states == by_python.num_states
+    assert (by_numpy.transitions == by_python.transitions).all()
+    assert (by_numpy.byte_to_class == by_python.byte_to_class).all()
