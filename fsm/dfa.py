@@ -217,8 +217,11 @@ def subset_table(nfa: NFA, start: int, keep: set[int], classes: np.ndarray | Non
 
     ids: dict[frozenset[int], int] = {}
     sets: list[frozenset[int]] = []
+    # Rows repeat their target sets (every state inside a string moves to the same
+    # few), so the closure of a set of targets is looked up before it is unioned.
+    by_targets: dict[frozenset[int], int] = {}
 
-    def state_of(targets) -> int:
+    def state_of(targets: frozenset[int]) -> int:
         nxt = frozenset().union(*(closure_of(t) for t in targets))
         j = ids.get(nxt)
         if j is None:
@@ -226,25 +229,31 @@ def subset_table(nfa: NFA, start: int, keep: set[int], classes: np.ndarray | Non
                 raise RegexTooLargeError(f"pattern needs more than {limit} DFA states")
             j = ids[nxt] = len(sets)
             sets.append(nxt)
+        by_targets[targets] = j
         return j
 
-    state_of([start])
+    state_of(frozenset([start]))
     table: list[list[int]] = []
     while len(table) < len(sets):
-        table.append(sweep_row([intervals_of(s) for s in sets[len(table)]], n_classes, state_of))
+        table.append(sweep_row([intervals_of(s) for s in sets[len(table)]], n_classes, state_of, by_targets))
     trans = np.array(table, dtype=np.int32).reshape(len(sets), n_classes)
     return trans, classes, sets
 
 
-def sweep_row(intervals: list[list[tuple[int, int, int]]], n_classes: int, target_id) -> list[int]:
+def sweep_row(intervals: list[list[tuple[int, int, int]]], n_classes: int, target_id, known: dict) -> list[int]:
     """One subset-construction row: ``intervals`` are the member NFA states' byte moves
     as ``(first class, last class, target)``; ``target_id(frozenset of NFA targets)``
-    gives the DFA state they lead to (-1 where none moves).
+    gives the DFA state they lead to (-1 where none moves) and records it in
+    ``known``, which is looked up first (rows repeat their target sets).
 
     A sweep over the class intervals: between two cut points the set of targets is
     constant, so the cost follows the number of edges, not the number of byte
     classes. ``active`` counts the intervals open at each cut for every target
     (member states may share targets on overlapping ranges)."""
+    if len(intervals) == 1:  # a third of the rows: one NFA state, usually disjoint moves
+        row = _single_state_row(intervals[0], n_classes, target_id, known)
+        if row is not None:
+            return row
     events = []
     for moves in intervals:
         for lo, hi, t in moves:
@@ -253,7 +262,6 @@ def sweep_row(intervals: list[list[tuple[int, int, int]]], n_classes: int, targe
     row = [-1] * n_classes
     events.sort()
     active: dict[int, int] = {}
-    done: dict[frozenset[int], int] = {}
     i, n = 0, len(events)
     while i < n:
         at = events[i][0]
@@ -267,10 +275,26 @@ def sweep_row(intervals: list[list[tuple[int, int, int]]], n_classes: int, targe
             i += 1
         if active:  # an open interval always closes later, so i < n here
             key = frozenset(active)
-            j = done.get(key)
+            j = known.get(key)
             if j is None:
-                j = done[key] = target_id(key)
+                j = target_id(key)
             row[at : events[i][0]] = [j] * (events[i][0] - at)
+    return row
+
+
+def _single_state_row(moves, n_classes: int, target_id, known: dict) -> list[int] | None:
+    """``sweep_row`` of one NFA state whose moves do not overlap (None if they do)."""
+    row = [-1] * n_classes
+    end = -1
+    for lo, hi, t in sorted(moves):
+        if lo <= end:
+            return None
+        end = hi
+        key = frozenset((t,))
+        j = known.get(key)
+        if j is None:
+            j = target_id(key)
+        row[lo : hi + 1] = [j] * (hi + 1 - lo)
     return row
 
 

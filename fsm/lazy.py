@@ -76,6 +76,7 @@ class LazyDFA:
         self._moves: dict[int, list[tuple[int, int, int]]] = {}
         self._closures: dict[int, frozenset[int]] = {}
         self._ids: dict[frozenset[int], int] = {}
+        self._by_targets: dict[frozenset[int], int] = {}  # _target
         self._sets: list[frozenset[int]] = []
         self._accepting: list[bool] = []
         self.transitions = np.full((64, self._n_classes), UNKNOWN, dtype=np.int32)
@@ -204,9 +205,14 @@ class LazyDFA:
                 self._expanded = np.concatenate([self._expanded, np.zeros(len(self._expanded), dtype=bool)])
         return j
 
+    def _target(self, targets: frozenset[int]) -> int:
+        """The state a set of NFA targets leads to (``sweep_row`` memoises it)."""
+        j = self._by_targets[targets] = self._add(frozenset().union(*(self._closure(t) for t in targets)))
+        return j
+
     def _expand(self, state: int) -> list[int]:
-        row = sweep_row([self._intervals_of(s) for s in self._sets[state]], self._n_classes,
-                        lambda key: self._add(frozenset().union(*(self._closure(t) for t in key))))
+        row = sweep_row([self._intervals_of(s) for s in self._sets[state]], self._n_classes, self._target,
+                        self._by_targets)
         self.transitions[state] = row
         self._expanded[state] = True
         return row

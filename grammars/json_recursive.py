@@ -189,6 +189,7 @@ class PointTable(TerminalTable):
         self._ids: dict[frozenset[int], int] = {}
         self._sets: list[frozenset[int]] = []
         self._rows: list[list[int] | None] = []
+        self._by_targets: dict[frozenset[int], int] = {}  # sweep_row's memo
         self.accept_bits: list[int] = []
         self.live_bits: list[int] = []
         self._add(rule.closure(point))
@@ -213,9 +214,12 @@ class PointTable(TerminalTable):
         if row is None:
             rule = self.rule
             row = self._rows[state] = sweep_row(
-                [rule.intervals(s) for s in self._sets[state]], rule.n_classes,
-                lambda key: self._add(frozenset().union(*(rule.closure(t) for t in key))))
+                [rule.intervals(s) for s in self._sets[state]], rule.n_classes, self._target, self._by_targets)
         return row
+
+    def _target(self, targets: frozenset[int]) -> int:
+        j = self._by_targets[targets] = self._add(frozenset().union(*(self.rule.closure(t) for t in targets)))
+        return j
 
     @property
     def rows_built(self) -> int:
