@@ -16,8 +16,10 @@ Conventions (the same in every function here):
   any size).
 * :func:`number_range_regex` is **sound under float parsing**: every accepted text
   ``t`` satisfies the bounds both as ``json.loads(t)`` (int for integer texts, float
-  for fraction texts) and as ``float(t)``. With any bound it accepts no exponent
-  form. It accepts:
+  for fraction texts) and as ``float(t)``. With a bound it accepts exponent forms
+  only when that bound is ``minimum=0`` or ``maximum=0`` alone (a sign: every
+  non-negative, or non-positive, exponent text satisfies it however it parses,
+  ``1e-400`` and ``1e400`` included). It accepts:
 
   - every integer text ``n`` with ``L <= n <= U``, and
   - every fraction text (``int.frac``) whose exact decimal value lies between
@@ -49,6 +51,10 @@ __all__ = [
 
 JSON_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 JSON_INTEGER = r"-?(?:0|[1-9][0-9]*)"
+# Exponent texts of one sign (``1e-06`` is how ``json.dumps`` writes 0.000001):
+# what ``minimum=0`` / ``maximum=0`` alone allow on top of the plain decimals.
+_NONNEGATIVE_EXP = r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?[eE][+-]?[0-9]+"
+_NONPOSITIVE_EXP = r"-(?:0|[1-9][0-9]*)(?:\.[0-9]+)?[eE][+-]?[0-9]+|0(?:\.0+)?[eE][+-]?[0-9]+"
 
 MAX_MULTIPLE_OF_REGEX = 20_000  # characters; above this integer_multiple_of_regex gives None
 MAX_MOD_K = 50  # largest divisor (not a divisor of a power of ten) tried by state elimination
@@ -411,8 +417,9 @@ def number_range_regex(
     """JSON number texts within the given bounds (JSON Schema keyword semantics).
 
     Without any bound: the whole JSON number grammar (exponents and ``-0``
-    included). With a bound: integer and ``int.frac`` texts only, no exponent, no
-    negative zero; see the module docstring for exactly which texts. Raises
+    included). With a bound: integer and ``int.frac`` texts, no negative zero, and
+    exponent texts only under ``minimum=0`` or ``maximum=0`` alone; see the module
+    docstring for exactly which texts. Raises
     ``ValueError`` when no number text can satisfy the bounds.
 
     >>> import re
@@ -432,6 +439,12 @@ def number_range_regex(
         highs.append(_float_at_most(_exact("exclusive_maximum", exclusive_maximum), strict=True))
     if not lows and not highs:
         return JSON_NUMBER
+    sign_only = exclusive_minimum is None and exclusive_maximum is None and (minimum is None) != (maximum is None)
+    exponent = None
+    if sign_only and minimum == 0:
+        exponent = _NONNEGATIVE_EXP
+    elif sign_only and maximum == 0:
+        exponent = _NONPOSITIVE_EXP
     lo = max(lows) if lows else None
     hi = min(highs) if highs else None
 
@@ -462,7 +475,7 @@ def number_range_regex(
         dhi = Decimal(repr(hi)) if hi is not None else None
         if dlo is None or dhi is None or dlo <= dhi:
             parts.append(_fraction_range(dlo, dhi))
-    parts = [p for p in parts if p is not None]
+    parts = [p for p in parts + [exponent] if p is not None]
     if not parts:
         raise ValueError(
             "empty number range: minimum=%r maximum=%r exclusive_minimum=%r exclusive_maximum=%r"

@@ -134,9 +134,11 @@ def test_number_range(bounds, data):
         accepted = bool(rx.fullmatch(s))
         in_json, in_float = _satisfies(json.loads(s), bounds), _satisfies(float(s), bounds)
         if accepted:
-            # sound under both parses, and no exponent once a bound is given
+            # sound under both parses; exponents only without bounds or under a lone
+            # inclusive zero bound (a sign)
             assert in_json and in_float, (bounds, s)
-            assert all(b is None for b in bounds) or "e" not in s.lower()
+            sign = bounds[2:] == (None, None) and sorted(bounds[:2], key=lambda b: b is None) in ([0, None], [0.0, None])
+            assert all(b is None for b in bounds) or sign or "e" not in s.lower()
         elif all(b is None for b in bounds):
             pytest.fail(f"unbounded regex rejected {s}")
         else:
@@ -151,7 +153,11 @@ def test_number_range(bounds, data):
     "kwargs, accept, reject",
     [
         (dict(exclusive_minimum=0), ["0.0001", "1", "0.5", "123.456"], ["0", "0.0", "-0.0", "-0", "-0.1", "1e-3"]),
-        (dict(minimum=0), ["0", "0.0", "0.000", "7", "3.25"], ["-0", "-0.0", "-1", "-0.001"]),
+        (dict(minimum=0), ["0", "0.0", "0.000", "7", "3.25", "1e-06", "2.5E+3", "0e0", "1e-400", "1e400"],
+         ["-0", "-0.0", "-1", "-0.001", "-1e-06", "1e", "1.e3"]),
+        (dict(maximum=0), ["0", "-7", "-1e-06", "-2.5E+3", "0e0", "0.00e5", "-1e400"], ["1", "1e-06", "0.1e1", "1e-400"]),
+        (dict(minimum=0, maximum=5), ["0", "4.5"], ["1e0", "1e-06"]),  # two bounds: no exponents
+        (dict(exclusive_minimum=0, exclusive_maximum=None), ["1"], ["1e-06"]),  # 1e-400 would parse to 0
         (dict(minimum=0.5, exclusive_maximum=99.99), ["0.5", "0.50", "1", "99.98", "99.989999"], ["0.49", "99.99", "99.990", "100", "0"]),
         (dict(minimum=-3.5, maximum=-1), ["-3.5", "-3", "-1", "-1.0", "-2.25"], ["-3.51", "-0.5", "0", "-4", "1"]),
         (dict(maximum=10), ["10", "10.0", "9.999", "-1000000", "-0.5"], ["10.01", "11", "100"]),
