@@ -58,6 +58,7 @@ from .json_multiple_of import MAX_STATES as MAX_MULTIPLE_STATES
 from .json_multiple_of import multiple_of_dfa
 from .json_numbers import JSON_INTEGER, JSON_NUMBER, integer_multiple_of_regex, integer_range_regex, number_range_regex
 from .json_conditional import NOT_OBJECT, conditional_as_union, conditionals_by_value, negation, not_as_union
+from .json_drafts import in_declared_draft
 from .json_key_order import ObjectShape, any_order_object
 from .json_presence import presence_keys, presence_variants
 from . import json_superset as sup
@@ -262,7 +263,7 @@ class SchemaCompiler:
                 raise SchemaError(f"schema is not valid JSON: {e}", "") from None
         if not isinstance(schema, (dict, bool)):
             raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", "#")
-        self.root = schema
+        self.root = in_declared_draft(schema)
         self.ws = Whitespace(whitespace)
         if key_order not in KEY_ORDERS:
             raise ValueError(f'key_order must be "schema" or "any", not {key_order!r}')

@@ -721,6 +721,35 @@ def test_array_shapes_agree_with_jsonschema(name, contains):
             assert dfa.matches(compact(list(doc))) == validator.is_valid(list(doc)), doc
 
 
+DRAFT_04 = "http://json-schema.org/draft-04/schema#"
+
+
+@pytest.mark.parametrize("declared, enforced", [
+    (DRAFT_04, set()),
+    ("http://json-schema.org/draft-06/schema#", {"const", "propertyNames"}),
+    ("http://json-schema.org/draft-07/schema#", {"const", "propertyNames", "if"}),
+    (None, {"const", "propertyNames", "if"}),
+])
+def test_keywords_a_declared_draft_lacks_constrain_nothing(declared, enforced):
+    """Draft 4 has no ``const``, ``if``/``then`` or ``propertyNames``, draft 6 no
+    ``if``: the reference validator ignores them there, and so does the compiler
+    (in nested sub-schemas too); a schema without ``$schema`` is read as 2020-12."""
+    schema = {"type": "object", "properties": {
+        "a": {"type": "integer", "const": 1},
+        "b": {"type": "object", "propertyNames": {"maxLength": 1}},
+        "c": {"type": "array", "items": {"if": {"type": "integer"}, "then": {"minimum": 5}}},
+    }}
+    if declared:
+        schema = {"$schema": declared, **schema}
+    dfa = compile_json_schema(schema, "compact")
+    validator = _validator(schema)
+    cases = {"const": {"a": 2}, "propertyNames": {"b": {"long": 1}}, "if": {"c": [1]}}
+    for keyword, doc in cases.items():
+        assert validator.is_valid(doc) == (keyword not in enforced), keyword
+        assert dfa.matches(compact(doc)) == validator.is_valid(doc), (declared, keyword)
+    assert dfa.matches(compact({"a": 1, "b": {"k": 1}, "c": [7]}))
+
+
 @pytest.mark.parametrize("schema, doc", [
     # An if with neither then nor else constrains nothing.
     ({"type": "object", "properties": {"s": {"if": {"items": {"type": "string"}}}}}, {"s": [{}]}),

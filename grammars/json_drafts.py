@@ -1,0 +1,73 @@
+"""Keywords of older JSON Schema drafts: a schema that declares a draft (``$schema``)
+is read with that draft's vocabulary.
+
+::
+
+    {"$schema": "...draft-04/schema#", "if": {...}, "then": {...}, "const": 1}
+        --> {"$schema": "...draft-04/schema#"}        (draft 4 has no if/then/const)
+
+The reference validator (``jsonschema.validators.validator_for``) picks its rules by
+``$schema`` and ignores keywords a draft does not define, so a draft-04 schema's
+``const`` constrains nothing. The compiler does the same by removing those keywords
+from every sub-schema before it reads any of them (an analysis that saw ``const``
+and a builder that did not would disagree about which ``oneOf`` branches overlap).
+"""
+
+from __future__ import annotations
+
+#: Keywords the compiler enforces, by the draft that introduced them (earlier
+#: drafts do not know them). Draft 2020-12 and undeclared drafts know them all.
+_INTRODUCED = {
+    "draft-06": {"const", "contains", "propertyNames"},
+    "draft-07": {"if", "then", "else"},
+    "2019-09": {"dependentRequired", "dependentSchemas", "minContains", "maxContains", "unevaluatedProperties",
+                "unevaluatedItems"},
+    "2020-12": {"prefixItems"},
+}
+_ORDER = ["draft-03", "draft-04", "draft-06", "draft-07", "2019-09", "2020-12"]
+
+# Where sub-schemas stand: a keyword whose value is one schema, a list of them, or a
+# name -> schema map (draft-04 "dependencies" maps to lists of names as well).
+_ONE = ("additionalProperties", "additionalItems", "items", "not", "contains", "propertyNames", "if", "then",
+        "else", "unevaluatedProperties", "unevaluatedItems")
+_LIST = ("allOf", "anyOf", "oneOf", "items", "prefixItems")
+_MAP = ("properties", "patternProperties", "definitions", "$defs", "dependencies", "dependentSchemas")
+
+
+def unknown_to_draft(root) -> frozenset[str]:
+    """The enforced keywords that the draft ``root`` declares does not define."""
+    declared = str(root.get("$schema", "")) if isinstance(root, dict) else ""
+    for i, draft in enumerate(_ORDER):
+        if draft in declared:
+            return frozenset().union(*(_INTRODUCED.get(later, set()) for later in _ORDER[i + 1:]))
+    return frozenset()
+
+
+def in_declared_draft(root):
+    """``root`` with every keyword its declared draft does not define removed from
+    every sub-schema (``root`` itself is returned when there is nothing to remove).
+
+    Example::
+
+        >>> in_declared_draft({"$schema": "http://json-schema.org/draft-04/schema#",
+        ...                    "properties": {"a": {"const": 1, "type": "integer"}}})["properties"]
+        {'a': {'type': 'integer'}}
+    """
+    unknown = unknown_to_draft(root)
+    return _strip(root, unknown) if unknown else root
+
+
+def _strip(schema, unknown: frozenset[str]):
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: v for k, v in schema.items() if k not in unknown}
+    for k in _ONE:
+        if isinstance(out.get(k), dict):
+            out[k] = _strip(out[k], unknown)
+    for k in _LIST:
+        if isinstance(out.get(k), list):
+            out[k] = [_strip(s, unknown) for s in out[k]]
+    for k in _MAP:
+        if isinstance(out.get(k), dict):
+            out[k] = {name: _strip(s, unknown) for name, s in out[k].items()}
+    return out
