@@ -74,6 +74,15 @@ LAZY_REPEAT_STATES = 4096
 LAZY_REPEAT_CHUNK = 16
 
 
+class Template:
+    """A fragment's states as built (``NFA.template``), to copy with ``NFA.paste``."""
+
+    __slots__ = ("eps", "edges", "first", "start", "end")
+
+    def __init__(self, eps, edges, first: int, start: int, end: int):
+        self.eps, self.edges, self.first, self.start, self.end = eps, edges, first, start, end
+
+
 class NFA:
     """Byte-level Thompson NFA.
 
@@ -141,6 +150,31 @@ class NFA:
         for s, (_, e) in self.pending.items():
             back[e].append(s)
         return back
+
+    def template(self, first: int, start: int, end: int) -> "Template | None":
+        """The fragment ``(start, end)`` that was just built as the states numbered
+        from ``first`` on, kept for ``paste``: a copy of their moves as they are now
+        (a caller links the end onward afterwards). None when it cannot be copied: it
+        holds a deferred fragment, or moves to a state outside it."""
+        n = len(self.eps)
+        if any(first <= s for s in self.pending):
+            return None
+        eps = [list(t) for t in self.eps[first:]]
+        edges = [list(m) for m in self.edges[first:]]
+        if any(not first <= t < n for ts in eps for t in ts) or any(not first <= m[2] < n for ms in edges for m in ms):
+            return None
+        return Template(eps, edges, first, start - first, end - first)
+
+    def paste(self, template: "Template") -> tuple[int, int]:
+        """A fresh copy of a ``template`` fragment: ``(start, end)``."""
+        shift = len(self.eps) - template.first
+        base = self.add_states(len(template.eps), [[(lo, hi, t + shift) for lo, hi, t in moves]
+                                                   for moves in template.edges])
+        eps = self.eps
+        for i, targets in enumerate(template.eps):
+            if targets:
+                eps[base + i] = [t + shift for t in targets]
+        return base + template.start, base + template.end
 
     def epsilon(self, a: int, b: int) -> None:
         self.eps[a].append(b)

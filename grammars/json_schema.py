@@ -45,7 +45,7 @@ import warnings
 from fsm.dfa import DFA, MAX_DFA_STATES, determinize
 from fsm.errors import EmptyLanguageError, RegexError, RegexTooLargeError
 from fsm.lazy import LazyDFA
-from fsm.nfa import NFA
+from fsm.nfa import NFA, Template
 from fsm.ops import MAX_PRODUCT_STATES, difference, embed, intersect, is_empty_intersection
 from fsm.ops import union as dfa_union
 from fsm.regex import compile_regex
@@ -236,6 +236,7 @@ class SchemaCompiler:
         self._ref_stack: list[str] = []
         self._dfas: dict[tuple, DFA] = {}
         self._string_bodies: dict[tuple, DFA] = {}  # (constraints, minLength, maxLength) -> body
+        self._pattern_templates: dict[str, Template] = {}  # _pattern_fragment
         #: Over mode: supersets taken so far, and the cached DFAs that hold one.
         self.approximations = 0
         #: Over mode: container levels still written member by member (``json_superset``).
@@ -1079,7 +1080,7 @@ class SchemaCompiler:
             if kind == "format":
                 return jt.quoted(nfa, embed(nfa, _constraint_dfa(kind, rx)))
             try:
-                return jt.quoted(nfa, jt.pattern_body(nfa, rx))
+                return jt.quoted(nfa, self._pattern_fragment(nfa, rx))
             except RegexTooLargeError:
                 raise  # the whole automaton outgrew its limit, not this pattern alone
             except RegexError as e:
@@ -1112,6 +1113,20 @@ class SchemaCompiler:
             except EmptyLanguageError:
                 raise UnsatisfiableSchemaError("the string constraints contradict each other", path) from None
         return jt.quoted(nfa, embed(nfa, body))
+
+    def _pattern_fragment(self, nfa, rx: str) -> tuple[int, int]:
+        """``json_text.pattern_body``, parsed and built once per compile and copied at
+        its other uses (schemas repeat their patterns: copying is several times
+        cheaper than parsing the regex and building its Unicode classes again)."""
+        template = self._pattern_templates.get(rx)
+        if template is not None:
+            return nfa.paste(template)
+        first = len(nfa)
+        s, e = jt.pattern_body(nfa, rx)
+        template = nfa.template(first, s, e)
+        if template is not None:
+            self._pattern_templates[rx] = template
+        return s, e
 
     # -- arrays ----------------------------------------------------------------------
 

@@ -211,3 +211,48 @@ def test_nfa_liveness_is_the_same_searched_either_way(monkeypatch):
     large = fsm.lazy._co_reachable(nfa, e)
     assert small == large
     assert small[s] and not small[orphan]
+
+
+@pytest.mark.parametrize("pattern", [r"[a-c]+x?", r"(ab|é)*[0-9]{2}", r"\w{1,3}"])
+def test_a_pasted_template_matches_what_the_original_matches(pattern):
+    """``NFA.template`` keeps a fragment as built; ``paste`` makes independent copies:
+    a union of the original and two copies, each linked onward differently, still
+    matches exactly the pattern followed by that copy's own suffix."""
+    from fsm.dfa import determinize
+
+    nfa = NFA()
+    first = len(nfa)
+    s, e = regex_to_nfa(pattern, nfa)
+    template = nfa.template(first, s, e)
+    assert template is not None
+    frags = [(s, e), nfa.paste(template), nfa.paste(template)]
+    suffixed = [nfa.concat([f, nfa.byte_string(suffix)]) for f, suffix in zip(frags, (b"!", b"?", b""))]
+    dfa = determinize(nfa, *nfa.union(suffixed))
+    texts = ["", "a", "abcx", "x", "abé12", "é", "12", "ab", "héllo", "ab_"]
+    for text in texts:
+        for suffix in ("!", "?", ""):
+            expected = bool(re.fullmatch(pattern, text))
+            assert dfa.matches((text + suffix).encode()) == expected, (pattern, text, suffix)
+
+
+def test_a_fragment_with_deferred_parts_is_not_a_template():
+    nfa = NFA(lazy=True)
+    first = len(nfa)
+    s, e = regex_to_nfa("a{0,1000}", nfa)  # large: deferred copies
+    assert nfa.pending and nfa.template(first, s, e) is None
+    nfa = NFA()
+    outside = nfa.state()
+    first = len(nfa)
+    s, e = regex_to_nfa("ab", nfa)
+    nfa.epsilon(s, outside)  # a move out of the fragment
+    assert nfa.template(first, s, e) is None
+
+
+def test_a_pattern_used_in_many_places_is_checked_in_each():
+    schema = {"type": "object", "properties": {k: {"type": "string", "pattern": "^[a-z]+[0-9]?$"} for k in "abc"}}
+    dfa = compile_json_schema(schema, "compact")
+    validator = jsonschema.Draft202012Validator(schema)
+    for values in itertools.product(["ab", "ab1", "1", "", "abc12", "é"], repeat=3):
+        doc = dict(zip("abc", values))
+        text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+        assert dfa.matches(text) == validator.is_valid(doc), doc
