@@ -61,7 +61,14 @@ def json_char_dfa(ranges: tuple) -> DFA:
 
 def json_char(nfa: NFA, ranges) -> tuple[int, int]:
     """Fragment: one encoded character from the code point set ``ranges``."""
-    return embed(nfa, json_char_dfa(tuple(normalize(list(ranges)))))
+    return embed(nfa, _json_char_dfa_of(tuple(ranges)))
+
+
+@functools.lru_cache(maxsize=2048)
+def _json_char_dfa_of(ranges: tuple) -> DFA:
+    # Keyed by the ranges as given: every string's characters ask for ANY_CHAR, and
+    # normalising them again at each of ~100k calls cost more than the copy itself.
+    return json_char_dfa(tuple(normalize(list(ranges))))
 
 
 def string_body(nfa: NFA, min_length: int = 0, max_length: int | None = None) -> tuple[int, int]:
