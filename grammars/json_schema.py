@@ -784,7 +784,7 @@ class SchemaCompiler:
         apart = set()
         for i in range(len(branches)):
             for j in range(i):
-                if self._discriminated(views[i], views[j], depth):
+                if _types_apart(views[i], views[j]) or self._discriminated(views[i], views[j], depth):
                     apart.add((i, j))
                     continue
                 si, sj = superset(i), superset(j)
@@ -978,8 +978,9 @@ class SchemaCompiler:
 
     def number_dfa(self, t, schema, path) -> DFA:
         if self.over:
-            # Superset: exponent forms and integer-valued decimals are never excluded.
-            bounded, _ = self.number_regex_exact("number", {k: v for k, v in schema.items() if k != "multipleOf"}, path)
+            # Superset: exponent forms and integer-valued decimals are never excluded
+            # (both may hold integers); other decimals only from a number's bounds.
+            bounded, _ = self.number_regex_exact(t, {k: v for k, v in schema.items() if k != "multipleOf"}, path)
             plain = f"(?:{bounded})|{JSON_INTEGER}\\.0+"
             step = _multiple_of(schema, path)
             multiple = multiple_of_dfa(step) if step is not None else None
@@ -1875,6 +1876,16 @@ def _multiple_of(schema, path):
     if not isinstance(step, (int, float)) or isinstance(step, bool) or not math.isfinite(step) or step <= 0:
         raise SchemaError("multipleOf must be a positive number", _pointer(path, "multipleOf"), "multipleOf")
     return int(step) if isinstance(step, float) and step.is_integer() else step
+
+
+def _types_apart(a, b) -> bool:
+    """Two ``_object_view``s whose values have no JSON type in common (a string
+    against null: no superset automaton, which for a long ``maxLength`` string is a
+    counter of thousands of states, is needed to tell). Integers are numbers."""
+    if a is None or b is None:
+        return False
+    ta, tb = ({"number", "integer"} if "number" in t else set(t) for t in (a[0], b[0]))
+    return not ta & tb
 
 
 def _minus(a: DFA, b: DFA) -> DFA | None:

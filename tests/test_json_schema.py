@@ -721,6 +721,18 @@ def test_array_shapes_agree_with_jsonschema(name, contains):
             assert dfa.matches(compact(list(doc))) == validator.is_valid(list(doc)), doc
 
 
+def test_one_of_branches_of_different_types_are_apart_and_numbers_overlap_integers():
+    """Branches told apart by type alone (no superset automata: a 2000-character
+    string's is a long counter), while an integer branch and a number branch still
+    overlap: 7 matches both, so it is refused."""
+    schema = {"oneOf": [{"type": "string", "maxLength": 2000}, {"type": "null"}, {"type": "integer"},
+                        {"type": "number", "minimum": 5}]}
+    dfa = compile_json_schema(schema, "compact")
+    validator = _validator(schema)
+    for doc in ["ab", "", None, 3, 7, 5.5, 4.5, -1, True, [], {}]:
+        assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
+
+
 DRAFT_04 = "http://json-schema.org/draft-04/schema#"
 
 
