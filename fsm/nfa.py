@@ -157,7 +157,8 @@ class NFA:
         (a caller links the end onward afterwards). None when it cannot be copied: it
         holds a deferred fragment, or moves to a state outside it."""
         n = len(self.eps)
-        if any(first <= s for s in self.pending):
+        # Deferred starts are new states when added, so the last one is the highest.
+        if next(reversed(self.pending), -1) >= first:
             return None
         eps = [list(t) for t in self.eps[first:]]
         edges = [list(m) for m in self.edges[first:]]
