@@ -62,6 +62,15 @@ Per format:
     it accepts ``urn:isbn:0451450523``, ``mailto:a@b.c`` and ``a:`` just as it
     accepts ``https://example.com/x?y=1#z``; no spaces, quotes, backslashes or
     non-ASCII characters (those must be percent-encoded).
+``regex``
+    Subset. The checker accepts what ``re.compile`` accepts; here, patterns made of
+    literal characters, ``.``, escapes (``\\d``, ``\\w``, ``\\s``, ``\\.`` and other
+    escaped punctuation), character classes (``[a-z0-9_-]``, ``[^\\s]``, ranges
+    within digits, lower or upper case letters, in order), ``^`` / ``$``, groups
+    (``(...)``, ``(?:...)``, nested up to three deep) and alternation, each atom
+    with at most one quantifier (``*``, ``+``, ``?``, ``{m}``, ``{m,}``, ``{,n}``,
+    ``{m,n}`` with ``m <= n``, optionally lazy): ``^[a-zA-Z0-9_]{3,16}$``,
+    ``^(foo|bar)\\.js$``. Balanced parentheses are not regular, hence the depth.
 """
 
 from __future__ import annotations
@@ -166,6 +175,37 @@ _URI = f"{_SCHEME}:{_HIER_PART}(?:\\?{_QUERY})?(?:#{_QUERY})?"
 # URI | relative-ref, with the common query and fragment tail factored out
 _URI_REFERENCE = f"(?:{_SCHEME}:{_HIER_PART}|{_RELATIVE_PART})(?:\\?{_QUERY})?(?:#{_QUERY})?"
 
+# ------------------------------------------------------------------------- regex
+
+# Characters that stand for themselves outside a class (no metacharacter, no brace:
+# a brace that starts no quantifier is literal in Python, but need not be here).
+_RX_LITERAL = "[^\\\\()\\[\\]{}*+?|^$.]"
+_RX_ESCAPE = "\\\\[dDsSwWntrfv.\\-/\\\\^$*+?()\\[\\]{}|]"
+_RX_ANCHOR = "(?:[\\^$]|\\\\[AZbB])"  # zero-width: never quantified ("nothing to repeat")
+# A class: an optional leading and trailing "-", items in between, at least one; a
+# "^" only escaped (a bare one first would negate, and "[^]" is unterminated).
+_RX_RANGE = "(?:" + "|".join(
+    f"{c}-[{c}-{end}]" for first, end in (("0", "9"), ("a", "z"), ("A", "Z"))
+    for c in (chr(x) for x in range(ord(first), ord(end) + 1))) + ")"
+_RX_CLASS_ITEM = f"(?:{_RX_RANGE}|[^\\\\\\[\\]\\-^]|\\\\[dDsSwWntrfv.\\-/\\\\^\\[\\]])"
+_RX_CLASS = f"\\[\\^?-?{_RX_CLASS_ITEM}+-?\\]"
+_RX_COUNT = "(?:0|[1-9][0-9]{0,2})"
+_RX_BOUNDS = ("(?:" + _RX_COUNT + ",?|," + _RX_COUNT
+              + "|" + "|".join(f"{m},[{m}-9]" for m in range(10))  # one digit each, m <= n
+              + "|[0-9],[1-9][0-9]{1,2}|[1-9][0-9],[1-9][0-9]{2})")  # n has more digits
+_RX_QUANT = f"(?:[*+?]|\\{{{_RX_BOUNDS}\\}})\\??"
+
+
+def _rx_alternation(depth: int) -> str:
+    atom = f"{_RX_LITERAL}|\\.|{_RX_ESCAPE}|{_RX_CLASS}"
+    if depth:
+        atom += f"|\\((?:\\?:)?{_rx_alternation(depth - 1)}\\)"
+    sequence = f"(?:{atom})(?:{_RX_QUANT})?|{_RX_ANCHOR}"
+    return f"(?:{sequence})*(?:\\|(?:{sequence})*)*"
+
+
+_REGEX = _rx_alternation(3)
+
 FORMATS: dict[str, str] = {
     "date": _DATE,
     "time": _TIME,
@@ -178,6 +218,7 @@ FORMATS: dict[str, str] = {
     "uuid": _UUID,
     "uri": _URI,
     "uri-reference": _URI_REFERENCE,
+    "regex": _REGEX,
 }
 
 

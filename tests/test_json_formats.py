@@ -40,6 +40,8 @@ VALID = {  # all accepted by the full jsonschema checker (fqdn, rfc3987, isodura
     "uuid": ["123e4567-e89b-12d3-a456-426614174000", "550E8400-E29B-41D4-A716-446655440000", "00000000-0000-0000-0000-000000000000"],
     "uri": ["https://example.com", "https://example.com/path/to/page?query=1&x=y#frag", "http://localhost:8080/api/v1", "ftp://ftp.example.com/file.txt", "mailto:user@example.com", "urn:isbn:0451450523", "file:///etc/hosts", "http://[::1]:8080/", "https://user:pass@example.com/a%20b", "data:text/plain;base64,SGVsbG8=", "http://192.168.0.1/"],
     "uri-reference": ["https://example.com/x", "/relative/path", "./local-plugin", "../up", "#/definitions/Person", "#", "", "?q=1", "//cdn.example.com/lib.js", "README.md", "a%20b"],
+    "regex": ["^[a-zA-Z0-9_]{3,16}$", "^[a-zA-Z0-9]+$", "\\d+", "^(foo|bar)\\.js$", "[a-z0-9_-]+", "a{,3}", "(?:ab)*?",
+              "", "[^\\s]+@[^\\s]+", "^v[0-9]+(\\.[0-9]+){2}$", ".*\\.tsx?$", "café|naïve"],
 }
 REJECTED = {  # rejected here (some, e.g. odd emails, are accepted by the lax checker)
     "date": ["2023-02-29", "1900-02-29", "2024-04-31", "2024-13-01", "2024-00-10", "2024-01-00", "0000-01-01", "2024-1-5", "24-01-05", "2024/01/05", "2024-01-15T00:00:00Z", "2024-01-32", ""],
@@ -53,6 +55,8 @@ REJECTED = {  # rejected here (some, e.g. odd emails, are accepted by the lax ch
     "uuid": ["", "123e4567e89b12d3a456426614174000", "123e4567-e89b-12d3-a456-42661417400", "123e4567-e89b-12d3-a456-4266141740000", "g23e4567-e89b-12d3-a456-426614174000", "{123e4567-e89b-12d3-a456-426614174000}"],
     "uri": ["", "example.com", "/relative/path", "http://exa mple.com", "ht(tps://x", "http://example.com/<>", "not a uri", "https://example.com/\"q\"", "://x", "1http://x"],
     "uri-reference": ["not a uri", "://", "http://exa mple.com", "a b", "%zz", "http://[::1/"],
+    "regex": ["*", "(", ")", "[a-", "[^]", "[]", "a{3,1}", "[z-a]", "\\q", "\\1", "a**", "^*", "a{1,2}{3}", "\\b*", "[\\B]",
+              "(?P<x>a)(?P<x>b)"],
 }
 
 
@@ -127,7 +131,7 @@ def _sample(dfa, rng: random.Random, stop: float, maxlen: int = 100) -> str | No
 def test_api():
     assert set(FORMATS) == {
         "date", "time", "date-time", "duration", "email", "hostname",
-        "ipv4", "ipv6", "uuid", "uri", "uri-reference",
+        "ipv4", "ipv6", "uuid", "uri", "uri-reference", "regex",
     }
     assert format_regex("date") == FORMATS["date"]
     assert format_regex("no-such-format") is None
@@ -254,6 +258,25 @@ def test_dfa_size_and_compile(fmt):
     elapsed = time.perf_counter() - t
     assert dfa.num_states < 1000, (fmt, dfa.num_states)
     assert elapsed < 5.0  # generous; typically < 50 ms
+    if fmt == "regex":
+        return  # patterns hold backslashes and any character: the compiler JSON-escapes them
     # ASCII only: no control characters, quotes, backslashes or non-ASCII bytes
     for b in list(range(0, 32)) + [ord('"'), ord("\\"), 127] + list(range(128, 256)):
         assert (dfa.transitions[:, dfa.byte_to_class[b]] < 0).all(), (fmt, b)
+
+
+def test_regex_format_accepts_only_what_re_compiles():
+    """Random strings of regex tokens: every one the ``regex`` format accepts compiles
+    with ``re.compile`` (the checker), and most common shapes are among them."""
+    rx = re.compile(FORMATS["regex"])
+    tokens = ["a", "\u00e9", "0", "9", "(", ")", "(?:", "[", "]", "^", "$", ".", "*", "+", "?", "{", "}", ",", "|",
+              "\\", "d", "-", "z", "Z", "b", "_", " ", "\\d", "\\.", "[^", "{2}", "{1,3}", "{,2}", "{3,}", "\\b",
+              "\\1", "\\q", "[a-z]", "[z-a]", "-]", "[-"]
+    rng = random.Random(11)
+    accepted = 0
+    for _ in range(60_000):
+        text = "".join(rng.choice(tokens) for _ in range(rng.randint(0, 8)))
+        if rx.fullmatch(text):
+            accepted += 1
+            re.compile(text)  # raises re.error if the format let an invalid pattern in
+    assert accepted > 5_000
