@@ -314,7 +314,8 @@ class SchemaCompiler:
                 if self.over and not self._flat_supersets:
                     # Member-by-member pieces side by side (a union of several objects)
                     # can still blow up together: the flat supersets, as a last resort.
-                    got = self._dfas[key] = self._flat(lambda: self.dfa(schema, path, depth))
+                    with self._supersets(0, True):
+                        got = self._dfas[key] = self.dfa(schema, path, depth)
                 else:
                     # Remembered too: finding out took the whole subset construction.
                     self._too_large[key] = e
@@ -340,11 +341,6 @@ class SchemaCompiler:
             return determinize(nfa, s, e, sup.SUPERSET_WHOLE_STATES if structured else MAX_DFA_STATES)
         except EmptyLanguageError:
             raise UnsatisfiableSchemaError("no JSON value satisfies the schema", path) from None
-
-    def _flat(self, build):
-        """``build()`` with the flat supersets of grammar mode (``json_superset``)."""
-        with self._supersets(0, True):
-            return build()
 
     @contextlib.contextmanager
     def _supersets(self, levels: int, flat: bool):
@@ -915,25 +911,15 @@ class SchemaCompiler:
         if isinstance(v, (int, float)):
             return jt.regex_fragment(nfa, _number_spellings(v))
         if isinstance(v, list):  # its items in order, any whitespace between
-            return self._spelled_container(nfa, b"[", b"]", [lambda n, x=x: self.value_superset(n, x) for x in v])
+            return sup.spelled(nfa, b"[", b"]", [lambda n, x=x: self.value_superset(n, x) for x in v])
         if isinstance(v, dict) and len(v) <= MAX_SPELLED_KEYS:  # its members in every order
             def member(n, k, x):
                 return sup.member(n, jt.quoted(n, jt.full_match_body(n, re.escape(k))), self.value_superset(n, x))
 
-            return nfa.union([self._spelled_container(nfa, b"{", b"}", [lambda n, k=k, x=x: member(n, k, x) for k, x in order])
+            return nfa.union([sup.spelled(nfa, b"{", b"}", [lambda n, k=k, x=x: member(n, k, x) for k, x in order])
                               for order in itertools.permutations(v.items())])
         self.approximate()
         return sup.bracketed_text(nfa, b"{", b"}")
-
-    @staticmethod
-    def _spelled_container(nfa, open_, close, parts):
-        """``open_`` the ``parts`` separated by commas ``close``, any whitespace around."""
-        pieces = [nfa.byte_string(open_), sup.ws(nfa)]
-        for i, part in enumerate(parts):
-            if i:
-                pieces += [nfa.byte_string(b","), sup.ws(nfa)]
-            pieces += [part(nfa), sup.ws(nfa)]
-        return nfa.concat(pieces + [nfa.byte_string(close)])
 
     def is_valid(self, value, schema) -> bool:
         """Whether ``value`` satisfies ``schema`` (refs resolved against the root),

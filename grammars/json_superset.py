@@ -67,6 +67,17 @@ def container(nfa: NFA, open_: bytes, close: bytes, entry: DFA | None) -> tuple[
     return nfa.concat([nfa.byte_string(open_), members(nfa, entry), nfa.byte_string(close)])
 
 
+def spelled(nfa: NFA, open_: bytes, close: bytes, parts) -> tuple[int, int]:
+    """``open_`` the fragments ``part(nfa)`` in order, separated by commas, ``close``,
+    any whitespace around: one given array or object (an ``enum`` value)."""
+    pieces = [nfa.byte_string(open_), ws(nfa)]
+    for i, part in enumerate(parts):
+        if i:
+            pieces += [nfa.byte_string(b","), ws(nfa)]
+        pieces += [part(nfa), ws(nfa)]
+    return nfa.concat(pieces + [nfa.byte_string(close)])
+
+
 def any_json(nfa: NFA, levels: int) -> tuple[int, int]:
     """Every JSON value: containers member by member for ``levels`` levels, then any
     text (which holds every value too)."""
