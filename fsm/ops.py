@@ -160,9 +160,10 @@ def difference(a: DFA, b: DFA) -> DFA:
     return _combine(a, b, lambda x, y: x and not y)
 
 
-def is_empty_intersection(a: DFA, b: DFA) -> bool:
+def is_empty_intersection(a: DFA, b: DFA, limit: int | None = None) -> bool | None:
     """Whether no string is accepted by both: a search over pairs of live states that
-    stops at the first pair accepting in both."""
+    stops at the first pair accepting in both. With a ``limit``, None when the search
+    visits more pairs than that without an answer."""
     ca, cb, _ = _common_classes(a, b)
     classes = list(zip(ca.tolist(), cb.tolist()))
     ta, tb = a.transitions.tolist(), b.transitions.tolist()
@@ -179,6 +180,8 @@ def is_empty_intersection(a: DFA, b: DFA) -> bool:
             if key[0] >= 0 and key[1] >= 0 and key not in seen:
                 seen.add(key)
                 stack.append(key)
+        if limit is not None and len(seen) > limit:
+            return None
     return True
 
 

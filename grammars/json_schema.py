@@ -42,6 +42,8 @@ import math
 import re
 import warnings
 
+import numpy as np
+
 from fsm.dfa import DFA, MAX_DFA_STATES, determinize
 from fsm.errors import EmptyLanguageError, RegexError, RegexTooLargeError
 from fsm.lazy import LazyDFA
@@ -71,6 +73,11 @@ MAX_PATTERN_REGIONS = 16
 MAX_UNIQUE_SETS = 4096
 #: Nesting depth of open values in the top-level (lazily built) automaton.
 OPEN_DEPTH = 64
+#: A string body (pattern times length counter) whose operands' state counts multiply
+#: to this many pairs or more is built when decoding first reaches it...
+DEFER_PRODUCT_PAIRS = 50_000
+#: ...once a search of at most this many pairs has found a string it accepts.
+DEFER_SEARCH_PAIRS = 20_000
 
 #: JSON numbers written with an exponent (what the plain-decimal automata leave out).
 NUMBER_EXP = JSON_INTEGER + r"(?:\.[0-9]+)?[eE][+-]?[0-9]+"
@@ -1089,17 +1096,28 @@ class SchemaCompiler:
             usable.append((kind, rx))
         if not usable:
             return jt.quoted(nfa, jt.string_body(nfa, lo, hi))
-        # Schemas repeat one string type in many places (each a product with the
-        # length counter: seconds for a Unicode class and a maxLength of 255), so
-        # each is built once per compile.
         key = (tuple(usable), lo, hi)
+        if nfa.lazy and key not in self._string_bodies:
+            parts = _body_parts(usable, lo, hi)
+            if _defer_product(parts, path):
+                # Decoding reaches few of a schema's strings: build this one's product
+                # when it does (a Unicode class times a maxLength of 255 is 80k states,
+                # ~0.4 s to build and copy in).
+                cuts = set().union(*(_class_cuts(d) for d in parts))
+                return jt.quoted(nfa, nfa.deferred(lambda: embed(nfa, self._string_body(key, path)), cuts))
+        return jt.quoted(nfa, embed(nfa, self._string_body(key, path)))
+
+    def _string_body(self, key, path) -> DFA:
+        """The body DFA of ``key`` = ``(constraints, minLength, maxLength)``. Schemas
+        repeat one string type in many places (each a product with the length
+        counter), so each is built once per compile."""
         body = self._string_bodies.get(key)
         if body is None:
             try:
-                body = self._string_bodies[key] = _bounded_body(usable, lo, hi)
+                body = self._string_bodies[key] = _bounded_body(*key)
             except EmptyLanguageError:
                 raise UnsatisfiableSchemaError("the string constraints contradict each other", path) from None
-        return jt.quoted(nfa, embed(nfa, body))
+        return body
 
     def _pattern_fragment(self, nfa, rx: str) -> tuple[int, int]:
         """``json_text.pattern_body``, parsed and built once per compile and copied at
@@ -1888,15 +1906,39 @@ def _body_dfa(build, limit: int = MAX_DFA_STATES) -> DFA:
     return determinize(nfa, s, e, limit)
 
 
+def _body_parts(constraints, lo: int, hi: int | None) -> list[DFA]:
+    """The DFAs whose intersection is the string body: the length counter (if
+    bounded) and each ``(kind, regex)`` constraint's."""
+    parts = [_length_dfa(lo, hi)] if lo > 0 or hi is not None else []
+    return parts + [_constraint_dfa(kind, rx) for kind, rx in constraints]
+
+
 def _bounded_body(constraints, lo: int, hi: int | None) -> DFA:
     """The string-body DFA of every ``(kind, regex)`` constraint, ``lo`` to ``hi``
     characters. Not minimised: a pattern times a length counter is about as large
     either way, and it is embedded in an NFA that is determinised lazily or whole."""
-    body = _length_dfa(lo, hi) if lo > 0 or hi is not None else None
-    for kind, rx in constraints:
-        d = _constraint_dfa(kind, rx)
-        body = d if body is None else intersect(body, d, minimal=False)
+    body, *rest = _body_parts(constraints, lo, hi)
+    for d in rest:
+        body = intersect(body, d, minimal=False)
     return body
+
+
+def _defer_product(parts: list[DFA], path: str) -> bool:
+    """Whether a string body of two ``parts`` is worth building only when decoding
+    reaches it: a large product, shown non-empty here by a search for one string
+    (a deferred fragment must be able to end; an empty one is a schema error now)."""
+    if len(parts) != 2 or parts[0].num_states * parts[1].num_states < DEFER_PRODUCT_PAIRS:
+        return False
+    empty = is_empty_intersection(*parts, limit=DEFER_SEARCH_PAIRS)
+    if empty:
+        raise UnsatisfiableSchemaError("the string constraints contradict each other", path)
+    return empty is not None
+
+
+def _class_cuts(dfa: DFA) -> set[int]:
+    """The byte-range boundaries of ``dfa``'s byte classes (``NFA.deferred`` cuts)."""
+    classes = dfa.byte_to_class
+    return {0, 256, *(np.flatnonzero(classes[1:] != classes[:-1]) + 1).tolist()}
 
 
 # Schemas repeat string lengths, key patterns and object shapes, within one schema

@@ -256,3 +256,35 @@ def test_a_pattern_used_in_many_places_is_checked_in_each():
         doc = dict(zip("abc", values))
         text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
         assert dfa.matches(text) == validator.is_valid(doc), doc
+
+
+UNICODE_WORDS = {"type": "object", "properties": {
+    "a": {"type": "string", "pattern": r"^([\w/-]|[\w-][\w/-]*[\w-])$", "maxLength": 255},
+    "b": {"type": "string", "pattern": r"^[\w.:-]+$", "minLength": 3, "maxLength": 200}},
+    "additionalProperties": False}
+
+
+VALUES = ["ab", "", "a/b", "/ab", "ab/", "é-ü", "日本語", "x" * 200, "x" * 201, "a b", "é" * 255, "é" * 256]
+
+
+@pytest.mark.parametrize("key", ["a", "b"])
+def test_large_string_products_are_built_when_reached(key):
+    """A Unicode pattern times a length counter is a product of thousands of states:
+    a deferred fragment, built when decoding enters that string, exact once built."""
+    dfa = compile_json_schema(UNICODE_WORDS, "compact")
+    compiled = dfa.nfa_size
+    assert dfa.matches(b"{}")
+    assert dfa.nfa_size == compiled  # neither product was needed
+    for value in VALUES:
+        instance = {key: value}
+        text = json.dumps(instance, separators=(",", ":"), ensure_ascii=False).encode()
+        valid = jsonschema.Draft202012Validator(UNICODE_WORDS).is_valid(instance)
+        assert dfa.matches(text) == valid, value
+        assert dfa.nfa_size > compiled + 1000  # the product was built to decide
+
+
+def test_a_large_string_product_with_no_string_is_an_error_at_compile():
+    from grammars.json_schema import UnsatisfiableSchemaError
+
+    with pytest.raises(UnsatisfiableSchemaError, match="string constraints contradict"):
+        compile_json_schema({"type": "string", "pattern": r"^\w{300}$", "maxLength": 255}, "compact")
