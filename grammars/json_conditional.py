@@ -158,7 +158,7 @@ def conditionals_by_value(schema: dict, deref, view, holds) -> dict | None:
     shape = view(base if kept else {k: v for k, v in base.items() if k != "allOf"})
     if shape is None or shape[0] != {"object"}:
         return None  # a condition on properties holds for every non-object: keep it simple
-    types, required, props = shape
+    types, required, props = shape[:3]
     own = deref(props.get(key, True))
     domain = _listed_values(own) if isinstance(own, dict) else None
     if domain is None:  # any value: the conditions must list the ones they pick

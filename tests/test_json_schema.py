@@ -348,6 +348,73 @@ def test_one_of_told_apart_by_a_key_only_one_branch_requires():
             assert dfa.matches(compact(doc)) == expected, (order, doc)
 
 
+def _judged_as_jsonschema_judges(schema, docs, apart_without_supersets, monkeypatch):
+    """Compile ``schema`` recording the branches whose supersets are built; every
+    doc is judged as jsonschema judges it."""
+    from grammars.json_schema import SchemaCompiler
+
+    asked = []
+    original = SchemaCompiler._disjoint_pairs
+
+    def recording(self, branches, depth):
+        got = original(self, branches, depth)
+        n = len(branches)
+        asked.append(len(got) == n * (n - 1) // 2)
+        return got
+
+    monkeypatch.setattr(SchemaCompiler, "negated_dfa", _no_supersets(SchemaCompiler.negated_dfa, apart_without_supersets))
+    monkeypatch.setattr(SchemaCompiler, "_disjoint_pairs", recording)
+    dfa = compile_json_schema(schema, "compact")
+    validator = _validator(schema)
+    for doc in docs:
+        assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
+    return asked
+
+
+def _no_supersets(original, forbid):
+    def guarded(self, schema, path, depth):
+        # Value schemas of keys (depth > 0 below a branch) are fine; whole branches not.
+        if forbid and path.split("/")[-2:-1] == ["oneOf"]:
+            raise AssertionError(f"superset of a whole branch built: {path}")
+        return original(self, schema, path, depth)
+    return guarded
+
+
+REPOSITORY_KINDS = {"kind": {"type": "object", "oneOf": [
+    {"required": ["type", "url"], "properties": {"type": {"const": "git"}, "url": {"type": "string"}}},
+    {"required": ["type", "path"], "properties": {"type": {"const": "path"}, "path": {"type": "string"}}}]}}
+
+
+def test_one_of_a_union_branch_is_apart_when_each_of_its_branches_is(monkeypatch):
+    """Composer's repositories: a tagged union of objects against an object whose
+    every value must be ``false``. Each kind requires ``type`` (a string), which the
+    other branch's ``additionalProperties`` cannot hold: apart, with no superset."""
+    schema = {"$defs": REPOSITORY_KINDS, "type": "array", "items": {"oneOf": [
+        {"$ref": "#/$defs/kind"},
+        {"type": "object", "additionalProperties": {"const": False}, "minProperties": 1, "maxProperties": 1}]}}
+    docs = [[{"type": "git", "url": "u"}], [{"type": "path", "path": "p"}], [{"type": "svn", "url": "u"}],
+            [{"x": False}], [{"type": False}], [{"x": True}], [{}], [{"type": "git"}], [{"x": False, "y": False}]]
+    assert _judged_as_jsonschema_judges(schema, docs, True, monkeypatch) == [True, True]
+
+
+def test_one_of_key_values_overlap_through_additional_properties(monkeypatch):
+    """A required key whose value the other branch leaves to ``additionalProperties``
+    of an overlapping type: not apart, so a document valid under both is refused."""
+    schema = {"oneOf": [
+        {"type": "object", "required": ["k"], "properties": {"k": {"type": "string"}}},
+        {"type": "object", "additionalProperties": {"type": "string"}}]}
+    docs = [{"k": "x"}, {"k": "x", "z": 1}, {"z": "y"}, {}, {"k": 1}, {"k": "x", "z": "y"}]
+    assert _judged_as_jsonschema_judges(schema, docs, False, monkeypatch) == [False]
+
+
+def test_one_of_a_required_key_the_other_branch_forbids(monkeypatch):
+    schema = {"oneOf": [
+        {"type": "object", "required": ["k"]},
+        {"type": "object", "properties": {"j": {}}, "additionalProperties": False}]}
+    docs = [{"k": 1}, {"j": 1}, {}, {"k": 1, "j": 2}, {"z": 1}, {"j": 1, "z": 1}]
+    assert _judged_as_jsonschema_judges(schema, docs, True, monkeypatch) == [True]
+
+
 def test_one_of_union_too_large_for_the_nfa_falls_back_to_algebra(monkeypatch):
     """Branches kept as NFA fragments copy every sub-schema in full; when the copies
     outgrow the NFA's limit (lowered here; 400,000 states in use), the half-built
