@@ -800,6 +800,21 @@ def test_one_of_branches_of_different_types_are_apart_and_numbers_overlap_intege
         assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
 
 
+@pytest.mark.parametrize("schema", [
+    {"oneOf": [{"type": ["string", "number"]}, {"type": "string", "maxLength": 3}]},
+    {"oneOf": [{"minLength": 2}, {"type": "string"}]},  # no type: every type
+    {"type": "object", "oneOf": [{"properties": {"c": {"type": "array", "items": {"type": "string"}}}},
+                                 {"properties": {"c": {"enum": [["x"], 1]}}}]},
+])
+def test_one_of_branches_sharing_a_type_with_a_number_branch_overlap(schema):
+    """A branch that allows numbers (and more) shares those other types with the
+    rest: a string valid under both branches is refused."""
+    dfa = compile_json_schema(schema, "compact")
+    validator = _validator(schema)
+    for doc in ["ab", "abcd", "a", 7, 2.5, None, {"c": ["x"]}, {"c": ["y"]}, {"c": 1}, {"c": 2}, {}]:
+        assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
+
+
 DRAFT_04 = "http://json-schema.org/draft-04/schema#"
 
 
