@@ -62,6 +62,7 @@ from .json_numbers import JSON_INTEGER, JSON_NUMBER, integer_multiple_of_regex, 
 from .json_conditional import NOT_OBJECT, conditional_as_union, conditionals_by_value, negation, not_as_union
 from .json_drafts import in_declared_draft
 from .json_key_order import ObjectShape, any_order_object
+from .json_witness import listed_values, sample, witnesses
 from .json_presence import presence_keys, presence_variants
 from . import json_superset as sup
 
@@ -794,6 +795,8 @@ class SchemaCompiler:
                 if self._apart_by_keys(branches[i], branches[j], views[i], views[j], depth):
                     apart.add((i, j))
                     continue
+                if self._overlap_shown(branches[i][0], branches[j][0]):
+                    continue
                 si, sj = superset(i), superset(j)
                 if si is not None and sj is not None and is_empty_intersection(si, sj):
                     apart.add((i, j))
@@ -896,6 +899,25 @@ class SchemaCompiler:
                 return True
         return False
 
+    def _overlap_shown(self, a, b) -> bool:
+        """Whether a sampled value of one schema (``json_witness.sample``) is valid
+        under both, by the reference validator: then they overlap, and no superset
+        automaton needs to show it."""
+        def deref(s):
+            try:
+                return self.deref(s, "#")
+            except SchemaError:
+                return None
+
+        for one in (a, b):
+            try:
+                v = sample(one, deref)
+            except RecursionError:
+                continue
+            if self.is_valid(v, a) and self.is_valid(v, b):
+                return True
+        return False
+
     def _values_apart(self, a, b) -> bool | None:
         """Whether no value satisfies both schemas, where that is cheap to decide, else
         None (superset automata decide). Schemas of no common JSON type are apart; a
@@ -911,10 +933,10 @@ class SchemaCompiler:
         if _types_apart(self._object_view(a, "#"), self._object_view(b, "#")):
             return True
         for one, other in ((a, b), (b, a)):
-            listed = _listed_values(one)
+            listed = listed_values(one)
             if listed is not None and len(listed) <= MAX_LISTED_WITNESSES:
                 return not any(self.is_valid(v, one) and self.is_valid(v, other) for v in listed)
-        for v in _witnesses(a, b):
+        for v in witnesses(a, b):
             if self.is_valid(v, a) and self.is_valid(v, b):
                 return False
         return None
@@ -1961,29 +1983,6 @@ def _multiple_of(schema, path):
     if not isinstance(step, (int, float)) or isinstance(step, bool) or not math.isfinite(step) or step <= 0:
         raise SchemaError("multipleOf must be a positive number", _pointer(path, "multipleOf"), "multipleOf")
     return int(step) if isinstance(step, float) and step.is_integer() else step
-
-
-def _listed_values(schema) -> list | None:
-    """The values a schema lists (``const``, else ``enum``), or None."""
-    if not isinstance(schema, dict):
-        return None
-    if "const" in schema:
-        return [schema["const"]]
-    values = schema.get("enum")
-    return values if isinstance(values, list) else None
-
-
-def _witnesses(a, b) -> list:
-    """Small values to try against two schemas: one of each simple kind, and strings
-    of the lengths their bounds name."""
-    lengths = {0, 1}
-    for s in (a, b):
-        if isinstance(s, dict):
-            for k in ("minLength", "maxLength"):
-                n = s.get(k)
-                if isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= 4096:
-                    lengths.add(n)
-    return [None, True, False, 0, 1, 0.5, -1, [], {}] + ["x" * n for n in sorted(lengths)]
 
 
 def _types_apart(a, b) -> bool:

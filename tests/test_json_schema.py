@@ -415,6 +415,17 @@ def test_one_of_a_required_key_the_other_branch_forbids(monkeypatch):
     assert _judged_as_jsonschema_judges(schema, docs, True, monkeypatch) == [True]
 
 
+def test_one_of_overlap_shown_by_a_sampled_value(monkeypatch):
+    """A sampled value valid under both branches shows they overlap: no superset of
+    either (a 2000-character string's counter) is built to find that out, and a
+    document matching both is still refused."""
+    schema = {"oneOf": [
+        {"type": "object", "required": ["a"], "properties": {"a": {"type": "string", "maxLength": 2000}}},
+        {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"}}}]}
+    docs = [{"a": "x"}, {}, {"b": 1}, {"a": "x", "b": 1}, {"a": 1}, {"a": "x" * 2001}]
+    assert _judged_as_jsonschema_judges(schema, docs, True, monkeypatch) == [False]
+
+
 def test_one_of_union_too_large_for_the_nfa_falls_back_to_algebra(monkeypatch):
     """Branches kept as NFA fragments copy every sub-schema in full; when the copies
     outgrow the NFA's limit (lowered here; 400,000 states in use), the half-built
