@@ -185,6 +185,59 @@ def is_empty_intersection(a: DFA, b: DFA, limit: int | None = None) -> bool | No
     return True
 
 
+def product_bound(a: DFA, b: DFA) -> int:
+    """An upper bound on the state pairs ``_product`` reaches (so on an intersection's
+    size): ``a.num_states * b.num_states``, or less where both read UTF-8 text.
+
+    After the same bytes, both automata are at the same point of a character: as
+    many continuation bytes still to come (the *phase*, 0 to 3). So only states of
+    equal phase pair up. A Unicode pattern times a 255-character counter is bounded
+    by 113k pairs this way (80k are reached), against 1.06M states multiplied."""
+    pa, pb = _utf8_phases(a), _utf8_phases(b)
+    if pa is None or pb is None:
+        return a.num_states * b.num_states
+    return int(np.bincount(pa, minlength=4) @ np.bincount(pb, minlength=4))
+
+
+def _utf8_phases(dfa: DFA) -> np.ndarray | None:
+    """Each reachable state's phase (continuation bytes still due), or None when some
+    state has none or two (the automaton does not read well-formed UTF-8 only)."""
+    # The phase after each byte, from phase 0 (-1: a byte that cannot come there).
+    lead = np.full(256, -1)
+    lead[:0x80], lead[0xC0:0xE0], lead[0xE0:0xF0], lead[0xF0:0xF8] = 0, 1, 2, 3
+    cont = np.zeros(256, dtype=bool)
+    cont[0x80:0xC0] = True
+    trans = dfa.transitions
+    n_classes = trans.shape[1]
+    # Per class, the phase it leads to from phase 0 (None if its bytes disagree), and
+    # whether it is all continuation bytes.
+    from_zero, all_cont = [], []
+    for c in range(n_classes):
+        members = dfa.byte_to_class == c
+        kinds = set(lead[members].tolist())
+        from_zero.append(kinds.pop() if len(kinds) == 1 else None)
+        all_cont.append(bool(cont[members].all()) if members.any() else False)
+    phase = {0: 0}
+    stack = [0]
+    rows = trans.tolist()
+    while stack:
+        s = stack.pop()
+        r = phase[s]
+        for c, t in enumerate(rows[s]):
+            if t < 0:
+                continue
+            nxt = from_zero[c] if r == 0 else (r - 1 if all_cont[c] else None)
+            if nxt is None or nxt < 0:
+                return None
+            known = phase.get(t)
+            if known is None:
+                phase[t] = nxt
+                stack.append(t)
+            elif known != nxt:
+                return None
+    return np.fromiter(phase.values(), dtype=np.int64, count=len(phase))
+
+
 def embed(nfa: NFA, dfa: DFA) -> tuple[int, int]:
     """Copy ``dfa`` into ``nfa`` as a fragment ``(start, end)``."""
     lo, hi, target, spans, accepting = dfa.flat_edges()

@@ -66,9 +66,17 @@ def negation(schema) -> list | None:
     for name, sub in props.items():
         if sub is True or sub == {}:
             continue  # no value fails it
-        inner = {} if sub is False else {"properties": {name: {"not": sub}}}
+        inner = {} if sub is False else {"properties": {name: _negated(sub)}}
         parts.append({"type": "object", "required": [name], **inner})
     return parts
+
+
+def _negated(schema):
+    """``{"not": schema}``, where ``schema = {"not": x}`` is just ``x`` (``"length":
+    {"not": {}}`` forbids a key: failing it is having the key, with any value)."""
+    if isinstance(schema, dict) and set(schema) - ANNOTATIONS == {"not"}:
+        return schema["not"]
+    return {"not": schema}
 
 
 def conditional_as_union(schema: dict, deref) -> dict | None:

@@ -48,7 +48,7 @@ from fsm.dfa import DFA, MAX_DFA_STATES, determinize
 from fsm.errors import EmptyLanguageError, RegexError, RegexTooLargeError
 from fsm.lazy import LazyDFA
 from fsm.nfa import NFA, Template
-from fsm.ops import MAX_PRODUCT_STATES, difference, embed, intersect, is_empty_intersection
+from fsm.ops import MAX_PRODUCT_STATES, difference, embed, intersect, is_empty_intersection, product_bound
 from fsm.ops import union as dfa_union
 from fsm.regex import compile_regex
 
@@ -661,6 +661,7 @@ class SchemaCompiler:
         merged, leftovers = self.merged_all_of(schema, path)
         if not leftovers:
             return self.value(nfa, merged, path, depth)
+        merged, leftovers = self._logic_as_any_of(merged, leftovers, path)
         spread = self._any_of_spread(merged, leftovers, path)
         if spread is not None:  # no algebra: each choice of anyOf branches, merged
             got = self.union_unless_too_large(nfa, spread, depth, "no choice of the allOf parts' anyOf branches holds",
@@ -674,6 +675,28 @@ class SchemaCompiler:
             except EmptyLanguageError:
                 raise UnsatisfiableSchemaError("the allOf branches contradict each other", _pointer(path, "allOf")) from None
         return embed(nfa, result)
+
+    def _logic_as_any_of(self, merged, leftovers, path) -> tuple:
+        """``(merged, leftovers)`` with each ``not`` and ``if`` / ``then`` / ``else``
+        among them (the merged schema's own too) as an ``anyOf`` part, where its
+        condition negates to a union of schemas (``json_conditional``): two ``not``
+        parts that would not merge as keywords then spread into choices of merged
+        schemas (``_any_of_spread``) instead of automaton algebra."""
+        deref = lambda s: self.deref(s, path)  # noqa: E731
+        logic = [k for k in ("not", "if", "then", "else") if isinstance(merged, dict) and k in merged]
+        if logic and not (isinstance(merged, dict) and "anyOf" in merged):
+            leftovers = [{k: merged[k] for k in logic}, *leftovers]
+            merged = {k: v for k, v in merged.items() if k not in logic}
+        out = []
+        for part in leftovers:
+            keys = set(part) - ANNOTATIONS if isinstance(part, dict) else None
+            union = None
+            if keys == {"not"}:
+                union = not_as_union(part, deref)
+            elif keys and "if" in keys and keys <= {"if", "then", "else"}:
+                union = conditional_as_union(part, deref)
+            out.append(part if union is None else union)
+        return merged, out
 
     def _any_of_spread(self, merged, leftovers, path) -> list | None:
         """``allOf [M, {anyOf [A1, A2]}, {anyOf [B1, B2]}]`` as the union of
@@ -2028,10 +2051,14 @@ def _bounded_body(constraints, lo: int, hi: int | None) -> DFA:
 
 def _defer_product(parts: list[DFA], path: str) -> bool:
     """Whether a string body of two ``parts`` is worth building only when decoding
-    reaches it: a large product, shown non-empty here by a search for one string
-    (a deferred fragment must be able to end; an empty one is a schema error now)."""
+    reaches it: a large product, bounded below the product limit (``product_bound``:
+    a build at decoding time must not fail), and shown non-empty here by a search for
+    one string (a deferred fragment must be able to end; an empty one is a schema
+    error now)."""
     if len(parts) != 2 or parts[0].num_states * parts[1].num_states < DEFER_PRODUCT_PAIRS:
         return False
+    if product_bound(*parts) > MAX_PRODUCT_STATES:
+        return False  # it may outgrow the limit: built now, where that is a compile error
     empty = is_empty_intersection(*parts, limit=DEFER_SEARCH_PAIRS)
     if empty:
         raise UnsatisfiableSchemaError("the string constraints contradict each other", path)

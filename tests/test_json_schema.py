@@ -426,6 +426,34 @@ def test_one_of_overlap_shown_by_a_sampled_value(monkeypatch):
     assert _judged_as_jsonschema_judges(schema, docs, True, monkeypatch) == [False]
 
 
+@pytest.mark.parametrize("schema", [
+    # Two nots in one allOf (calculate_area in MaskBench: "not a circle", "not a square").
+    {"type": "object", "allOf": [{"not": {"required": ["a"]}}, {"not": {"required": ["b", "c"]}}]},
+    {"type": "object", "properties": {"a": {"type": "integer"}}, "not": {"properties": {"x": {"not": {}}}, "required": ["y"]},
+     "allOf": [{"not": {"required": ["b"]}}]},
+    {"type": "object", "allOf": [{"if": {"properties": {"k": {"const": 1}}, "required": ["k"]}, "then": {"required": ["a"]}},
+                                 {"not": {"required": ["b"]}}]},
+])
+def test_all_of_logic_parts_spread_as_unions_of_merged_schemas(schema, monkeypatch):
+    """``not`` and ``if`` parts of an ``allOf`` whose conditions negate to unions of
+    schemas become choices of merged schemas: no intersection of whole-object
+    automata, exact."""
+    import grammars.json_schema as js
+
+    def no_algebra(*args, **kwargs):
+        raise AssertionError("allOf parts intersected as automata")
+
+    monkeypatch.setattr(js, "intersect", no_algebra)
+    dfa = compile_json_schema(schema, "compact", key_order="any")  # extra keys stand anywhere
+    validator = _validator(schema)
+    keys = ["a", "b", "c", "k", "x", "y"]
+    for n in range(4):
+        for chosen in itertools.combinations(keys, n):
+            for value in (1, "s"):
+                doc = {k: value for k in chosen}
+                assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
+
+
 def test_one_of_union_too_large_for_the_nfa_falls_back_to_algebra(monkeypatch):
     """Branches kept as NFA fragments copy every sub-schema in full; when the copies
     outgrow the NFA's limit (lowered here; 400,000 states in use), the half-built

@@ -288,3 +288,43 @@ def test_a_large_string_product_with_no_string_is_an_error_at_compile():
 
     with pytest.raises(UnsatisfiableSchemaError, match="string constraints contradict"):
         compile_json_schema({"type": "string", "pattern": r"^\w{300}$", "maxLength": 255}, "compact")
+
+
+@pytest.mark.parametrize("pattern, lo, hi", [
+    (r"^([\w/-]|[\w-][\w/-]*[\w-])$", 0, 255), (r"^[\w.:-]+$", 3, 200), (r"^[a-z]+é?$", 0, 40),
+    (r"^(\S+\s){0,3}\S$", 1, 30), (r"^[^a]*$", 2, 9),
+])
+def test_product_bound_holds_the_pairs_a_product_reaches(pattern, lo, hi):
+    from fsm.ops import _product, product_bound
+    from grammars.json_schema import _body_parts
+
+    a, b = _body_parts((("pattern", pattern),), lo, hi)
+    reached = len(_product(a, b, lambda x, y: x and y, both=True, limit=10**7)[2])
+    assert reached <= product_bound(a, b) <= a.num_states * b.num_states
+
+
+def test_product_bound_of_automata_not_reading_utf8_is_the_plain_product():
+    import numpy as np
+
+    from fsm.dfa import DFA
+    from fsm.ops import product_bound
+
+    from grammars.json_schema import _length_dfa
+
+    # One state looping on every byte: a continuation byte may come first.
+    raw = DFA(np.zeros((1, 1), dtype=np.int32), np.zeros(256, dtype=np.int32), np.array([True]))
+    body = _length_dfa(0, 3)
+    assert product_bound(raw, body) == body.num_states
+    assert product_bound(body, body) < body.num_states ** 2
+
+
+def test_a_string_product_that_may_outgrow_the_limit_is_built_at_compile(monkeypatch):
+    """A deferred product must not fail when decoding builds it: one whose bound
+    passes the product limit is built at once (a compile error if it is too large)."""
+    import grammars.json_schema as js
+
+    schema = {"type": "object", "properties": {"a": UNICODE_WORDS["properties"]["a"]}, "additionalProperties": False}
+    deferred = compile_json_schema(schema, "compact").nfa_size
+    monkeypatch.setattr(js, "MAX_PRODUCT_STATES", 1000)
+    built = compile_json_schema(schema, "compact").nfa_size
+    assert built > deferred + 10_000
