@@ -35,20 +35,17 @@ and only the states decoding visits are ever built. Sub-automata are built eager
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import json
 import math
 import re
 import warnings
 
-import numpy as np
-
 from fsm.dfa import DFA, MAX_DFA_STATES, determinize
 from fsm.errors import EmptyLanguageError, RegexError, RegexTooLargeError
 from fsm.lazy import LazyDFA
 from fsm.nfa import NFA, Template
-from fsm.ops import MAX_PRODUCT_STATES, difference, embed, intersect, is_empty_intersection, product_bound
+from fsm.ops import MAX_PRODUCT_STATES, embed, intersect, is_empty_intersection
 from fsm.ops import union as dfa_union
 from fsm.regex import compile_regex
 
@@ -60,9 +57,13 @@ from .json_multiple_of import MAX_STATES as MAX_MULTIPLE_STATES
 from .json_multiple_of import multiple_of_dfa
 from .json_numbers import JSON_INTEGER, JSON_NUMBER, integer_multiple_of_regex, integer_range_regex, number_range_regex
 from .json_conditional import NOT_OBJECT, conditional_as_union, conditionals_by_value, negation, not_as_union
+from .json_disjoint import disjoint_pairs
+from .json_string_dfas import (always_found, body_dfa, body_parts, bounded_body, class_cuts, constraint_dfa, defer_product,
+                               minus, other_keys_dfa, pattern_key_dfa)
+from .json_errors import (ApproximationLimitError, RecursiveSchemaError, SchemaError, UnsatisfiableSchemaError,
+                          UnsupportedSchemaError)
 from .json_drafts import in_declared_draft
 from .json_key_order import ObjectShape, any_order_object
-from .json_witness import listed_values, sample, witnesses
 from .json_presence import presence_keys, presence_variants
 from . import json_superset as sup
 
@@ -74,11 +75,6 @@ MAX_PATTERN_REGIONS = 16
 MAX_UNIQUE_SETS = 4096
 #: Nesting depth of open values in the top-level (lazily built) automaton.
 OPEN_DEPTH = 64
-#: A string body (pattern times length counter) whose operands' state counts multiply
-#: to this many pairs or more is built when decoding first reaches it...
-DEFER_PRODUCT_PAIRS = 50_000
-#: ...once a search of at most this many pairs has found a string it accepts.
-DEFER_SEARCH_PAIRS = 20_000
 
 #: JSON numbers written with an exponent (what the plain-decimal automata leave out).
 NUMBER_EXP = JSON_INTEGER + r"(?:\.[0-9]+)?[eE][+-]?[0-9]+"
@@ -100,10 +96,6 @@ MAX_COUNTED_PROPERTIES = 24
 MAX_DEPENDENCY_TRIGGERS = 4
 #: Most parts a ``oneOf`` becomes as a union of each branch and the others' negations.
 MAX_ONE_OF_CHOICES = 64
-#: Most sub-branches of unions looked at to show two ``oneOf`` branches apart by keys.
-MAX_APART_PAIRS = 64
-#: Most values of an ``enum`` checked one by one against another schema.
-MAX_LISTED_WITNESSES = 64
 #: Objects in an ``enum`` / ``const`` up to this many keys are spelled in every key
 #: order in supersets; larger ones are braces around any text.
 MAX_SPELLED_KEYS = 3
@@ -134,38 +126,6 @@ HANDLED = {
 }
 #: Standard keywords an automaton cannot enforce in general (handled when trivial).
 STANDARD = HANDLED | {"$dynamicRef", "$recursiveRef", "$recursiveAnchor", "disallow", "extends", "divisibleBy"}
-
-
-class SchemaError(ValueError):
-    """A schema that cannot be compiled: names the keyword and its JSON pointer."""
-
-    def __init__(self, message: str, pointer: str = "#", keyword: str | None = None):
-        self.pointer = pointer
-        self.keyword = keyword
-        where = f" at {pointer}" if pointer else ""
-        super().__init__(f"{message}{where}")
-
-
-class UnsupportedSchemaError(SchemaError):
-    """A keyword (or keyword value) that cannot be enforced exactly."""
-
-
-class UnsatisfiableSchemaError(SchemaError):
-    """No JSON value satisfies the schema."""
-
-
-class ApproximationLimitError(UnsupportedSchemaError):
-    """DFA algebra left no value, but only after subtracting a *superset* of what a
-    ``oneOf`` branch, ``not`` or ``if`` excludes (objects and arrays there are compared
-    by supersets): valid values may exist that this compiler cannot write. Beside
-    other alternatives (an ``anyOf`` / ``oneOf`` branch, a type) it is dropped, as an
-    inexact subtraction narrows; anywhere else it is a compile error, never taken as
-    "no value": an optional key, array items or additional keys silently ruled out
-    would surprise more than the error."""
-
-
-class RecursiveSchemaError(UnsupportedSchemaError):
-    """A ``$ref`` cycle: recursive schemas need the grammar engine."""
 
 
 # -- whitespace ----------------------------------------------------------------------
@@ -393,7 +353,7 @@ class SchemaCompiler:
             # The subset compiler found no value it can write: removing none of them
             # leaves a superset, which is all this (superset) compiler promises.
             return dfa, False
-        return _minus(dfa, negated), over.approximations != before
+        return minus(dfa, negated), over.approximations != before
 
     # -- problems ------------------------------------------------------------------
 
@@ -650,7 +610,7 @@ class SchemaCompiler:
 
     def all_of(self, nfa, schema, path, depth):
         by_value = conditionals_by_value(schema, lambda s: self.deref(s, path),
-                                         lambda s: self._object_view(s, path), self.is_valid)
+                                         lambda s: self.object_view(s, path), self.is_valid)
         if by_value is not None:  # one branch per value of the key the conditions test
             # Each branch repeats the whole object; too many copies of a large one and
             # the algebra below builds it once.
@@ -730,7 +690,7 @@ class SchemaCompiler:
         In over mode, the union of the branches is superset enough."""
         branches = self.branches(schema, "oneOf", path)
         if not self.over:
-            apart = self._disjoint_pairs(branches, depth)
+            apart = disjoint_pairs(self, branches, depth)
             n = len(branches)
             # Either way the parts stay NFA fragments: lazy, any key order where asked
             # and, in grammar mode, with their recursive $ref calls (algebra holds neither).
@@ -778,7 +738,7 @@ class SchemaCompiler:
         negations: dict[int, list | None] = {}
         out = []
         for i, (b, ptr) in enumerate(branches):
-            view = self._object_view(b, ptr)
+            view = self.object_view(b, ptr)
             choices: list[list] = [[]]
             for j in range(len(branches)):
                 if j == i or (max(i, j), min(i, j)) in apart:
@@ -794,76 +754,7 @@ class SchemaCompiler:
             out += [({"allOf": [b] + c} if c else b, ptr) for c in choices]
         return out
 
-    def _disjoint_pairs(self, branches, depth) -> set[tuple[int, int]]:
-        """The pairs ``(i, j)``, ``i > j``, of ``oneOf`` branches that no value matches
-        both: shown apart by a discriminating key (both branches are objects that list
-        it, at least one requires it, and its value schemas are disjoint:
-        ``"kind": {"const": "a"}`` against ``{"const": "b"}``, a string against an
-        object) or, failing that, by disjoint supersets of the whole branches."""
-        views = [self._object_view(b, ptr) for b, ptr in branches]
-        supersets: dict[int, DFA | None] = {}
-
-        def superset(i):
-            if i not in supersets:
-                b, ptr = branches[i]
-                try:
-                    supersets[i] = self.negated_dfa(b, ptr, depth)
-                except (UnsatisfiableSchemaError, ApproximationLimitError, EmptyLanguageError):
-                    supersets[i] = None
-            return supersets[i]
-
-        apart = set()
-        for i in range(len(branches)):
-            for j in range(i):
-                if self._apart_by_keys(branches[i], branches[j], views[i], views[j], depth):
-                    apart.add((i, j))
-                    continue
-                if self._overlap_shown(branches[i][0], branches[j][0]):
-                    continue
-                si, sj = superset(i), superset(j)
-                if si is not None and sj is not None and is_empty_intersection(si, sj):
-                    apart.add((i, j))
-        return apart
-
-    def _apart_by_keys(self, a, b, view_a, view_b, depth, budget: list | None = None) -> bool:
-        """Whether the ``(schema, pointer)`` branches ``a`` and ``b`` are shown to
-        share no value without their supersets: by JSON type, by a discriminating
-        key (``_discriminated``), or, where one is itself a union (``anyOf`` /
-        ``oneOf``), by each of its branches being apart from the other. (Composer's
-        ``oneOf [repository, {"additionalProperties": false-only}]``, where
-        ``repository`` is six kinds of object, each with its own ``type`` tag, took
-        0.6 s to tell apart by supersets.) ``budget`` bounds the pairs looked at."""
-        if _types_apart(view_a, view_b) or self._discriminated(view_a, view_b, depth):
-            return True
-        budget = [MAX_APART_PAIRS] if budget is None else budget
-        for this, that, view_that in ((a, b, view_b), (b, a, view_a)):
-            parts = self._alternatives(*this)
-            if parts is None or len(parts) > budget[0]:
-                continue
-            budget[0] -= len(parts)
-            if all(self._apart_by_keys(p, that, self._object_view(*p), view_that, depth, budget) for p in parts):
-                return True
-        return False
-
-    def _alternatives(self, schema, path) -> list | None:
-        """The ``(schema, pointer)`` branches of a schema that is a union (one of
-        ``anyOf`` / ``oneOf``, each branch joined with the keywords beside it); None
-        for any other schema. A ``oneOf``'s values are among its branches' too."""
-        try:
-            schema = self.deref(schema, path)
-        except SchemaError:
-            return None
-        if not isinstance(schema, dict):
-            return None
-        kinds = [k for k in ("anyOf", "oneOf") if k in schema]
-        if len(kinds) != 1 or "allOf" in schema:
-            return None
-        try:
-            return self.branches(schema, kinds[0], path)
-        except SchemaError:
-            return None
-
-    def _object_view(self, schema, path):
+    def object_view(self, schema, path):
         """``(types, required, properties, other)`` that every value of ``schema``
         satisfies (from its merged keywords; logic keywords beside them only narrow
         it further), or None when the schema cannot be read that way. ``other`` is
@@ -886,83 +777,6 @@ class SchemaCompiler:
             return None
         other = None if "patternProperties" in schema else schema.get("additionalProperties", True)
         return types, set(required), props, other
-
-    def _discriminated(self, a, b, depth) -> bool:
-        """Two object-only views that list a key with disjoint value schemas, required
-        by at least one of them: an object of the other branch either lacks the key
-        (failing the one that requires it) or has a value that cannot satisfy both.
-        (The ABI schemas' ``"type": {"enum": ["event"]}``, optional in one branch.)"""
-        if a is None or b is None or a[0] != {"object"} or b[0] != {"object"}:
-            return False
-
-        def value_schema(view, key):  # None: patternProperties may govern the key
-            return view[2][key] if key in view[2] else view[3]
-
-        # Scalar values first (the usual tags, and cheap): a container's superset may
-        # take seconds to build. A fixed order, too: set order varies per process.
-        keys = sorted(a[1] | b[1], key=lambda k: (_scalar_kinds(value_schema(a, k)) is None
-                                                  or _scalar_kinds(value_schema(b, k)) is None, k))
-        for key in keys:
-            sa, sb = value_schema(a, key), value_schema(b, key)
-            if sa is False or sb is False:
-                return True  # one side requires the key, and one forbids it (or is empty)
-            if sa is None or sb is None or sa is True or sb is True or sa == {} or sb == {}:
-                continue  # unknown, or any value: nothing to tell apart
-            quick = self._values_apart(sa, sb)
-            if quick is not None:
-                if quick:
-                    return True
-                continue
-            try:
-                va = self.negated_dfa(sa, "#", depth + 1)
-                vb = self.negated_dfa(sb, "#", depth + 1)
-            except (SchemaError, RegexError):  # unprovable here: the subtraction decides
-                continue
-            if is_empty_intersection(va, vb):
-                return True
-        return False
-
-    def _overlap_shown(self, a, b) -> bool:
-        """Whether a sampled value of one schema (``json_witness.sample``) is valid
-        under both, by the reference validator: then they overlap, and no superset
-        automaton needs to show it."""
-        def deref(s):
-            try:
-                return self.deref(s, "#")
-            except SchemaError:
-                return None
-
-        for one in (a, b):
-            try:
-                v = sample(one, deref)
-            except RecursionError:
-                continue
-            if self.is_valid(v, a) and self.is_valid(v, b):
-                return True
-        return False
-
-    def _values_apart(self, a, b) -> bool | None:
-        """Whether no value satisfies both schemas, where that is cheap to decide, else
-        None (superset automata decide). Schemas of no common JSON type are apart; a
-        listed ``enum`` / ``const`` is apart from the other schema when none of its
-        values is valid there (by the reference validator); any two schemas are not
-        apart when a small witness (an empty container, a number, a string of a
-        length both bounds name...) is valid under both. A ``maxLength: 1024``
-        string's superset, a long counter, took ~0.1 s to build."""
-        try:
-            a, b = self.deref(a, "#"), self.deref(b, "#")
-        except SchemaError:
-            return None
-        if _types_apart(self._object_view(a, "#"), self._object_view(b, "#")):
-            return True
-        for one, other in ((a, b), (b, a)):
-            listed = listed_values(one)
-            if listed is not None and len(listed) <= MAX_LISTED_WITNESSES:
-                return not any(self.is_valid(v, one) and self.is_valid(v, other) for v in listed)
-        for v in witnesses(a, b):
-            if self.is_valid(v, a) and self.is_valid(v, b):
-                return False
-        return None
 
     def _logic_as_union(self, schema, path) -> list | None:
         """A schema whose first logic keyword is ``not`` or ``if``, as the schemas of
@@ -1176,7 +990,7 @@ class SchemaCompiler:
         constraints = []  # sub-automata of the string body, to intersect
         patterns = schema.get("pattern")
         for p in patterns if isinstance(patterns, list) else ([patterns] if patterns is not None else []):
-            if not _always_found(p):
+            if not always_found(p):
                 constraints.append(("pattern", p))
         fmt = schema.get("format")
         if fmt is not None and self.over and fmt not in EXACT_FORMATS:
@@ -1198,7 +1012,7 @@ class SchemaCompiler:
             # (lazily determinised) automaton: its own DFA may be large.
             kind, rx = constraints[0]
             if kind == "format":
-                return jt.quoted(nfa, embed(nfa, _constraint_dfa(kind, rx)))
+                return jt.quoted(nfa, embed(nfa, constraint_dfa(kind, rx)))
             try:
                 return jt.quoted(nfa, self._pattern_fragment(nfa, rx))
             except RegexTooLargeError:
@@ -1211,7 +1025,7 @@ class SchemaCompiler:
         usable = []
         for kind, rx in constraints:
             try:
-                _constraint_dfa(kind, rx)
+                constraint_dfa(kind, rx)
             except RegexError as e:
                 if self.strict or kind == "format":
                     raise UnsupportedSchemaError(f"{kind} {rx!r}: {e}", _pointer(path, kind), kind) from None
@@ -1224,12 +1038,12 @@ class SchemaCompiler:
             return jt.quoted(nfa, jt.string_body(nfa, lo, hi))
         key = (tuple(usable), lo, hi)
         if nfa.lazy and key not in self._string_bodies:
-            parts = _body_parts(usable, lo, hi)
-            if _defer_product(parts, path):
+            parts = body_parts(usable, lo, hi)
+            if defer_product(parts, path):
                 # Decoding reaches few of a schema's strings: build this one's product
                 # when it does (a Unicode class times a maxLength of 255 is 80k states,
                 # ~0.4 s to build and copy in).
-                cuts = set().union(*(_class_cuts(d) for d in parts))
+                cuts = set().union(*(class_cuts(d) for d in parts))
                 return jt.quoted(nfa, nfa.deferred(lambda: embed(nfa, self._string_body(key, path)), cuts))
         return jt.quoted(nfa, embed(nfa, self._string_body(key, path)))
 
@@ -1240,7 +1054,7 @@ class SchemaCompiler:
         body = self._string_bodies.get(key)
         if body is None:
             try:
-                body = self._string_bodies[key] = _bounded_body(*key)
+                body = self._string_bodies[key] = bounded_body(*key)
             except EmptyLanguageError:
                 raise UnsatisfiableSchemaError("the string constraints contradict each other", path) from None
         return body
@@ -1600,7 +1414,7 @@ class SchemaCompiler:
         props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
         if self._superset_levels > 0:
             try:
-                body = _body_dfa(lambda n: sup.members(n, self._member_superset(schema, props, path, depth)),
+                body = body_dfa(lambda n: sup.members(n, self._member_superset(schema, props, path, depth)),
                                  sup.SUPERSET_STATES)
                 return self._with_required_keys(nfa, schema, props, body, sup.SUPERSET_STATES)
             except RegexTooLargeError:
@@ -1609,7 +1423,7 @@ class SchemaCompiler:
             # Inside a member-by-member parent: the parent's automaton would track this
             # one's key positions alongside its own (a subset blow-up); braces are enough.
             return sup.bracketed_text(nfa, b"{", b"}")
-        body = self._closed_object_body(schema, props) or _body_dfa(lambda n: n.any_bytes())
+        body = self._closed_object_body(schema, props) or body_dfa(lambda n: n.any_bytes())
         return self._with_required_keys(nfa, schema, props, body)
 
     def _with_required_keys(self, nfa, schema, props, body: DFA, limit: int = MAX_PRODUCT_STATES):
@@ -1627,7 +1441,7 @@ class SchemaCompiler:
                 return n.concat([n.any_bytes()] + parts + [n.any_bytes()])
 
             try:
-                body = intersect(body, _body_dfa(needle), limit=limit)
+                body = intersect(body, body_dfa(needle), limit=limit)
             except EmptyLanguageError:
                 # A superset without a value: a proof (an EmptyLanguageError would read
                 # as an emptied subtraction further up).
@@ -1689,7 +1503,7 @@ class SchemaCompiler:
             item_dfa = determinize(sub_nfa, *item, limit=sup.SUPERSET_STATES)
             # Built apart and checked: an item that may run over the commas after it
             # makes the repetition's subsets blow up.
-            whole = _body_dfa(lambda n: sup.container(n, b"[", b"]", item_dfa), sup.SUPERSET_STATES)
+            whole = body_dfa(lambda n: sup.container(n, b"[", b"]", item_dfa), sup.SUPERSET_STATES)
         except RegexTooLargeError:
             return sup.bracketed_text(nfa, b"[", b"]")
         return embed(nfa, whole)
@@ -1719,7 +1533,7 @@ class SchemaCompiler:
             more = n.repeat(lambda: n.concat([ws(), n.byte_string(b","), ws(), entry()]), 0, None)
             return n.union([ws(), n.concat([ws(), entry(), more, ws()])])
 
-        return _body_dfa(build)
+        return body_dfa(build)
 
     def _scalar_superset(self, nfa, kinds):
         """Every spelling of a value of these scalar kinds (or these enum values)."""
@@ -1766,13 +1580,13 @@ class SchemaCompiler:
             return build_plain
         kinds = []  # (key DFA, value schema, pointer)
         try:
-            excluded = _other_keys_dfa(frozenset(defined))
+            excluded = other_keys_dfa(frozenset(defined))
         except EmptyLanguageError:
             return None
         pattern_keys = []
         for p, sub in patterns.items():
             try:
-                kd = intersect(excluded, _pattern_key_dfa(p))
+                kd = intersect(excluded, pattern_key_dfa(p))
             except EmptyLanguageError:
                 continue
             except RegexError as e:
@@ -1788,10 +1602,10 @@ class SchemaCompiler:
                     refined.append((rd, members))
                     continue
                 refined.append((intersect(rd, kd), members + [(p, sub)]))
-                only = _minus(rd, kd)
+                only = minus(rd, kd)
                 if only is not None:
                     refined.append((only, members))
-                fresh = None if fresh is None else _minus(fresh, rd)
+                fresh = None if fresh is None else minus(fresh, rd)
             if fresh is not None:
                 refined.append((fresh, [(p, sub)]))
             regions = refined
@@ -1804,14 +1618,14 @@ class SchemaCompiler:
         if additional is not False:
             rest = excluded
             for _, kd, _ in pattern_keys:
-                rest = _minus(rest, kd)
+                rest = minus(rest, kd)
                 if rest is None:
                     break
             if rest is not None:
                 kinds.append((rest, additional, _pointer(path, "additionalProperties")))
         if names_schema is not None:
             try:
-                names = _body_dfa(lambda n: self.value(n, names_schema, _pointer(path, "propertyNames"), 0))
+                names = body_dfa(lambda n: self.value(n, names_schema, _pointer(path, "propertyNames"), 0))
             except UnsatisfiableSchemaError:
                 return None  # no name is valid (``propertyNames: false``): no extra keys
             narrowed = []
@@ -2008,113 +1822,6 @@ def _multiple_of(schema, path):
     return int(step) if isinstance(step, float) and step.is_integer() else step
 
 
-def _types_apart(a, b) -> bool:
-    """Two ``_object_view``s whose values have no JSON type in common (a string
-    against null: no superset automaton, which for a long ``maxLength`` string is a
-    counter of thousands of states, is needed to tell). Integers are numbers."""
-    if a is None or b is None:
-        return False
-    ta, tb = (set(t) | {"integer"} if "number" in t else set(t) for t in (a[0], b[0]))
-    return not ta & tb
-
-
-def _minus(a: DFA, b: DFA) -> DFA | None:
-    """``a - b``, or None when nothing is left."""
-    try:
-        return difference(a, b)
-    except EmptyLanguageError:
-        return None
-
-
-def _body_dfa(build, limit: int = MAX_DFA_STATES) -> DFA:
-    nfa = NFA()
-    s, e = build(nfa)
-    return determinize(nfa, s, e, limit)
-
-
-def _body_parts(constraints, lo: int, hi: int | None) -> list[DFA]:
-    """The DFAs whose intersection is the string body: the length counter (if
-    bounded) and each ``(kind, regex)`` constraint's."""
-    parts = [_length_dfa(lo, hi)] if lo > 0 or hi is not None else []
-    return parts + [_constraint_dfa(kind, rx) for kind, rx in constraints]
-
-
-def _bounded_body(constraints, lo: int, hi: int | None) -> DFA:
-    """The string-body DFA of every ``(kind, regex)`` constraint, ``lo`` to ``hi``
-    characters. Not minimised: a pattern times a length counter is about as large
-    either way, and it is embedded in an NFA that is determinised lazily or whole."""
-    body, *rest = _body_parts(constraints, lo, hi)
-    for d in rest:
-        body = intersect(body, d, minimal=False)
-    return body
-
-
-def _defer_product(parts: list[DFA], path: str) -> bool:
-    """Whether a string body of two ``parts`` is worth building only when decoding
-    reaches it: a large product, bounded below the product limit (``product_bound``:
-    a build at decoding time must not fail), and shown non-empty here by a search for
-    one string (a deferred fragment must be able to end; an empty one is a schema
-    error now)."""
-    if len(parts) != 2 or parts[0].num_states * parts[1].num_states < DEFER_PRODUCT_PAIRS:
-        return False
-    if product_bound(*parts) > MAX_PRODUCT_STATES:
-        return False  # it may outgrow the limit: built now, where that is a compile error
-    empty = is_empty_intersection(*parts, limit=DEFER_SEARCH_PAIRS)
-    if empty:
-        raise UnsatisfiableSchemaError("the string constraints contradict each other", path)
-    return empty is not None
-
-
-def _class_cuts(dfa: DFA) -> set[int]:
-    """The byte-range boundaries of ``dfa``'s byte classes (``NFA.deferred`` cuts)."""
-    classes = dfa.byte_to_class
-    return {0, 256, *(np.flatnonzero(classes[1:] != classes[:-1]) + 1).tolist()}
-
-
-# Schemas repeat string lengths, key patterns and object shapes, within one schema
-# and across the schemas a process compiles: each DFA below is built once.
-
-@functools.lru_cache(maxsize=512)
-def _length_dfa(lo: int, hi: int | None) -> DFA:
-    """The body of any string of ``lo`` to ``hi`` characters."""
-    return _body_dfa(lambda n: jt.string_body(n, lo, hi))
-
-
-@functools.lru_cache(maxsize=512)
-def _pattern_key_dfa(pattern: str) -> DFA:
-    """A quoted key in which ``pattern`` finds a match."""
-    return _body_dfa(lambda n: jt.quoted(n, jt.pattern_body(n, pattern)))
-
-
-@functools.lru_cache(maxsize=512)
-def _other_keys_dfa(defined: frozenset) -> DFA:
-    """A quoted key that is none of ``defined``."""
-    return _body_dfa(lambda n: jt.key_excluding(n, defined))
-
-
-@functools.lru_cache(maxsize=512)
-def _always_found(pattern) -> bool:
-    """Whether ``re.search(pattern, s)`` succeeds on every string ``s``, as it does
-    for ``([A-Z]+)?`` or ``.*``: such a pattern constrains nothing, and left in it
-    multiplies a ``maxLength`` counter (``([0-9a-zA-Z]+)?`` under ``maxLength: 4096``
-    was a 53k-state product, 1.2 s). Only patterns found in the empty string can be."""
-    if not isinstance(pattern, str):
-        return False
-    try:
-        if re.search(pattern, "") is None:
-            return False
-        return _minus(_length_dfa(0, None), _constraint_dfa("pattern", pattern)) is None
-    except (re.error, RegexError, EmptyLanguageError):
-        return False  # left to the usual path, which reports the pattern
-
-
-@functools.lru_cache(maxsize=512)
-def _constraint_dfa(kind: str, rx: str) -> DFA:
-    """The string-body DFA of a pattern (search) or a format regex (full match)."""
-    build = jt.pattern_body if kind == "pattern" else jt.full_match_body
-    return _body_dfa(lambda n: build(n, rx))
-
-
 def _listed_before_properties(schema: dict, keyword: str) -> bool:
     """Whether ``keyword`` (a logic keyword) comes before ``properties`` in ``schema``.
 
@@ -2127,7 +1834,7 @@ def _listed_before_properties(schema: dict, keyword: str) -> bool:
 
 
 def _excluded_by(view, part) -> bool:
-    """Whether no value of an object-only ``view`` (``_object_view``) can satisfy the
+    """Whether no value of an object-only ``view`` (``object_view``) can satisfy the
     negation ``part``: a non-object part, or one without a key the view requires."""
     if view is None or view[0] != {"object"}:
         return False

@@ -351,19 +351,19 @@ def test_one_of_told_apart_by_a_key_only_one_branch_requires():
 def _judged_as_jsonschema_judges(schema, docs, apart_without_supersets, monkeypatch):
     """Compile ``schema`` recording the branches whose supersets are built; every
     doc is judged as jsonschema judges it."""
-    from grammars.json_schema import SchemaCompiler
+    import grammars.json_schema as js
 
     asked = []
-    original = SchemaCompiler._disjoint_pairs
+    original = js.disjoint_pairs
 
-    def recording(self, branches, depth):
-        got = original(self, branches, depth)
+    def recording(compiler, branches, depth):
+        got = original(compiler, branches, depth)
         n = len(branches)
         asked.append(len(got) == n * (n - 1) // 2)
         return got
 
-    monkeypatch.setattr(SchemaCompiler, "negated_dfa", _no_supersets(SchemaCompiler.negated_dfa, apart_without_supersets))
-    monkeypatch.setattr(SchemaCompiler, "_disjoint_pairs", recording)
+    monkeypatch.setattr(js.SchemaCompiler, "negated_dfa", _no_supersets(js.SchemaCompiler.negated_dfa, apart_without_supersets))
+    monkeypatch.setattr(js, "disjoint_pairs", recording)
     dfa = compile_json_schema(schema, "compact")
     validator = _validator(schema)
     for doc in docs:
@@ -504,7 +504,7 @@ def test_a_pattern_found_in_every_string_is_dropped_and_no_other(pattern, everyw
     check must agree with ``re`` itself (newlines and anchors included)."""
     import re
 
-    from grammars.json_schema import _always_found
+    from grammars.json_string_dfas import always_found as _always_found
 
     assert _always_found(pattern) is everywhere
     samples = ["", "a", "A1", "\n", "\n\n", "a\nb", "x y", "é", "-", "ab\n"]

@@ -296,7 +296,7 @@ def test_a_large_string_product_with_no_string_is_an_error_at_compile():
 ])
 def test_product_bound_holds_the_pairs_a_product_reaches(pattern, lo, hi):
     from fsm.ops import _product, product_bound
-    from grammars.json_schema import _body_parts
+    from grammars.json_string_dfas import body_parts as _body_parts
 
     a, b = _body_parts((("pattern", pattern),), lo, hi)
     reached = len(_product(a, b, lambda x, y: x and y, both=True, limit=10**7)[2])
@@ -309,7 +309,7 @@ def test_product_bound_of_automata_not_reading_utf8_is_the_plain_product():
     from fsm.dfa import DFA
     from fsm.ops import product_bound
 
-    from grammars.json_schema import _length_dfa
+    from grammars.json_string_dfas import length_dfa as _length_dfa
 
     # One state looping on every byte: a continuation byte may come first.
     raw = DFA(np.zeros((1, 1), dtype=np.int32), np.zeros(256, dtype=np.int32), np.array([True]))
@@ -321,10 +321,10 @@ def test_product_bound_of_automata_not_reading_utf8_is_the_plain_product():
 def test_a_string_product_that_may_outgrow_the_limit_is_built_at_compile(monkeypatch):
     """A deferred product must not fail when decoding builds it: one whose bound
     passes the product limit is built at once (a compile error if it is too large)."""
-    import grammars.json_schema as js
+    import grammars.json_string_dfas as strings
 
     schema = {"type": "object", "properties": {"a": UNICODE_WORDS["properties"]["a"]}, "additionalProperties": False}
     deferred = compile_json_schema(schema, "compact").nfa_size
-    monkeypatch.setattr(js, "MAX_PRODUCT_STATES", 1000)
+    monkeypatch.setattr(strings, "MAX_PRODUCT_STATES", 1000)
     built = compile_json_schema(schema, "compact").nfa_size
     assert built > deferred + 10_000

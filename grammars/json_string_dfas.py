@@ -1,0 +1,131 @@
+"""String-body and key automata that schemas share, and their products.
+
+A JSON string's constraints (``minLength`` / ``maxLength``, ``pattern``, ``format``)
+meet as a product of DFAs over the encoded body (``json_text``)::
+
+    length counter  x  pattern  x  format  ->  body DFA, embedded between quotes
+
+Schemas repeat one string type in many places and across the schemas a process
+compiles, so the operands are built once per process (``functools.lru_cache``). A
+large product (a Unicode class times a 255-character counter is 80k states) is
+deferred: built when decoding first enters that string (``defer_product`` decides,
+``SchemaCompiler.string`` builds).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+import numpy as np
+
+from fsm.dfa import DFA, MAX_DFA_STATES, determinize
+from fsm.errors import EmptyLanguageError, RegexError
+from fsm.nfa import NFA
+from fsm.ops import MAX_PRODUCT_STATES, difference, intersect, is_empty_intersection, product_bound
+
+from . import json_text as jt
+from .json_errors import UnsatisfiableSchemaError
+
+#: A string body (pattern times length counter) whose operands' state counts multiply
+#: to this many pairs or more is built when decoding first reaches it...
+DEFER_PRODUCT_PAIRS = 50_000
+#: ...once a search of at most this many pairs has found a string it accepts.
+DEFER_SEARCH_PAIRS = 20_000
+
+
+def minus(a: DFA, b: DFA) -> DFA | None:
+    """``a - b``, or None when nothing is left."""
+    try:
+        return difference(a, b)
+    except EmptyLanguageError:
+        return None
+
+
+def body_dfa(build, limit: int = MAX_DFA_STATES) -> DFA:
+    nfa = NFA()
+    s, e = build(nfa)
+    return determinize(nfa, s, e, limit)
+
+
+def body_parts(constraints, lo: int, hi: int | None) -> list[DFA]:
+    """The DFAs whose intersection is the string body: the length counter (if
+    bounded) and each ``(kind, regex)`` constraint's."""
+    parts = [length_dfa(lo, hi)] if lo > 0 or hi is not None else []
+    return parts + [constraint_dfa(kind, rx) for kind, rx in constraints]
+
+
+def bounded_body(constraints, lo: int, hi: int | None) -> DFA:
+    """The string-body DFA of every ``(kind, regex)`` constraint, ``lo`` to ``hi``
+    characters. Not minimised: a pattern times a length counter is about as large
+    either way, and it is embedded in an NFA that is determinised lazily or whole."""
+    body, *rest = body_parts(constraints, lo, hi)
+    for d in rest:
+        body = intersect(body, d, minimal=False)
+    return body
+
+
+def defer_product(parts: list[DFA], path: str) -> bool:
+    """Whether a string body of two ``parts`` is worth building only when decoding
+    reaches it: a large product, bounded below the product limit (``product_bound``:
+    a build at decoding time must not fail), and shown non-empty here by a search for
+    one string (a deferred fragment must be able to end; an empty one is a schema
+    error now)."""
+    if len(parts) != 2 or parts[0].num_states * parts[1].num_states < DEFER_PRODUCT_PAIRS:
+        return False
+    if product_bound(*parts) > MAX_PRODUCT_STATES:
+        return False  # it may outgrow the limit: built now, where that is a compile error
+    empty = is_empty_intersection(*parts, limit=DEFER_SEARCH_PAIRS)
+    if empty:
+        raise UnsatisfiableSchemaError("the string constraints contradict each other", path)
+    return empty is not None
+
+
+def class_cuts(dfa: DFA) -> set[int]:
+    """The byte-range boundaries of ``dfa``'s byte classes (``NFA.deferred`` cuts)."""
+    classes = dfa.byte_to_class
+    return {0, 256, *(np.flatnonzero(classes[1:] != classes[:-1]) + 1).tolist()}
+
+
+# Schemas repeat string lengths, key patterns and object shapes, within one schema
+# and across the schemas a process compiles: each DFA below is built once.
+
+@functools.lru_cache(maxsize=512)
+def length_dfa(lo: int, hi: int | None) -> DFA:
+    """The body of any string of ``lo`` to ``hi`` characters."""
+    return body_dfa(lambda n: jt.string_body(n, lo, hi))
+
+
+@functools.lru_cache(maxsize=512)
+def pattern_key_dfa(pattern: str) -> DFA:
+    """A quoted key in which ``pattern`` finds a match."""
+    return body_dfa(lambda n: jt.quoted(n, jt.pattern_body(n, pattern)))
+
+
+@functools.lru_cache(maxsize=512)
+def other_keys_dfa(defined: frozenset) -> DFA:
+    """A quoted key that is none of ``defined``."""
+    return body_dfa(lambda n: jt.key_excluding(n, defined))
+
+
+@functools.lru_cache(maxsize=512)
+def always_found(pattern) -> bool:
+    """Whether ``re.search(pattern, s)`` succeeds on every string ``s``, as it does
+    for ``([A-Z]+)?`` or ``.*``: such a pattern constrains nothing, and left in it
+    multiplies a ``maxLength`` counter (``([0-9a-zA-Z]+)?`` under ``maxLength: 4096``
+    was a 53k-state product, 1.2 s). Only patterns found in the empty string can be."""
+    if not isinstance(pattern, str):
+        return False
+    try:
+        if re.search(pattern, "") is None:
+            return False
+        return minus(length_dfa(0, None), constraint_dfa("pattern", pattern)) is None
+    except (re.error, RegexError, EmptyLanguageError):
+        return False  # left to the usual path, which reports the pattern
+
+
+@functools.lru_cache(maxsize=512)
+def constraint_dfa(kind: str, rx: str) -> DFA:
+    """The string-body DFA of a pattern (search) or a format regex (full match)."""
+    build = jt.pattern_body if kind == "pattern" else jt.full_match_body
+    return body_dfa(lambda n: build(n, rx))
