@@ -101,13 +101,17 @@ def _alternatives(c, schema, path) -> list | None:
         return None
 
 def _discriminated(c, a, b, depth) -> bool:
-    """Two object-only views that list a key with disjoint value schemas, required
-    by at least one of them: an object of the other branch either lacks the key
+    """Two views (one of them object-only, so that common values are objects) that
+    list a key with disjoint value schemas, required by at least one of them: an
+    object of the other branch either lacks the key
     (failing the one that requires it) or has a value that cannot satisfy both.
     (The ABI schemas' ``"type": {"enum": ["event"]}``, optional in one branch.)"""
     from .json_schema import _scalar_kinds  # json_schema imports this module
 
-    if a is None or b is None or a[0] != {"object"} or b[0] != {"object"}:
+    # Values of both are objects when one side allows objects only (the other's key
+    # keywords then apply to all of them; ``field-rule`` in tree-sitter's grammar
+    # schema says no ``type`` at all).
+    if a is None or b is None or "object" not in a[0] or "object" not in b[0] or {"object"} not in (a[0], b[0]):
         return False
 
     def value_schema(view, key):  # None: patternProperties may govern the key

@@ -397,6 +397,16 @@ def test_one_of_a_union_branch_is_apart_when_each_of_its_branches_is(monkeypatch
     assert _judged_as_jsonschema_judges(schema, docs, True, monkeypatch) == [True, True]
 
 
+def test_one_of_a_branch_of_any_type_is_apart_from_an_object_by_a_tag(monkeypatch):
+    """One branch says no ``type`` (tree-sitter's ``field-rule``): common values
+    are objects, where the required tag tells the branches apart."""
+    schema = {"oneOf": [
+        {"required": ["t"], "properties": {"t": {"type": "string", "pattern": "^FIELD$"}}},
+        {"type": "object", "required": ["t"], "properties": {"t": {"type": "string", "pattern": "^BLANK$"}}}]}
+    docs = ["x", 3, None, {"t": "FIELD"}, {"t": "BLANK"}, {"t": "OTHER"}, {}, [1]]
+    assert _judged_as_jsonschema_judges(schema, docs, True, monkeypatch) == [True]
+
+
 def test_one_of_key_values_overlap_through_additional_properties(monkeypatch):
     """A required key whose value the other branch leaves to ``additionalProperties``
     of an overlapping type: not apart, so a document valid under both is refused."""
