@@ -33,10 +33,10 @@ MAX_LISTED_WITNESSES = 64
 
 def disjoint_pairs(c, branches, depth) -> set[tuple[int, int]]:
     """The pairs ``(i, j)``, ``i > j``, of ``oneOf`` branches that no value matches
-    both: shown apart by a discriminating key (both branches are objects that list
-    it, at least one requires it, and its value schemas are disjoint:
-    ``"kind": {"const": "a"}`` against ``{"const": "b"}``, a string against an
-    object) or, failing that, by disjoint supersets of the whole branches."""
+    both, each tried in the order of the module docstring: by types or keys
+    (``"kind": {"const": "a"}`` against ``{"const": "b"}``, a string against an
+    object), unless a sampled value shows an overlap, and last by disjoint
+    supersets of the whole branches."""
     views = [c.object_view(b, ptr) for b, ptr in branches]
     supersets: dict[int, DFA | None] = {}
 
