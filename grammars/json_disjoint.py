@@ -142,23 +142,24 @@ def _discriminated(c, a, b, depth) -> bool:
     return False
 
 def _overlap_shown(c, a, b) -> bool:
-    """Whether a sampled value of one schema (``json_witness.sample``) is valid
-    under both, by the reference validator: then they overlap, and no superset
-    automaton needs to show it."""
+    """Whether a sampled value of either schema (``json_witness.sample``) or a small
+    value of a simple kind (branches without ``type`` take any scalar) is valid under
+    both, by the reference validator: then they overlap, and no superset automaton
+    needs to show it."""
     def deref(s):
         try:
             return c.deref(s, "#")
         except SchemaError:
             return None
 
+    candidates = []
     for one in (a, b):
         try:
-            v = sample(one, deref)
+            candidates.append(sample(one, deref))
         except RecursionError:
             continue
-        if c.is_valid(v, a) and c.is_valid(v, b):
-            return True
-    return False
+    return any(c.is_valid(v, a) and c.is_valid(v, b) for v in candidates + witnesses(a, b))
+
 
 def _values_apart(c, a, b) -> bool | None:
     """Whether no value satisfies both schemas, where that is cheap to decide, else
