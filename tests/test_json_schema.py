@@ -407,6 +407,25 @@ def test_one_of_a_branch_of_any_type_is_apart_from_an_object_by_a_tag(monkeypatc
     assert _judged_as_jsonschema_judges(schema, docs, True, monkeypatch) == [True]
 
 
+@pytest.mark.parametrize("schema", [
+    # Composer's package: an untyped object schema (any array, string... passes it)
+    # against an array of them. Arrays of packages match both; objects only the first.
+    {"$defs": {"pkg": {"required": ["name"], "properties": {"name": {"type": "string"}}}},
+     "oneOf": [{"$ref": "#/$defs/pkg"}, {"type": "array", "items": {"$ref": "#/$defs/pkg"}}]},
+    {"oneOf": [{"type": ["integer", "string"], "minimum": 3}, {"type": ["number", "null"]}, {"maxLength": 2}]},
+])
+def test_one_of_split_by_type_is_exact(schema):
+    """Split by JSON type, each type's part holds only the branches that allow it.
+    (Arrays with an item that is not a package are valid in the first schema but
+    refused: the array branch's superset, subtracted there, is too coarse. Before
+    the split they were refused too, and objects went through the same subtraction.)"""
+    dfa = compile_json_schema(schema, "compact")
+    validator = _validator(schema)
+    docs = [{"name": "a"}, {}, {"name": 1}, [], [{"name": "a"}], "ab", "abc", None, 2, 3, 4.5, True]
+    for doc in docs:
+        assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
+
+
 def test_one_of_key_values_overlap_through_additional_properties(monkeypatch):
     """A required key whose value the other branch leaves to ``additionalProperties``
     of an overlapping type: not apart, so a document valid under both is refused."""
