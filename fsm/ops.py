@@ -185,6 +185,14 @@ def is_empty_intersection(a: DFA, b: DFA, limit: int | None = None) -> bool | No
     return True
 
 
+# The phase after each byte read at phase 0 (-1: a byte that cannot come there), and
+# the continuation bytes.
+_UTF8_LEAD_PHASE = np.full(256, -1)
+_UTF8_LEAD_PHASE[:0x80], _UTF8_LEAD_PHASE[0xC0:0xE0], _UTF8_LEAD_PHASE[0xE0:0xF0], _UTF8_LEAD_PHASE[0xF0:0xF8] = 0, 1, 2, 3
+_UTF8_CONTINUATION = np.zeros(256, dtype=bool)
+_UTF8_CONTINUATION[0x80:0xC0] = True
+
+
 def product_bound(a: DFA, b: DFA) -> int:
     """An upper bound on the state pairs ``_product`` reaches (so on an intersection's
     size): ``a.num_states * b.num_states``, or less where both read UTF-8 text.
@@ -202,11 +210,7 @@ def product_bound(a: DFA, b: DFA) -> int:
 def _utf8_phases(dfa: DFA) -> np.ndarray | None:
     """Each reachable state's phase (continuation bytes still due), or None when some
     state has none or two (the automaton does not read well-formed UTF-8 only)."""
-    # The phase after each byte, from phase 0 (-1: a byte that cannot come there).
-    lead = np.full(256, -1)
-    lead[:0x80], lead[0xC0:0xE0], lead[0xE0:0xF0], lead[0xF0:0xF8] = 0, 1, 2, 3
-    cont = np.zeros(256, dtype=bool)
-    cont[0x80:0xC0] = True
+    lead, cont = _UTF8_LEAD_PHASE, _UTF8_CONTINUATION
     trans = dfa.transitions
     n_classes = trans.shape[1]
     # Per class, the phase it leads to from phase 0 (None if its bytes disagree), and

@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 
 from .json_merge import ANNOTATIONS
+from .json_witness import listed_values
 
 #: JSON types other than "object" ("number" includes the integers).
 NOT_OBJECT = ["null", "boolean", "number", "string", "array"]
@@ -122,9 +123,7 @@ def _listed_values(sub) -> list | None:
     """The values a ``const`` / ``enum`` schema lists (None for any other schema)."""
     if set(sub) - {"const", "enum", "type"} - ANNOTATIONS:
         return None
-    if "const" in sub:
-        return [sub["const"]]
-    return list(sub["enum"]) if isinstance(sub.get("enum"), list) else None
+    return listed_values(sub)
 
 
 def conditionals_by_value(schema: dict, deref, view, holds) -> dict | None:

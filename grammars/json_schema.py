@@ -208,6 +208,7 @@ class SchemaCompiler:
         self._ref_stack: list[str] = []
         self._dfas: dict[tuple, DFA] = {}
         self._string_bodies: dict[tuple, DFA] = {}  # (constraints, minLength, maxLength) -> body
+        self._deferred_bodies: dict[tuple, set | None] = {}  # the same key -> cuts if deferred
         self._pattern_templates: dict[str, Template] = {}  # _pattern_fragment
         #: Over mode: supersets taken so far, and the cached DFAs that hold one.
         self.approximations = 0
@@ -1068,12 +1069,15 @@ class SchemaCompiler:
             return jt.quoted(nfa, jt.string_body(nfa, lo, hi))
         key = (tuple(usable), lo, hi)
         if nfa.lazy and key not in self._string_bodies:
-            parts = body_parts(usable, lo, hi)
-            if defer_product(parts, path):
+            if key not in self._deferred_bodies:  # decided once per compile, as built
+                parts = body_parts(usable, lo, hi)
+                self._deferred_bodies[key] = (set().union(*(class_cuts(d) for d in parts))
+                                              if defer_product(parts, path) else None)
+            cuts = self._deferred_bodies[key]
+            if cuts is not None:
                 # Decoding reaches few of a schema's strings: build this one's product
                 # when it does (a Unicode class times a maxLength of 255 is 80k states,
                 # ~0.4 s to build and copy in).
-                cuts = set().union(*(class_cuts(d) for d in parts))
                 return jt.quoted(nfa, nfa.deferred(lambda: embed(nfa, self._string_body(key, path)), cuts))
         return jt.quoted(nfa, embed(nfa, self._string_body(key, path)))
 
