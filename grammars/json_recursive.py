@@ -46,11 +46,20 @@ _ANY = "(any JSON value)"
 
 
 class CallNFA(NFA):
-    """An NFA with call edges ``(a, rule, b)``: from state a, a whole ``rule`` leads to b."""
+    """An NFA with call edges ``(a, rule, b)``: from state a, a whole ``rule`` leads to b.
+
+    It is lazy (``NFA.deferred``): large counted repetitions and string bodies are
+    built when the lexer first reaches them, but only fragments without calls, whose
+    states lead to no end but the fragment's own (so ``RuleEnds.reach`` extends to
+    them from the end's bits alone)."""
 
     def __init__(self):
-        super().__init__(lazy=False)
+        super().__init__(lazy=True)
         self.calls: list[tuple[int, str, int]] = []
+
+    def deferrable(self, first_state: int) -> bool:
+        # Calls are appended as they are made, with fresh states: the last is newest.
+        return not self.calls or self.calls[-1][0] < first_state
 
 
 class _Calls:
@@ -136,39 +145,36 @@ class RuleEnds:
         self.end_bit = {}
         for i, e in enumerate(self.ends):
             self.end_bit[e] = self.end_bit.get(e, 0) | 1 << i
-        self.reach = self._reach()
+        self.reach = nfa.reach_bits(self.end_bit)
+        self._calls = len(nfa.calls)
         self._classes = self.byte_to_class.tolist()
         self._closures: dict[int, frozenset[int]] = {}
         self._intervals: dict[int, list[tuple[int, int, int]]] = {}
-
-    def _reach(self) -> list[int]:
-        back = self.nfa.predecessors()
-        reach = [0] * len(back)
-        stack = []
-        for e, bit in self.end_bit.items():
-            reach[e] |= bit
-            stack.append(e)
-        while stack:  # a state is pushed again only when its set of ends grew
-            t = stack.pop()
-            for s in back[t]:
-                if reach[t] & ~reach[s]:
-                    reach[s] |= reach[t]
-                    stack.append(s)
-        return reach
 
     def closure(self, s: int) -> frozenset[int]:
         """The live states ``s`` reaches by epsilons that have byte moves or are ends."""
         got = self._closures.get(s)
         if got is None:
-            eps, reach, edges = self.nfa.eps, self.reach, self.nfa.edges
+            eps, reach, edges, pending = self.nfa.eps, self.reach, self.nfa.edges, self.nfa.pending
             seen, stack = {s}, [s]
             while stack:
-                for t in eps[stack.pop()]:
+                x = stack.pop()
+                if x in pending:
+                    self._build(x)
+                for t in eps[x]:
                     if t not in seen and reach[t]:
                         seen.add(t)
                         stack.append(t)
             got = self._closures[s] = frozenset(x for x in seen if edges[x] or x in self.end_bit)
         return got
+
+    def _build(self, s: int) -> None:
+        """Build the deferred fragment at ``s``; its new states reach what its end does."""
+        nfa = self.nfa
+        nfa.materialize(s)
+        if len(nfa.calls) != self._calls:
+            raise AssertionError("a deferred fragment of a grammar rule made a call")
+        nfa.reach_bits({}, self.reach)
 
     def intervals(self, s: int) -> list[tuple[int, int, int]]:
         got = self._intervals.get(s)

@@ -215,3 +215,32 @@ def test_terminal_tables_are_built_as_the_text_reaches_them(smollm2_vocab):
                   {"id": "9"}, {"id": "a", "kids": [{"id": "B"}]}, {"id": "q", "kids": [{"id": "r" * 121}]}]:
         assert matches(guide, compact(value)) == validator.is_valid(value), value
     assert sum(t.rows_built for t in tables.values()) > len(tables)
+
+
+def test_large_counted_arrays_in_a_rule_are_built_as_reached(smollm2_vocab):
+    """A rule's large counted repetition without calls (200 patterned ids) is a
+    deferred fragment: compiling builds one copy, reading builds the rest, and the
+    count stays exact. A repetition whose items call a rule (recursive kids) is
+    built whole (the rule's ends, one per call, are fixed before reading), and still
+    counts exactly."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "ids": {"type": "array", "items": {"type": "string", "pattern": "^[0-9a-f]{24}$"}, "maxItems": 200},
+            "kids": {"type": "array", "items": {"$ref": "#"}, "maxItems": 300},
+        },
+        "additionalProperties": False,
+    }
+    grammar = compile_recursive_schema(schema, "compact")
+    nfa = next(t.table.rule.nfa for t in grammar.terminal_dfas)
+    compiled = len(nfa)
+    assert compiled < 10_000  # 200 whole copies of the id are ~80k states
+    assert nfa.pending
+    guide = guided.GrammarGuide(grammar, smollm2_vocab)
+    validator = _validator(schema)
+    one = "0123456789abcdef01234567"
+    for value in [{}, {"ids": [one] * 3}, {"ids": [one] * 200}, {"ids": [one] * 201}, {"ids": [one[:-1]]},
+                  {"kids": [{"ids": [one] * 150}, {}] * 150}, {"kids": [{}] * 301}, {"kids": [{"ids": [one] * 201}]},
+                  {"ids": [one, one.upper()]}]:
+        assert matches(guide, compact(value)) == validator.is_valid(value), value
+    assert len(nfa) > compiled  # reading built the copies it reached

@@ -328,3 +328,42 @@ def test_a_string_product_that_may_outgrow_the_limit_is_built_at_compile(monkeyp
     monkeypatch.setattr(strings, "MAX_PRODUCT_STATES", 1000)
     built = compile_json_schema(schema, "compact").nfa_size
     assert built > deferred + 10_000
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_reach_bits_is_what_a_search_from_each_state_finds(seed):
+    """``NFA.reach_bits`` (one pass over strongly connected components) gives each
+    state the OR of the seed bits of every state it reaches, on random graphs with
+    cycles, self-loops, byte moves, epsilons and a deferred fragment."""
+    import random
+
+    rng = random.Random(seed)
+    nfa = NFA(lazy=True)
+    n = 60
+    states = [nfa.state() for _ in range(n)]
+    for _ in range(90):
+        a, b = rng.choice(states), rng.choice(states)
+        if rng.random() < 0.5:
+            nfa.epsilon(a, b)
+        else:
+            nfa.edges[a].append((97, 98, b))
+    a, b = rng.sample(states, 2)
+    nfa.pending[a] = (lambda: None, b)
+    seeds = {s: 1 << i for i, s in enumerate(rng.sample(states, 8))}
+    succ = nfa.successors()
+
+    def reached(s):
+        seen, stack = {s}, [s]
+        while stack:
+            for t in succ[stack.pop()]:
+                if t not in seen:
+                    seen.add(t)
+                    stack.append(t)
+        return seen
+
+    want = [0] * len(nfa)
+    for s in range(len(nfa)):
+        for t in reached(s):
+            want[s] |= seeds.get(t, 0)
+    assert nfa.reach_bits(seeds) == want
+    assert b in reached(a)  # the deferred fragment counts as a move
