@@ -449,6 +449,10 @@ class SchemaCompiler:
             raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", path)
         self.check_keywords(schema, path)
         schema = _without_idle_conditionals(schema)
+        if "not" in schema and _accepts_everything(schema["not"]):
+            # `"not": {}` (a forbidden property, once merged) excludes every value:
+            # no algebra needed to show it.
+            raise UnsatisfiableSchemaError("'not' of a schema that every value satisfies", _pointer(path, "not"))
         if any(k in schema for k in DEPENDENCY_KEYWORDS):
             return self.value(nfa, self.expand_dependencies(schema, path), path, depth)
         if "enum" in schema or "const" in schema:
@@ -1915,6 +1919,11 @@ def _satisfiable(build, items, why: str, path: str) -> list:
     if not out:
         raise _empty(why, path, approximated)
     return out
+
+
+def _accepts_everything(schema) -> bool:
+    """``true``, or a schema with nothing but annotations."""
+    return schema is True or (isinstance(schema, dict) and not set(schema) - ANNOTATIONS)
 
 
 def _empty(why: str, path: str, approximated: bool) -> SchemaError:

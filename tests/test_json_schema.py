@@ -769,6 +769,29 @@ def test_approximation_limit_under_an_optional_key_is_an_error_not_a_dropped_key
     assert dfa.matches(b'{"a":1}') and not dfa.matches(b'{"a":1,"b":1}')
 
 
+def test_not_of_an_open_schema_forbids_the_key_without_algebra(monkeypatch):
+    """``"not": {}`` (or ``true``, or annotations only) beside other keywords, as
+    ``oneOf`` branches write forbidden properties once merged, excludes every value at
+    once: no automaton difference is built, and the verdicts agree with jsonschema."""
+    from grammars.json_schema import SchemaCompiler
+
+    def no_algebra(*args):
+        raise AssertionError("DFA algebra for a not of an open schema")
+
+    monkeypatch.setattr(SchemaCompiler, "logic_dfa", no_algebra)
+    schema = {"type": "object", "required": ["shape", "dims"], "properties": {
+        "shape": {"type": "string"},
+        "dims": {"type": "object", "properties": {"r": {"type": "number"}, "w": {"type": "number"}}, "oneOf": [
+            {"properties": {"w": {"not": {}}}, "required": ["r"]},
+            {"properties": {"r": {"not": True}}, "required": ["w"]},
+            {"properties": {"r": {"not": {"description": "never"}}, "w": {"not": {}}}, "required": ["z"]}]}}}
+    dfa = compile_json_schema(schema, "compact")
+    validator = _validator(schema)
+    for value in [{"shape": "c", "dims": {"r": 1}}, {"shape": "c", "dims": {"w": 2}}, {"shape": "c", "dims": {"r": 1, "w": 2}},
+                  {"shape": "c", "dims": {}}, {"shape": "c", "dims": {"z": 0}}, {"shape": "c", "dims": {"r": 1, "z": 0}}]:
+        assert dfa.matches(compact(ordered(value, schema))) == validator.is_valid(value), value
+
+
 TAGGED = {"type": "object", "properties": {"p": {"const": "a"}}}
 SUPERSET_CASES = {
     # Optional tags: only objects holding one of them match exactly one branch.
