@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .dfa import DFA, minimize
+from .dfa import DFA, MAX_DFA_STATES, co_reachable, minimize
 from .errors import EmptyLanguageError, RegexTooLargeError
 from .nfa import NFA
 
@@ -209,37 +209,86 @@ def product_bound(a: DFA, b: DFA) -> int:
 
 def _utf8_phases(dfa: DFA) -> np.ndarray | None:
     """Each reachable state's phase (continuation bytes still due), or None when some
-    state has none or two (the automaton does not read well-formed UTF-8 only)."""
+    state has none or two (the automaton does not read well-formed UTF-8 only).
+
+    In numpy over the edges, not a search in Python (0.15 s on a 30k-state,
+    100-class string automaton): a lead byte sets its target's phase outright, and a
+    continuation byte takes one off its source's, so three rounds settle every phase;
+    then every edge must agree (a lead byte only at phase 0, a continuation byte only
+    after a lead byte)."""
     lead, cont = _UTF8_LEAD_PHASE, _UTF8_CONTINUATION
-    trans = dfa.transitions
-    n_classes = trans.shape[1]
-    # Per class, the phase it leads to from phase 0 (None if its bytes disagree), and
-    # whether it is all continuation bytes.
-    from_zero, all_cont = [], []
+    n_classes = dfa.transitions.shape[1]
+    # Per class: the phase it leads to from phase 0 (-2: its bytes disagree, -1: not
+    # a lead byte), and whether it is all continuation bytes.
+    from_zero = np.full(n_classes, -2)
+    all_cont = np.zeros(n_classes, dtype=bool)
     for c in range(n_classes):
         members = dfa.byte_to_class == c
-        kinds = set(lead[members].tolist())
-        from_zero.append(kinds.pop() if len(kinds) == 1 else None)
-        all_cont.append(bool(cont[members].all()) if members.any() else False)
-    phase = {0: 0}
-    stack = [0]
-    rows = trans.tolist()
-    while stack:
-        s = stack.pop()
-        r = phase[s]
-        for c, t in enumerate(rows[s]):
-            if t < 0:
-                continue
-            nxt = from_zero[c] if r == 0 else (r - 1 if all_cont[c] else None)
-            if nxt is None or nxt < 0:
-                return None
-            known = phase.get(t)
-            if known is None:
-                phase[t] = nxt
-                stack.append(t)
-            elif known != nxt:
-                return None
-    return np.fromiter(phase.values(), dtype=np.int64, count=len(phase))
+        kinds = np.unique(lead[members])
+        if len(kinds) == 1:
+            from_zero[c] = kinds[0]
+        all_cont[c] = bool(members.any() and cont[members].all())
+    src, cls = np.nonzero(dfa.transitions >= 0)
+    dst = dfa.transitions[src, cls]
+    reached = co_reachable(dst, src, np.arange(dfa.num_states) == 0)  # forwards from 0
+    keep = reached[src]
+    src, cls, dst = src[keep], cls[keep], dst[keep]
+    by_lead, by_cont = ~all_cont[cls], all_cont[cls]
+    if (from_zero[cls[by_lead]] < 0).any():
+        return None  # a byte that cannot start a character, read where one starts
+    phase = np.full(dfa.num_states, -1)
+    phase[0] = 0
+    phase[dst[by_lead]] = from_zero[cls[by_lead]]
+    cs, cd = src[by_cont], dst[by_cont]
+    for _ in range(3):
+        known = phase[cs] >= 1
+        phase[cd[known]] = phase[cs[known]] - 1
+    lead_ok = phase[src[by_lead]] == 0
+    cont_ok = (phase[cs] >= 1) & (phase[cd] == phase[cs] - 1)
+    lead_target_ok = phase[dst[by_lead]] == from_zero[cls[by_lead]]
+    if not (lead_ok.all() and cont_ok.all() and lead_target_ok.all()) or phase[0] != 0 or (phase[reached] < 0).any():
+        return None
+    return phase[reached]
+
+
+def repeat_unit(unit: DFA, lo: int, hi: int | None, limit: int = MAX_DFA_STATES) -> DFA | None:
+    """The minimal DFA of ``unit{lo,hi}`` (``hi`` None: unbounded), laid out directly,
+    for a *unit* automaton: its start does not accept and its accepting states have
+    no moves (one character, which ends exactly where it is complete). None for
+    other automata.
+
+    Copy k of the unit's non-accepting states reads the (k+1)-th unit; a move into
+    an accepting state goes to the next copy's start, which accepts from ``lo`` on.
+    Copies differ by how many units may still follow, so the result is minimal when
+    the unit is. (A subset construction and minimisation of the same counter took
+    0.34 s for ``maxLength: 1024``.)"""
+    t, acc = unit.transitions, unit.accepting
+    if acc[0] or (t[acc] >= 0).any() or (hi is not None and hi < lo):
+        return None
+    inner = np.flatnonzero(~acc)  # state 0 first
+    m = len(inner)
+    # Unbounded from lo > 0: lo copies, then an accepting start that reads on as the
+    # last copy's start does; from 0: one copy that loops back to its own start.
+    copies = hi if hi is not None else max(lo, 1)
+    end = hi is not None or lo > 0  # a state after the last copy
+    n = copies * m + end
+    if n > limit:
+        raise RegexTooLargeError(f"pattern needs more than {limit} DFA states")
+    local = np.full(unit.num_states, -1, dtype=np.int64)
+    local[inner] = np.arange(m)
+    block = t[inner]  # the moves of one copy, before renumbering
+    into_end = (block >= 0) & acc[np.maximum(block, 0)]
+    within = (block >= 0) & ~into_end
+    trans = np.full((n, t.shape[1]), -1, dtype=np.int32)
+    base = (np.arange(copies) * m)[:, None, None]
+    nxt = base + m if end else base  # where completing a unit leads: the next start
+    trans[: copies * m] = np.where(within, base + local[np.maximum(block, 0)],
+                                   np.where(into_end, nxt, -1)).reshape(copies * m, t.shape[1])
+    if hi is None and lo > 0:
+        trans[-1] = trans[(lo - 1) * m]
+    accepting = np.zeros(n, dtype=bool)
+    accepting[np.arange(lo, copies + end) * m] = True
+    return DFA(trans, unit.byte_to_class, accepting)
 
 
 def embed(nfa: NFA, dfa: DFA) -> tuple[int, int]:

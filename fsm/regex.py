@@ -44,7 +44,11 @@ except ImportError:  # pragma: no cover - Python 3.10
 from .dfa import DFA, determinize
 from .errors import RegexSyntaxError, UnsupportedRegexFeature
 from .nfa import NFA
+from .ops import embed, repeat_unit
 from .utf8 import MAX_CODE_POINT, Ranges, complement, normalize, ranges_matching
+
+#: Items that read exactly one character.
+_ONE_CHARACTER = (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN)
 
 _NOT_REGULAR = {
     "ASSERT": ("lookaround assertion", ("(?=", "(?<=")),
@@ -89,17 +93,21 @@ def compile_regex(pattern: str, flags: int = 0) -> DFA:
     return determinize(nfa, start, end)
 
 
-def regex_to_nfa(pattern: str, nfa: NFA, flags: int = 0, *, char_fragment=None, search: bool = False) -> tuple[int, int]:
+def regex_to_nfa(pattern: str, nfa: NFA, flags: int = 0, *, char_fragment=None, char_dfa=None,
+                 search: bool = False) -> tuple[int, int]:
     """Add ``pattern`` to an existing NFA as a fragment (used by spec compilers).
 
     ``char_fragment(ranges)`` builds the fragment for one character from a code
     point set (default: its UTF-8 bytes; a JSON compiler passes the character's
-    JSON encodings). ``search=True`` gives ``re.search`` semantics: the text must
-    *contain* a match, except that ``^`` / ``$`` at the ends of a top-level
-    alternative pin it to the start / end.
+    JSON encodings), and ``char_dfa(ranges)`` is the DFA it copies (a long counted
+    run of one class, ``[\w-]{5,96}``, is then one DFA laid out directly,
+    ``fsm.ops.repeat_unit``, not 96 copies for the subset construction to merge).
+    ``search=True`` gives ``re.search`` semantics: the text must *contain* a match,
+    except that ``^`` / ``$`` at the ends of a top-level alternative pin it to the
+    start / end.
     """
     tree = _parse(pattern, flags)
-    builder = _Builder(pattern, nfa, char_fragment)
+    builder = _Builder(pattern, nfa, char_fragment, char_dfa if char_fragment is not None else utf8_char_dfa)
     flags = tree.state.flags
     if not search:
         return builder.sequence(tree, flags, True, True)
@@ -143,11 +151,29 @@ def _has_anchor(items) -> bool:
     return False
 
 
+#: Counted runs of one character class at least this long are laid out as one DFA.
+COUNTED_RUN_MIN = 8
+
+
+@functools.lru_cache(maxsize=256)
+def utf8_char_dfa(ranges: tuple) -> DFA:
+    """The DFA of one character from a code point set, as UTF-8."""
+    nfa = NFA()
+    s, e = nfa.code_points(ranges)
+    return determinize(nfa, s, e)
+
+
+@functools.lru_cache(maxsize=256)
+def _counted_run(char_dfa, ranges: tuple, lo: int, hi: int | None) -> DFA | None:
+    return repeat_unit(char_dfa(ranges), lo, hi)
+
+
 class _Builder:
-    def __init__(self, pattern: str, nfa: NFA | None = None, char_fragment=None):
+    def __init__(self, pattern: str, nfa: NFA | None = None, char_fragment=None, char_dfa=None):
         self.pattern = pattern
         self.nfa = nfa if nfa is not None else NFA()
         self.chars = char_fragment if char_fragment is not None else self.nfa.code_points
+        self.char_dfa = char_dfa  # the DFA ``chars`` copies (None: unknown)
         # In search mode: whether a start (end) anchor can hold in this copy.
         self.allow_start = True
         self.allow_end = True
@@ -197,20 +223,8 @@ class _Builder:
             if name == "ASSERT" and av[0] < 0:
                 what = "lookbehind assertion"
             self.fail(what, markers)
-        if op is C.LITERAL:
-            if flags & re.IGNORECASE:
-                return self.chars(list(_fold_literal(av, bool(flags & re.ASCII))))
-            return self.chars([(av, av)])
-        if op is C.NOT_LITERAL:
-            if flags & re.IGNORECASE:
-                return self.chars(complement(list(_fold_literal(av, bool(flags & re.ASCII)))))
-            return self.chars(complement([(av, av)]))
-        if op is C.ANY:
-            if flags & re.DOTALL:
-                return self.chars([(0, MAX_CODE_POINT)])
-            return self.chars(complement([(10, 10)]))
-        if op is C.IN:
-            return self.chars(self.char_set(av, flags))
+        if op in _ONE_CHARACTER:
+            return self.chars(self.char_ranges(op, av, flags))
         if op is C.BRANCH:
             return nfa.union(self.sequence(alt, flags, at_start, at_end) for alt in av[1])
         if op is C.SUBPATTERN:
@@ -221,10 +235,30 @@ class _Builder:
         if op in (C.MAX_REPEAT, C.MIN_REPEAT):
             lo, hi, sub = av
             hi = None if hi == C.MAXREPEAT else hi
+            if (self.char_dfa is not None and not nfa.lazy and max(lo, hi or 0) >= COUNTED_RUN_MIN
+                    and len(sub) == 1 and sub[0][0] in _ONE_CHARACTER):
+                ranges = tuple(normalize(list(self.char_ranges(*sub[0], flags))))
+                counted = _counted_run(self.char_dfa, ranges, lo, hi)
+                if counted is not None:
+                    return embed(nfa, counted)
             return nfa.repeat(lambda: self.sequence(sub, flags, False, False), lo, hi)
         if op is C.AT:
             return self.anchor(av, flags, at_start, at_end)
         self.fail(f"regex construct {name}")
+
+    def char_ranges(self, op, av, flags: int):
+        """The code point set of a one-character item (``_ONE_CHARACTER``)."""
+        if op is C.LITERAL:
+            if flags & re.IGNORECASE:
+                return list(_fold_literal(av, bool(flags & re.ASCII)))
+            return [(av, av)]
+        if op is C.NOT_LITERAL:
+            if flags & re.IGNORECASE:
+                return complement(list(_fold_literal(av, bool(flags & re.ASCII))))
+            return complement([(av, av)])
+        if op is C.ANY:
+            return [(0, MAX_CODE_POINT)] if flags & re.DOTALL else complement([(10, 10)])
+        return self.char_set(av, flags)
 
     def anchor(self, av, flags: int, at_start: bool, at_end: bool):
         kind = str(av)

@@ -22,7 +22,7 @@ import numpy as np
 from fsm.dfa import DFA, MAX_DFA_STATES, determinize
 from fsm.errors import EmptyLanguageError, RegexError
 from fsm.nfa import NFA
-from fsm.ops import MAX_PRODUCT_STATES, difference, intersect, is_empty_intersection, product_bound
+from fsm.ops import MAX_PRODUCT_STATES, difference, intersect, is_empty_intersection, product_bound, repeat_unit
 
 from . import json_text as jt
 from .json_errors import UnsatisfiableSchemaError
@@ -92,8 +92,10 @@ def class_cuts(dfa: DFA) -> set[int]:
 
 @functools.lru_cache(maxsize=512)
 def length_dfa(lo: int, hi: int | None) -> DFA:
-    """The body of any string of ``lo`` to ``hi`` characters."""
-    return body_dfa(lambda n: jt.string_body(n, lo, hi))
+    """The body of any string of ``lo`` to ``hi`` characters: copies of the one
+    character automaton laid out directly (``repeat_unit``)."""
+    counted = repeat_unit(jt.json_char_dfa(jt.ANY_CHAR), lo, hi)
+    return counted if counted is not None else body_dfa(lambda n: jt.string_body(n, lo, hi))
 
 
 @functools.lru_cache(maxsize=512)

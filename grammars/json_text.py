@@ -79,12 +79,13 @@ def string_body(nfa: NFA, min_length: int = 0, max_length: int | None = None) ->
 def pattern_body(nfa: NFA, pattern: str) -> tuple[int, int]:
     """Fragment: encoded string contents in which ``re.search(pattern, value)`` succeeds
     (JSON Schema patterns are unanchored), with Python ``re`` meaning as the validator has."""
-    return regex_to_nfa(pattern, nfa, char_fragment=lambda ranges: json_char(nfa, ranges), search=True)
+    return regex_to_nfa(pattern, nfa, char_fragment=lambda ranges: json_char(nfa, ranges), char_dfa=_json_char_dfa_of,
+                        search=True)
 
 
 def full_match_body(nfa: NFA, pattern: str) -> tuple[int, int]:
     """Fragment: encoded string contents whose value fully matches ``pattern``."""
-    return regex_to_nfa(pattern, nfa, char_fragment=lambda ranges: json_char(nfa, ranges))
+    return regex_to_nfa(pattern, nfa, char_fragment=lambda ranges: json_char(nfa, ranges), char_dfa=_json_char_dfa_of)
 
 
 def regex_fragment(nfa: NFA, pattern: str) -> tuple[int, int]:

@@ -367,3 +367,36 @@ def test_reach_bits_is_what_a_search_from_each_state_finds(seed):
             want[s] |= seeds.get(t, 0)
     assert nfa.reach_bits(seeds) == want
     assert b in reached(a)  # the deferred fragment counts as a move
+
+
+@pytest.mark.parametrize("pattern", [r"\w{0,40}", r".{3,9}", r"[^a]*", r"(a|€|😀){1,5}", r".*é.*", r"\d{4}-\d{2}", r"[^\"\\]{0,20}"])
+def test_utf8_phases_are_the_continuation_bytes_due_after_a_path(pattern):
+    """``_utf8_phases`` (numpy over the edges) gives each reachable state the number
+    of continuation bytes still due after any text that leads there, counted here by
+    walking one shortest path per state."""
+    import numpy as np
+
+    from fsm.ops import _utf8_phases
+    from fsm.regex import compile_regex
+
+    dfa = compile_regex(pattern)
+    first_byte = {int(c): b for b, c in reversed(list(enumerate(dfa.byte_to_class.tolist())))}
+    path = {0: b""}
+    frontier = [0]
+    while frontier:
+        nxt = []
+        for s in frontier:
+            for c, t in enumerate(dfa.transitions[s].tolist()):
+                if t >= 0 and t not in path:
+                    path[t] = path[s] + bytes([first_byte[c]])
+                    nxt.append(t)
+        frontier = nxt
+
+    def due(data: bytes) -> int:
+        left = 0
+        for b in data:
+            left = left - 1 if 0x80 <= b < 0xC0 else (1 if b >= 0xC0 else 0) + (b >= 0xE0) + (b >= 0xF0)
+        return left
+
+    want = np.bincount([due(path[s]) for s in sorted(path)], minlength=4)
+    assert np.array_equal(np.bincount(_utf8_phases(dfa), minlength=4), want)

@@ -581,3 +581,45 @@ def test_minimisation_in_numpy_matches_python(pattern, monkeypatch):
     assert by_numpy.num_states == by_python.num_states
     assert (by_numpy.transitions == by_python.transitions).all()
     assert (by_numpy.byte_to_class == by_python.byte_to_class).all()
+
+
+@pytest.mark.parametrize("unit", [r"[a-z]", r".", r"(é|\d\d|x)", r"\w"])
+@pytest.mark.parametrize("lo, hi", [(0, 0), (0, 1), (2, 2), (1, 6), (0, None), (1, None), (3, None), (4, 40)])
+def test_repeat_unit_is_the_minimal_counted_repetition(unit, lo, hi):
+    """``repeat_unit`` lays out ``unit{lo,hi}`` directly: the same language and the
+    same state count as the subset construction and minimisation of the pattern."""
+    from fsm.ops import repeat_unit
+
+    got = repeat_unit(compile_regex(unit), lo, hi)
+    want = compile_regex(f"(?:{unit}){{{lo},{'' if hi is None else hi}}}") if hi != 0 else None
+    if want is None:
+        assert got.num_states == 1 and got.accepting.tolist() == [True]
+        return
+    assert got.num_states == want.num_states
+    rng = random.Random(f"{unit}{lo}{hi}")
+    pieces = ["a", "q", "é", "7", "77", "x", "", "\n", "é1"]
+    for _ in range(300):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 12)))
+        assert got.matches(text.encode()) == want.matches(text.encode()), text
+
+
+def test_repeat_unit_declines_automata_that_read_on_after_accepting():
+    from fsm.ops import repeat_unit
+
+    assert repeat_unit(compile_regex(r"a+"), 1, 3) is None  # accepts, then reads more
+    assert repeat_unit(compile_regex(r"a?"), 1, 3) is None  # the start accepts
+    assert repeat_unit(compile_regex(r"a"), 3, 2) is None
+
+
+@pytest.mark.parametrize("pattern", [r"[a-f0-9]{8,12}", r"x(?i:[a-c]){8}y", r"\w{0,10}", r".{9}", r"[^a]{8,}",
+                                     r"(ab|[0-9]{10})+", r"é{8,9}?z", r"(?s:.){8}"])
+def test_long_counted_runs_of_one_class_agree_with_re(pattern):
+    """Runs of one class counted 8 times or more are one DFA laid out directly
+    (``repeat_unit``) inside the NFA; the language is the same as ``re``'s."""
+    dfa = compile_regex(pattern)
+    rng = random.Random(pattern)
+    pieces = ["a", "B", "c", "0", "9", "x", "y", "z", "é", "ab", "\n", "_", "-"]
+    texts = ["a" * n for n in range(14)] + ["0123456789", "é" * 8 + "z", "xAbCaBcAby", "x" + "a" * 8 + "y"]
+    texts += ["".join(rng.choice(pieces) for _ in range(rng.randrange(0, 16))) for _ in range(400)]
+    for text in texts:
+        assert dfa.matches(text.encode()) == bool(re.fullmatch(pattern, text)), text
