@@ -23,10 +23,13 @@ from fsm.errors import EmptyLanguageError, RegexError
 from fsm.ops import is_empty_intersection
 
 from .json_errors import ApproximationLimitError, SchemaError, UnsatisfiableSchemaError
+from .json_presence import MAX_PRESENCE_KEYS, _presence_only, holds
 from .json_witness import listed_values, sample, witnesses
 
 #: Most sub-branches of unions looked at to show two ``oneOf`` branches apart by keys.
 MAX_APART_PAIRS = 64
+#: Most levels of key values looked into to tell two objects apart by their keys.
+MAX_APART_NESTING = 3
 #: Most values of an ``enum`` checked one by one against another schema.
 MAX_LISTED_WITNESSES = 64
 
@@ -62,23 +65,25 @@ def disjoint_pairs(c, branches, depth) -> set[tuple[int, int]]:
                 apart.add((i, j))
     return apart
 
-def _apart_by_keys(c, a, b, view_a, view_b, depth, budget: list | None = None) -> bool:
+def _apart_by_keys(c, a, b, view_a, view_b, depth, budget: list | None = None, nest: int = 0) -> bool:
     """Whether the ``(schema, pointer)`` branches ``a`` and ``b`` are shown to
     share no value without their supersets: by JSON type, by a discriminating
     key (``_discriminated``), or, where one is itself a union (``anyOf`` /
     ``oneOf``), by each of its branches being apart from the other. (Composer's
     ``oneOf [repository, {"additionalProperties": false-only}]``, where
     ``repository`` is six kinds of object, each with its own ``type`` tag, took
-    0.6 s to tell apart by supersets.) ``budget`` bounds the pairs looked at."""
-    if types_apart(view_a, view_b) or _discriminated(c, view_a, view_b, depth):
-        return True
+    0.6 s to tell apart by supersets.) ``budget`` bounds the pairs looked at, and
+    ``nest`` counts the key values this looks into (``_discriminated``)."""
     budget = [MAX_APART_PAIRS] if budget is None else budget
+    if types_apart(view_a, view_b) or _discriminated(c, view_a, view_b, depth, budget, nest) \
+            or _presence_apart(c, a[0], b[0], view_a, view_b):
+        return True
     for this, that, view_that in ((a, b, view_b), (b, a, view_a)):
         parts = _alternatives(c, *this)
         if parts is None or len(parts) > budget[0]:
             continue
         budget[0] -= len(parts)
-        if all(_apart_by_keys(c, p, that, c.object_view(*p), view_that, depth, budget) for p in parts):
+        if all(_apart_by_keys(c, p, that, c.object_view(*p), view_that, depth, budget, nest) for p in parts):
             return True
     return False
 
@@ -100,12 +105,17 @@ def _alternatives(c, schema, path) -> list | None:
     except SchemaError:
         return None
 
-def _discriminated(c, a, b, depth) -> bool:
+def _discriminated(c, a, b, depth, budget: list, nest: int = 0) -> bool:
     """Two views (one of them object-only, so that common values are objects) that
     list a key with disjoint value schemas, required by at least one of them: an
     object of the other branch either lacks the key
     (failing the one that requires it) or has a value that cannot satisfy both.
-    (The ABI schemas' ``"type": {"enum": ["event"]}``, optional in one branch.)"""
+    (The ABI schemas' ``"type": {"enum": ["event"]}``, optional in one branch.)
+    Values that are objects are told apart by their own keys the same way, up to
+    ``MAX_APART_NESTING`` levels down, before any superset automaton: two rule
+    kinds whose ``to`` objects differ by a key one requires and the other's
+    ``additionalProperties: false`` forbids (dependency-cruiser's rules, 0.13 s of
+    supersets)."""
     from .json_schema import _scalar_kinds  # json_schema imports this module
 
     # Values of both are objects when one side allows objects only (the other's key
@@ -132,6 +142,8 @@ def _discriminated(c, a, b, depth) -> bool:
             if quick:
                 return True
             continue
+        if nest < MAX_APART_NESTING and _objects_apart(c, sa, sb, depth, budget, nest + 1):
+            return True
         try:
             va = c.negated_dfa(sa, "#", depth + 1)
             vb = c.negated_dfa(sb, "#", depth + 1)
@@ -140,6 +152,67 @@ def _discriminated(c, a, b, depth) -> bool:
         if is_empty_intersection(va, vb):
             return True
     return False
+
+def _presence_apart(c, a, b, view_a, view_b) -> bool:
+    """Two schemas whose common values are objects (one allows objects only) and
+    whose conditions on which keys are present (``required``, keys set to
+    ``false``, and ``not`` / ``anyOf`` / ``oneOf`` of those, through ``allOf`` and
+    ``$ref``) hold together for no set of keys: JSON-RPC's success (``result``
+    required) and error (``error`` required), both under ``not`` both. Other
+    keywords are left out, which only widens each side."""
+    if view_a is None or view_b is None or "object" not in view_a[0] or "object" not in view_b[0] \
+            or {"object"} not in (view_a[0], view_b[0]):
+        return False
+    nodes_a, nodes_b = _presence_nodes(c, a), _presence_nodes(c, b)
+    named = sorted({k for n in nodes_a + nodes_b for k in _named_keys(n)})
+    if not nodes_a or not nodes_b or len(named) > MAX_PRESENCE_KEYS:
+        return False
+    for mask in range(1 << len(named)):
+        present = {k for i, k in enumerate(named) if mask >> i & 1}
+        if all(holds(n, present) for n in nodes_a + nodes_b):
+            return False
+    return True
+
+def _presence_nodes(c, schema, depth: int = 0) -> list:
+    """The presence conditions ``schema`` imposes on objects, as ``json_presence``
+    nodes (``holds`` reads them), gathered through ``allOf`` and ``$ref``."""
+    try:
+        schema = c.deref(schema, "#")
+    except SchemaError:
+        return []
+    if schema is False:
+        return [False]
+    if not isinstance(schema, dict) or depth > MAX_APART_NESTING:
+        return []
+    out = []
+    req = schema.get("required")
+    if isinstance(req, list) and req and all(isinstance(k, str) for k in req):
+        out.append({"required": req})
+    props = schema.get("properties")
+    if isinstance(props, dict):
+        out.extend({"not": {"required": [k]}} for k, v in props.items() if v is False)
+    for key in ("not", "anyOf", "oneOf"):
+        if key not in schema:
+            continue
+        subs = [schema[key]] if key == "not" else schema[key]
+        if isinstance(subs, list) and subs and all(_presence_only(s, []) for s in subs):
+            out.append({key: schema[key]})
+    for part in schema.get("allOf", []) if isinstance(schema.get("allOf"), list) else []:
+        out.extend(_presence_nodes(c, part, depth + 1))
+    return out
+
+def _named_keys(node) -> list[str]:
+    named: list[str] = []
+    _presence_only(node, named)
+    return named
+
+def _objects_apart(c, a, b, depth, budget: list, nest: int) -> bool:
+    """``_apart_by_keys`` for two key values (schemas, not branches)."""
+    try:
+        a, b = c.deref(a, "#"), c.deref(b, "#")
+    except SchemaError:
+        return False
+    return _apart_by_keys(c, (a, "#"), (b, "#"), c.object_view(a, "#"), c.object_view(b, "#"), depth + 1, budget, nest)
 
 def _overlap_shown(c, a, b) -> bool:
     """Whether a sampled value of either schema (``json_witness.sample``) or a small

@@ -407,6 +407,50 @@ def test_one_of_a_branch_of_any_type_is_apart_from_an_object_by_a_tag(monkeypatc
     assert _judged_as_jsonschema_judges(schema, docs, True, monkeypatch) == [True]
 
 
+def _no_supersets_at_all(monkeypatch):
+    import grammars.json_schema as js
+
+    def refuse(self, schema, path, depth):
+        raise AssertionError(f"superset built at {path}")
+    monkeypatch.setattr(js.SchemaCompiler, "negated_dfa", refuse)
+
+
+def test_one_of_apart_by_the_keys_of_a_key_value(monkeypatch):
+    """dependency-cruiser's rules: both kinds require ``to``, whose objects differ by
+    a key one requires (``reachable``) and the other's ``additionalProperties:
+    false`` forbids. Told apart a level down, by keys, with no superset."""
+    _no_supersets_at_all(monkeypatch)
+    to_plain = {"type": "object", "additionalProperties": False, "properties": {"path": {"type": "string"}}}
+    to_reach = {"required": ["reachable"], "additionalProperties": False,
+                "properties": {"path": {"type": "string"}, "reachable": {"type": "boolean"}}}
+    schema = {"type": "array", "items": {"oneOf": [
+        {"type": "object", "required": ["to"], "additionalProperties": False, "properties": {"name": {"type": "string"}, "to": to_plain}},
+        {"type": "object", "required": ["to"], "additionalProperties": False, "properties": {"name": {"type": "string"}, "to": to_reach}}]}}
+    dfa = compile_json_schema(schema, "compact")
+    validator = _validator(schema)
+    for doc in ([{"to": {}}], [{"to": {"path": "a"}}], [{"to": {"reachable": True}}], [{"name": "n", "to": {"path": "a", "reachable": False}}],
+                [{"to": "x"}], [{"to": {"reachable": 1}}], [{}], [{"to": {"other": 1}}]):
+        assert dfa.matches(compact(ordered(doc, schema))) == validator.is_valid(doc), doc
+
+
+def test_one_of_apart_by_which_keys_are_present(monkeypatch):
+    """JSON-RPC responses: a success requires ``result``, an error requires ``error``,
+    and both say ``not: {required: [result, error]}`` (through ``allOf`` and
+    ``$ref``): no object is both, shown from the keys alone, with no superset."""
+    _no_supersets_at_all(monkeypatch)
+    schema = {"$defs": {
+        "common": {"type": "object", "required": ["id"], "not": {"required": ["result", "error"]},
+                   "properties": {"id": {"type": "integer"}}},
+        "success": {"allOf": [{"$ref": "#/$defs/common"}, {"required": ["result"]}]},
+        "error": {"allOf": [{"$ref": "#/$defs/common"}, {"required": ["error"], "properties": {"error": {"type": "string"}}}]}},
+        "oneOf": [{"$ref": "#/$defs/success"}, {"$ref": "#/$defs/error"}]}
+    dfa = compile_json_schema(schema, "compact")
+    validator = _validator(schema)
+    for doc in ({"id": 1, "result": 2}, {"id": 1, "error": "e"}, {"id": 1, "result": 2, "error": "e"}, {"id": 1},
+                {"result": 1}, {"id": 1, "error": 3}, [], "x"):
+        assert dfa.matches(compact(ordered(doc, schema))) == validator.is_valid(doc), doc
+
+
 @pytest.mark.parametrize("schema", [
     # Composer's package: an untyped object schema (any array, string... passes it)
     # against an array of them. Arrays of packages match both; objects only the first.
