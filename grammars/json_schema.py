@@ -217,6 +217,7 @@ class SchemaCompiler:
         self._flat_supersets = False
         self._inexact: set[tuple] = set()
         self._too_large: dict[tuple, RegexTooLargeError] = {}
+        self._differences: dict[tuple, tuple] = {}  # subtract's results
         if partner is not None:  # share the schema, settings and bookkeeping
             self.root, self.ws, self.strict = partner.root, partner.ws, partner.strict
             self.key_order = partner.key_order
@@ -274,8 +275,7 @@ class SchemaCompiler:
     def dfa(self, schema, path: str, depth: int) -> DFA:
         """A sub-schema's minimal DFA (memoised per compile: ``oneOf`` and ``not``
         ask for the same branches again and again)."""
-        key = (json.dumps(schema, sort_keys=True, default=str), depth if self.ws.depth_matters() else 0,
-               self._superset_levels, self._flat_supersets)
+        key = self._dfa_key(schema, depth)
         if key in self._too_large:
             raise self._too_large[key]
         got = self._dfas.get(key)
@@ -298,6 +298,10 @@ class SchemaCompiler:
         elif key in self._inexact:
             self.approximations += 1
         return got
+
+    def _dfa_key(self, schema, depth: int) -> tuple:
+        return (json.dumps(schema, sort_keys=True, default=str), depth if self.ws.depth_matters() else 0,
+                self._superset_levels, self._flat_supersets)
 
     def _build_dfa(self, schema, path: str, depth: int) -> DFA:
         union = self._logic_as_union(schema, path)
@@ -343,18 +347,29 @@ class SchemaCompiler:
         """``dfa`` minus what ``schema`` may hold (``negated_dfa``; None when nothing is
         left), and whether what was subtracted is a superset of ``schema``'s values."""
         over = self.opposite()
+        # Memoised per compile: a definition used in two places (composer's repository,
+        # under items and under additionalProperties) asks for the same differences.
+        key = (id(dfa), over._dfa_key(schema, depth))
+        got = self._differences.get(key)
+        if got is not None:
+            result, superset, _ = got
+            over.approximations += superset  # as asking for the inexact superset again does
+            return result, superset
         before = over.approximations
         try:
             negated = self.negated_dfa(schema, path, depth)
         except UnsatisfiableSchemaError:
-            return dfa, False  # a proof that ``schema`` holds no value: nothing to remove
+            result, superset = dfa, False  # a proof that ``schema`` holds no value: nothing to remove
         except ApproximationLimitError:
             if not self.over:
                 raise
             # The subset compiler found no value it can write: removing none of them
             # leaves a superset, which is all this (superset) compiler promises.
-            return dfa, False
-        return minus(dfa, negated), over.approximations != before
+            result, superset = dfa, False
+        else:
+            result, superset = minus(dfa, negated), over.approximations != before
+        self._differences[key] = (result, superset, dfa)  # dfa kept: its id stays its own
+        return result, superset
 
     # -- problems ------------------------------------------------------------------
 

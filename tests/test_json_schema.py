@@ -1182,3 +1182,27 @@ def test_one_of_tags_are_compared_before_container_values(monkeypatch):
     dfa = compile_json_schema(schema, "compact")
     assert dfa.matches(b'{"meta":{},"kind":"x"}') and not dfa.matches(b'{"meta":{},"kind":"z"}')
     assert json.dumps(meta, sort_keys=True) not in asked
+
+
+def test_a_definition_used_twice_subtracts_once(monkeypatch):
+    """The differences ``oneOf`` needs are memoised per compile: a definition used
+    under two keys (composer's repository, under ``items`` and under
+    ``additionalProperties``) costs one set of subtractions, and both places judge
+    documents as jsonschema does."""
+    import grammars.json_schema as js
+
+    calls = []
+    original = js.minus
+    monkeypatch.setattr(js, "minus", lambda a, b: calls.append(1) or original(a, b))
+    overlapping = {"oneOf": [{"type": "string", "maxLength": 3}, {"type": "string", "pattern": "^a"}]}
+    once = {"$defs": {"o": overlapping}, "type": "object", "properties": {"a": {"$ref": "#/$defs/o"}}}
+    compile_json_schema(once, "compact")
+    single = len(calls)
+    twice = {"$defs": {"o": overlapping}, "type": "object",
+             "properties": {"a": {"$ref": "#/$defs/o"}, "b": {"$ref": "#/$defs/o"}}}
+    calls.clear()
+    dfa = compile_json_schema(twice, "compact")
+    assert 0 < len(calls) == single
+    validator = _validator(twice)
+    for doc in ({"a": "xy", "b": "abcd"}, {"a": "ab", "b": "xyz"}, {"a": "", "b": "axxxx"}, {"b": "xyzw"}, {"a": 1}):
+        assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
