@@ -1094,6 +1094,7 @@ def test_dict_spec_value_is_parsed(tiny_model, smollm2_tokenizer):
         r"^[0-9a-f]{8}-([0-9a-f]{4}-){3}[0-9a-f]{12}$|^[0-9a-f]{16}$",  # Python factors out the shared ^
         r"^ab|cd$", r"(^a|b)c", r"x(y$|z)", r"^$", r"a", r"^(a|b)+$", r"(?:^|,)x(?:,|$)", r"\d{2}",
         r"^[\w-]{8,12}$", r"[^,]{8}", r"x.{8,}",  # long counted runs of one class (laid out as one DFA)
+        r"\w{1,16}", r"\d+[a-d]", r"^a{2,5}", r"b{2,5}$", r"x*", r"(ab){2,}z?",  # counted ends cut under search
     ],
 )
 def test_pattern_has_re_search_semantics(pattern):
