@@ -59,7 +59,7 @@ from .json_numbers import JSON_INTEGER, JSON_NUMBER, integer_multiple_of_regex, 
 from .json_conditional import NOT_OBJECT, conditional_as_union, conditionals_by_value, negation, not_as_union
 from .json_disjoint import disjoint_pairs
 from .json_string_dfas import (always_found, body_dfa, body_parts, bounded_body, class_cuts, constraint_dfa, defer_product,
-                               minus, other_keys_dfa, pattern_key_dfa)
+                               keys_outside, minus, other_keys_dfa, pattern_key_dfa)
 from .json_errors import (ApproximationLimitError, RecursiveSchemaError, SchemaError, UnsatisfiableSchemaError,
                           UnsupportedSchemaError)
 from .json_drafts import in_declared_draft
@@ -1639,7 +1639,11 @@ class SchemaCompiler:
         pattern_keys = []
         for p, sub in patterns.items():
             try:
-                kd = intersect(excluded, pattern_key_dfa(p))
+                kd = pattern_key_dfa(p)
+                if any(_search(p, name) for name in defined):
+                    # Only where a listed key matches is there anything to take out
+                    # (OCDS's "^(name_(<language tag>))$" beside "name": nothing).
+                    kd = intersect(excluded, kd)
             except EmptyLanguageError:
                 continue
             except RegexError as e:
@@ -1669,11 +1673,13 @@ class SchemaCompiler:
             sub = members[0][1] if len(members) == 1 else {"allOf": [m for _, m in members]}
             kinds.append((rd, sub, _pointer(path, "patternProperties", members[0][0])))
         if additional is not False:
-            rest = excluded
-            for _, kd, _ in pattern_keys:
-                rest = minus(rest, kd)
-                if rest is None:
-                    break
+            # Keys no pattern matches, once per pattern set, then only the listed keys
+            # taken out: one intersection per object, not a difference per pattern.
+            outside = keys_outside(tuple(p for p, _, _ in pattern_keys))
+            try:
+                rest = None if outside is None else intersect(excluded, outside, minimal=False)
+            except EmptyLanguageError:
+                rest = None
             if rest is not None:
                 kinds.append((rest, additional, _pointer(path, "additionalProperties")))
         if names_schema is not None:

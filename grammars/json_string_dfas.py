@@ -111,6 +111,17 @@ def other_keys_dfa(defined: frozenset) -> DFA:
 
 
 @functools.lru_cache(maxsize=512)
+def keys_outside(patterns: tuple) -> DFA | None:
+    """A quoted key in which none of ``patterns`` finds a match (None: no key)."""
+    rest = other_keys_dfa(frozenset())
+    for p in patterns:
+        rest = minus(rest, pattern_key_dfa(p))
+        if rest is None:
+            return None
+    return rest
+
+
+@functools.lru_cache(maxsize=512)
 def always_found(pattern) -> bool:
     """Whether ``re.search(pattern, s)`` succeeds on every string ``s``, as it does
     for ``([A-Z]+)?`` or ``.*``: such a pattern constrains nothing, and left in it

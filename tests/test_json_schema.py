@@ -77,6 +77,14 @@ FAMILIES = {
         "patternProperties": {"^a": {"type": "integer"}, "b$": {"minimum": 3, "maximum": 1000}, "^c": False},
         "additionalProperties": {"type": "string"},
     },
+    # OCDS-style language-tagged keys: no listed key matches a pattern, so the pattern
+    # keys are taken whole, and the other keys once per pattern set.
+    "language_tagged_keys": {
+        "type": "object",
+        "properties": {"name": {"type": "string", "maxLength": 3}, "name_x": {"type": "integer"}},
+        "patternProperties": {"^name_[a-z]{2}$": {"type": "string", "maxLength": 2}, "^n": {"type": ["string", "integer"]}},
+        "additionalProperties": {"type": "boolean"},
+    },
     "pattern_properties": {
         "type": "object",
         "patternProperties": {"^x-": {"type": "string", "maxLength": 4}},
