@@ -1215,3 +1215,15 @@ def test_a_definition_used_twice_subtracts_once(monkeypatch):
     validator = _validator(twice)
     for doc in ({"a": "xy", "b": "abcd"}, {"a": "ab", "b": "xyz"}, {"a": "", "b": "axxxx"}, {"b": "xyzw"}, {"a": 1}):
         assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
+
+
+def test_one_of_split_by_type_with_branches_every_value_of_the_type_satisfies():
+    """Split by type, a branch that says nothing about a type (``minLength`` for
+    arrays, ``required`` for strings) takes every value of it: with one such branch
+    the type's part is what no other branch holds; with two, no value of that type
+    is valid. Checked against jsonschema."""
+    schema = {"oneOf": [{"minLength": 2}, {"type": "array", "maxItems": 1}, {"required": ["a"]}]}
+    dfa = compile_json_schema(schema, "compact")
+    validator = _validator(schema)
+    for doc in ["", "x", "xy", [], [1], [1, 2], {}, {"a": 1}, {"b": 1}, 3, None, True]:
+        assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
