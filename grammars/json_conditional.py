@@ -96,7 +96,8 @@ def conditional_as_union(schema: dict, deref) -> dict | None:
 
 def not_as_union(schema: dict, deref) -> dict | None:
     """``schema`` with its ``not`` as an ``anyOf`` (None as above, and when no value
-    fails the negated schema: the algebra then reports the schema unsatisfiable)."""
+    fails the negated schema, which ``SchemaCompiler.value`` reports unsatisfiable
+    before asking)."""
     negated = negation(deref(schema["not"]))
     if not negated:
         return None

@@ -23,7 +23,7 @@ from fsm.errors import EmptyLanguageError, RegexError
 from fsm.ops import is_empty_intersection
 
 from .json_errors import ApproximationLimitError, SchemaError, UnsatisfiableSchemaError
-from .json_presence import MAX_PRESENCE_KEYS, _presence_only, holds
+from .json_presence import MAX_PRESENCE_KEYS, presence_only, holds
 from .json_witness import listed_values, sample, witnesses
 
 #: Most sub-branches of unions looked at to show two ``oneOf`` branches apart by keys.
@@ -195,7 +195,7 @@ def _presence_nodes(c, schema, depth: int = 0) -> list:
         if key not in schema:
             continue
         subs = [schema[key]] if key == "not" else schema[key]
-        if isinstance(subs, list) and subs and all(_presence_only(s, []) for s in subs):
+        if isinstance(subs, list) and subs and all(presence_only(s, []) for s in subs):
             out.append({key: schema[key]})
     for part in schema.get("allOf", []) if isinstance(schema.get("allOf"), list) else []:
         out.extend(_presence_nodes(c, part, depth + 1))
@@ -203,7 +203,7 @@ def _presence_nodes(c, schema, depth: int = 0) -> list:
 
 def _named_keys(node) -> list[str]:
     named: list[str] = []
-    _presence_only(node, named)
+    presence_only(node, named)
     return named
 
 def _objects_apart(c, a, b, depth, budget: list, nest: int) -> bool:

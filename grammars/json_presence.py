@@ -35,7 +35,7 @@ def presence_keys(schema: dict) -> list[str] | None:
     for k in LOGIC:
         if k in schema:
             subs = schema[k] if k != "not" else [schema[k]]
-            if not isinstance(subs, list) or not all(_presence_only(s, named) for s in subs):
+            if not isinstance(subs, list) or not all(presence_only(s, named) for s in subs):
                 return None
     props = schema.get("properties")
     if not named or not isinstance(props, dict) or any(n not in props for n in named):
@@ -55,7 +55,9 @@ def _needs_algebra(node) -> bool:
     return any(_needs_algebra(s) for k in ("allOf", "anyOf") for s in node.get(k, []) or [])
 
 
-def _presence_only(node, named: list[str]) -> bool:
+def presence_only(node, named: list[str]) -> bool:
+    """Whether ``node`` speaks only of ``required`` (through the logic keywords),
+    adding the keys it names to ``named``."""
     if isinstance(node, bool):
         return True
     if not isinstance(node, dict) or not set(node) - ANNOTATIONS <= {"required", *LOGIC}:
@@ -67,7 +69,7 @@ def _presence_only(node, named: list[str]) -> bool:
     for k in LOGIC:
         if k in node:
             subs = node[k] if k != "not" else [node[k]]
-            if not isinstance(subs, list) or not all(_presence_only(s, named) for s in subs):
+            if not isinstance(subs, list) or not all(presence_only(s, named) for s in subs):
                 return False
     return True
 

@@ -123,6 +123,10 @@ TYPE_KEYWORDS = {
     "object": OBJECT_KEYWORDS | {"dependentRequired", "dependentSchemas", "dependencies"},
 }
 
+#: Per JSON type, the keywords that constrain only values of other types.
+_OTHER_TYPES_KEYWORDS = {t: set().union(*(kws for kind, kws in TYPE_KEYWORDS.items() if kind != t))
+                         for t in ("null", "boolean", "number", "string", "array", "object")}
+
 HANDLED = {
     "type", "enum", "const", "properties", "required", "additionalProperties",
     "patternProperties", "propertyNames", "items", "prefixItems", "additionalItems",
@@ -472,7 +476,7 @@ class SchemaCompiler:
             raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", path)
         self.check_keywords(schema, path)
         schema = _without_idle_conditionals(schema)
-        if "not" in schema and _accepts_everything(schema["not"]):
+        if "not" in schema and negation(self.deref(schema["not"], path)) == []:
             # `"not": {}` (a forbidden property, once merged) excludes every value:
             # no algebra needed to show it.
             raise UnsatisfiableSchemaError("'not' of a schema that every value satisfies", _pointer(path, "not"))
@@ -781,7 +785,7 @@ class SchemaCompiler:
         parts = []
         for t in ("null", "boolean", "number", "string", "array", "object"):
             these = [b for (b, _), kinds in zip(branches, allowed) if t in kinds]
-            every = [b for b in these if self._takes_every(b, t, ptr)]
+            every = [b for b in these if self._takes_every(b, t, ptr)] if len(these) > 1 else []
             if len(these) == 1:
                 parts.append(({"allOf": [{"type": t}, these[0]]}, ptr))
             elif len(every) == 1:
@@ -810,8 +814,7 @@ class SchemaCompiler:
         types = branch.get("type", t)
         if t not in (types if isinstance(types, list) else [types]):
             return False
-        others = set().union(*(kws for kind, kws in TYPE_KEYWORDS.items() if kind != t))
-        return not set(branch) - {"type"} - ANNOTATIONS - others
+        return not set(branch) - {"type"} - ANNOTATIONS - _OTHER_TYPES_KEYWORDS[t]
 
     def _one_of_as_union(self, schema, branches, apart, path) -> list | None:
         """``(schema, pointer)`` parts whose union is exactly the ``oneOf``: branch i
@@ -1974,11 +1977,6 @@ def _satisfiable(build, items, why: str, path: str) -> list:
     if not out:
         raise _empty(why, path, approximated)
     return out
-
-
-def _accepts_everything(schema) -> bool:
-    """``true``, or a schema with nothing but annotations."""
-    return schema is True or (isinstance(schema, dict) and not set(schema) - ANNOTATIONS)
 
 
 def _empty(why: str, path: str, approximated: bool) -> SchemaError:
