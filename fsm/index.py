@@ -23,12 +23,13 @@ Two modes, chosen by the size of the automaton:
 
 * **eager** (``num_states <= EAGER_LIMIT``, not lazily determinised): every row at
   construction, in batched walks;
-* **lazy**: a state's row the first time it is asked for. The very first row is
-  computed alone (that is the first mask's latency); a later miss also computes
-  the rows of the states its tokens lead to, breadth-first, until a work budget
-  is spent, because decoding goes there next. A missed state where few (node,
-  state) pairs stay alive is walked depth-first in plain Python (``fsm.narrow``,
-  tens to hundreds of µs); only wider ones take the batched walk below.
+* **lazy**: a state's row the first time it is asked for. A missed state where few
+  (node, state) pairs stay alive is walked depth-first in plain Python
+  (``fsm.narrow``, tens to hundreds of µs), its row alone. A wider one takes the
+  batched walk below, and (but for the very first row: the first mask's latency)
+  goes on with the rows of the states its tokens lead to, breadth-first, until a
+  work budget is spent: the walk's fixed numpy cost is shared, and decoding goes
+  there next.
 
 Where a token leads is not stored (it would be ``states x V`` integers); it is
 ``dfa.step(state, token_bytes)``, a few list lookups per byte.
@@ -64,13 +65,6 @@ AHEAD_STATES = 64
 #: itself may need the rest).
 AHEAD_NFA_GROWTH = 50_000
 AHEAD_NFA_MAX = MAX_GROWN_NFA_STATES // 4
-
-#: A miss whose state is narrow (``fsm.narrow``) goes on with narrow walks of the
-#: states its tokens lead to, breadth-first, until this many child checks are spent
-#: in all (1-2 ms): decoding goes there next. On 60 MaskBench schemas, 2,000 / 6,000
-#: / 20,000 gave all mask time 3.0 / 3.5 / 4.2 s (batched walks alone: 5.1 s) and
-#: TBM p90 567 / 10 / 7.5 µs, p99 2.0 / 3.6 / 8.3 ms.
-AHEAD_NARROW_CHECKS = 6_000
 
 #: Walks after the first row go over the DFA's byte classes when it has at most
 #: this many (else over bytes, see ``TokenIndex._runs``).
@@ -231,7 +225,7 @@ class TokenIndex:
         if r < 0:
             first = self.num_rows == 0  # the first mask computes nothing more (TTFM)
             with gc_paused():
-                if not self._narrow_miss(state, ahead=not first):
+                if not self._narrow_miss(state):
                     if first:
                         self._compute([state], first=True)
                     else:
@@ -243,42 +237,34 @@ class TokenIndex:
         """A lazy DFA found new states: make room for their rows."""
         self._row_of_state = _grown(self._row_of_state, self.dfa.num_states)
 
-    def _narrow_miss(self, state: int, ahead: bool = True) -> bool:
-        """Compute ``state``'s row by a narrow walk, then (if ``ahead``), within
-        ``AHEAD_NARROW_CHECKS``, the rows of the narrow states its tokens lead to;
-        False (nothing done) when ``state`` itself is too wide for a narrow walk."""
-        self._row_lists.clear()  # rows as lists, shared by this miss's walks only (bounded)
-        got = self._narrow_row(state, NARROW_BUDGET)
+    def _narrow_miss(self, state: int) -> bool:
+        """Set ``state``'s row alone from a narrow walk; False (nothing set) when
+        ``state`` is too wide for one.
+
+        No rows are computed ahead here: on MaskBench samples (300 schemas, two
+        seeds), narrow walks of the states a miss's tokens lead to (6,000 checks per
+        miss) made all mask time 30-40% higher and TBM p99 3.0-3.5 ms instead of
+        1.0-1.1 ms; most of those rows were never asked for."""
+        self._row_lists.clear()  # rows as lists, shared by this miss's walk only (bounded)
+        split = self._split.byte_level
+        if split.lists is None:
+            split.lists = TrieLists(split)
+        if self._symbol_class is None:
+            self._symbol_class = np.append(self.dfa.byte_to_class, [0, 0, 0]).astype(np.int64)
+        got = narrow_walk(split.lists, self._symbol_class, self._row_list, self._plain_run, self._text_run,
+                          self._utf8_target, state, NARROW_BUDGET)
         if got is None:
             return False
-        spent, ends = got
-        frontier, seen = list(dict.fromkeys(ends)), {state}
-        if not ahead or not frontier or spent >= AHEAD_NARROW_CHECKS:
-            return True
-        if self.dfa.lazy:
-            self.dfa.growth_limit = min(self.dfa.nfa_size + AHEAD_NFA_GROWTH, AHEAD_NFA_MAX)
-        try:
-            i = 0
-            while i < len(frontier) and spent < AHEAD_NARROW_CHECKS:
-                s = frontier[i]
-                i += 1
-                if s in seen:
-                    continue
-                seen.add(s)
-                if s < len(self._row_of_state) and self._row_of_state[s] >= 0:
-                    continue
-                budget = min(NARROW_BUDGET, AHEAD_NARROW_CHECKS - spent)
-                got = self._narrow_row(s, budget)
-                if got is None:
-                    spent += budget
-                    continue
-                spent += got[0]
-                frontier.extend(got[1])
-        except GrowthDeferred:
-            pass
-        finally:
-            if self.dfa.lazy:
-                self.dfa.growth_limit = None
+        lo, hi = got
+        acc = self.dfa.is_accepting(state)
+        key = (tuple(sorted(zip(lo, hi))), acc)
+        rid = self._row_of_runs.get(key)
+        if rid is None:
+            row = self._row_from_runs(split, np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64), acc)
+            rid = self._row_of_runs[key] = self._intern(row)
+        if self.dfa.num_states > len(self._row_of_state):
+            self._grow()
+        self._row_of_state[state] = rid
         return True
 
     def _row_list(self, state: int) -> list[int]:
@@ -287,31 +273,6 @@ class TokenIndex:
         if got is None:
             got = self._row_lists[state] = self.dfa.next_states(state)
         return got
-
-    def _narrow_row(self, state: int, budget: int):
-        """Set ``state``'s row from a narrow walk: ``(checks spent, states its tokens
-        lead to)``, or None (nothing set) when the walk gives up."""
-        split = self._split.byte_level
-        if split.lists is None:
-            split.lists = TrieLists(split)
-        if self._symbol_class is None:
-            self._symbol_class = np.append(self.dfa.byte_to_class, [0, 0, 0]).astype(np.int64)
-        got = narrow_walk(split.lists, self._symbol_class, self._row_list, self._plain_run, self._text_run,
-                          self._utf8_target, state, budget)
-        if got is None:
-            return None
-        lo, hi, ends, checks = got
-        acc = self.dfa.is_accepting(state)
-        key = (tuple(sorted(zip(lo, hi))), acc)
-        rid = self._row_of_runs.get(key)
-        if rid is None:
-            row = self._row_from_runs(self._split.byte_level, np.array(lo, dtype=np.int64),
-                                      np.array(hi, dtype=np.int64), acc)
-            rid = self._row_of_runs[key] = self._intern(row)
-        if self.dfa.num_states > len(self._row_of_state):
-            self._grow()
-        self._row_of_state[state] = rid
-        return checks, ends
 
     def _compute_ahead(self, state: int) -> None:
         """Compute ``state``'s row and those of the states decoding can reach from it.

@@ -81,16 +81,15 @@ def narrow_walk(tl: TrieLists, classes: np.ndarray, row_of, plain_room, text_roo
     characters of text (``TokenIndex._text_run``); ``utf8_target(state)``: the one
     state every whole non-ASCII character leads to, or -1.
 
-    Returns ``(lo, hi, ends, checks)``: the runs ``order[lo[i]:hi[i]]`` of the
-    split trie's token order that are allowed (a token-end node's own tokens, or a
-    plain or text node's whole subtree), the states the allowed tokens lead to (with
-    repeats; pruned subtrees are not followed), and the child checks spent.
+    Returns ``(lo, hi)``: the runs ``order[lo[i]:hi[i]]`` of the split trie's token
+    order that are allowed (a token-end node's own tokens, or a plain or text node's
+    whole subtree).
     """
     child_start, child_end = tl.child_start, tl.child_end
     own, lo_of, hi_of, plain, height = tl.own, tl.lo, tl.hi, tl.plain, tl.height
     text, text_need = tl.text, tl.text_need
     symbol, class_np, classes = tl.symbol, classes, classes.tolist()
-    lo, hi, ends = [], [], []
+    lo, hi = [], []
     rooms: dict[int, int] = {}
     stack = [(r, start) for r in tl.roots]
     checks = 0
@@ -125,7 +124,6 @@ def narrow_walk(tl: TrieLists, classes: np.ndarray, row_of, plain_room, text_roo
         if own[node]:
             lo.append(lo_of[node])
             hi.append(lo_of[node] + own[node])
-            ends.append(state)
         a, b = child_start[node], child_end[node]
         if a == b:
             continue
@@ -144,4 +142,4 @@ def narrow_walk(tl: TrieLists, classes: np.ndarray, row_of, plain_room, text_roo
                     stack.append((child, target))
         if checks > budget:
             return None
-    return lo, hi, ends, checks
+    return lo, hi

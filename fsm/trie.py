@@ -227,28 +227,8 @@ class RunTrie:
                 owed[nodes] = np.where((b >= 0x80) & (b < 0xC0), np.maximum(owed[t.parent[nodes]] - 1, 0), lead)
             whole = owed == 0
             self.text_need[whole] = self.chars[whole]
-        # Preorder: a node comes right after its parent and the subtrees of its
-        # earlier siblings (siblings are contiguous, so an exclusive cumsum per level).
-        size = np.ones(n, dtype=np.int64)
-        for nodes in reversed(levels[1:]):
-            _into_parents(t, nodes, size, size, np.add)
-        pre = np.zeros(n, dtype=np.int64)
-        for nodes in levels[1:]:
-            before = np.cumsum(size[nodes]) - size[nodes]
-            parent = t.parent[nodes]
-            first = t.child_start[parent]
-            pre[nodes] = pre[parent] + 1 + before - before[first - nodes[0]]
-        text = np.nonzero(t.token_node >= 0)[0]
-        end = t.token_node[text].astype(np.int64)
-        sort = np.argsort(pre[end], kind="stable")
-        self.order = text[sort]
-        self.own = np.bincount(end, minlength=n).astype(np.int64)
+        self.order, self.lo, self.hi, self.own = subtree_runs(t)
         self.is_end = self.own > 0
-        count = self.own.copy()
-        for nodes in reversed(levels[1:]):
-            _into_parents(t, nodes, count, count, np.add)
-        self.lo = np.searchsorted(pre[end][sort], pre)
-        self.hi = self.lo + count
         self._rows: dict[tuple[int, int], np.ndarray] = {}
         self.lists = None  # fsm.narrow.TrieLists, made on first use
 
@@ -262,6 +242,35 @@ class RunTrie:
             if hi - lo >= LONG_RUN:
                 self._rows[(lo, hi)] = got
         return got
+
+
+def subtree_runs(t: Trie) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(order, lo, hi, own)``: the units (``t.token_node``'s indices: tokens, or
+    pieces) sorted by the preorder of the node where they end, so that node n's
+    subtree holds the units ``order[lo[n]:hi[n]]``, of which the first ``own[n]``
+    end at n itself. One pass per level over the nodes (~10 ms at 100k nodes)."""
+    n = t.num_nodes
+    levels = [np.arange(t.level_start[d], t.level_start[d + 1]) for d in range(1, t.depth + 1)]
+    # Preorder: a node comes right after its parent and the subtrees of its
+    # earlier siblings (siblings are contiguous, so an exclusive cumsum per level).
+    size = np.ones(n, dtype=np.int64)
+    for nodes in reversed(levels):
+        _into_parents(t, nodes, size, size, np.add)
+    pre = np.zeros(n, dtype=np.int64)
+    for nodes in levels:
+        before = np.cumsum(size[nodes]) - size[nodes]
+        parent = t.parent[nodes]
+        first = t.child_start[parent]
+        pre[nodes] = pre[parent] + 1 + before - before[first - nodes[0]]
+    units = np.nonzero(t.token_node >= 0)[0]
+    end = t.token_node[units].astype(np.int64)
+    sort = np.argsort(pre[end], kind="stable")
+    own = np.bincount(end, minlength=n).astype(np.int64)
+    count = own.copy()
+    for nodes in reversed(levels):
+        _into_parents(t, nodes, count, count, np.add)
+    lo = np.searchsorted(pre[end][sort], pre)
+    return units[sort], lo, lo + count, own
 
 
 def _into_parents(t: Trie, nodes: np.ndarray, values: np.ndarray, out: np.ndarray, ufunc) -> None:

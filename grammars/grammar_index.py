@@ -29,9 +29,11 @@ which the parse can go on, with one caveat of longest match: a grammar that puts
 terminals back to back with no separator, where the first could swallow the second's
 first bytes (``NAME NAME``), can reach a state where nothing fits.
 
-Cost notes: one lexer state's view is one walk over the vocabulary's class trie
-(about 1 ms), cached for the life of the guide; a mask is a copy of the inside row,
-plus, per group of completed terminals, a memoised parser scan and a few gathers.
+Cost notes: one lexer state's view is one walk over the vocabulary's class trie,
+cached for the life of the guide: ~0.1-0.4 ms inside a key or a literal, where few
+nodes stay live, ~2-5 ms inside an open string, where most of the ~100k do. A mask
+is a copy of the inside row, plus, per group of completed terminals, a memoised
+parser scan and a few gathers.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ import numpy as np
 
 from fsm.gc_pause import gc_paused
 from fsm.index import bitmask_words, pack_bits
-from fsm.trie import Trie, VocabularyBytes, class_trie, vocabulary_bytes
+from fsm.trie import Trie, VocabularyBytes, class_trie, subtree_runs, vocabulary_bytes
 
 from .earley import EarleyParser, EarleySet
 from .lexer import Lexer
@@ -53,6 +55,10 @@ MAX_CACHED_SCANS = 50_000
 
 #: Groups of at most this many pieces are checked one by one (see ``_viable_one``).
 _FEW = 8
+
+# A lexer-state walk with more live (node, state) pairs than this on one level goes
+# on over whole trie levels (see ``_walk_units``).
+_DENSE_FROM = 2_000
 
 
 class Pieces:
@@ -110,34 +116,78 @@ def vocabulary_pieces(vocab) -> Pieces:
     return got
 
 
-def _walk_states(trie: Trie, lexer: Lexer, start: int):
-    """Lexer state at every trie node walked from ``start`` (-1 = dead), and each
-    node's deepest live ancestor (itself when live)."""
-    n = trie.num_nodes
-    state = np.full(n, -1, dtype=np.int64)
-    state[0] = start
-    deep = np.zeros(n, dtype=np.int64)
+def _walk_units(trie: Trie, runs, lexer: Lexer, start: int):
+    """Where each unit of ``trie`` (a token or a piece) goes from lexer state ``start``.
+
+    ``runs``: ``fsm.trie.subtree_runs(trie)``. Returns ``(inside, units, accept,
+    offset)``: ``inside`` (bool per unit): the unit's bytes all stay inside the
+    lexeme; ``units`` (with ``accept`` and ``offset``, one per unit): the units that
+    leave it at an offset > 0 where some terminals accept (the terminal set's id in
+    ``lexer.accept_sets``, and the offset). A unit that dies at offset 0, or where
+    nothing accepts, is in neither.
+
+    The walk follows live (node, state) pairs only, level by level; a dead child's
+    whole subtree is then one run of units that leave at its parent. Inside a key
+    or a literal few pairs live, so that costs a few levels of small arrays, not a
+    pass over the trie's ~100k nodes. Past ``_DENSE_FROM`` live pairs (an open
+    string: most of the trie) it goes on over whole levels, where slices are cheaper
+    than gathering children.
+    """
+    order, lo, hi, own = runs
+    inside = np.zeros(len(trie.token_node), dtype=bool)
+    exit_nodes, exit_states, exit_depths = [], [], []
+    f_node = np.zeros(1, dtype=np.int64)
+    f_state = np.array([start], dtype=np.int64)
+    state_at = None  # every node's state (-1: dead), once the walk goes dense
     ls = trie.level_start
-    for d in range(1, trie.depth + 1):
-        lo, hi = int(ls[d]), int(ls[d + 1])
-        parent = trie.parent[lo:hi]
-        ps = state[parent]
-        live = ps >= 0
-        if live.any():
-            lexer.ensure_rows(ps[live])
-            st = np.full(hi - lo, -1, dtype=np.int64)
-            st[live] = lexer.transitions[ps[live], trie.symbol[lo:hi][live]]
-            state[lo:hi] = st
-        deep[lo:hi] = np.where(state[lo:hi] >= 0, np.arange(lo, hi), deep[parent])
-    return state, deep
+    depth = 0  # of the parents
+    while depth < trie.depth:
+        if state_at is None:
+            first = trie.child_start[f_node]
+            count = trie.child_end[f_node] - first
+            total = int(count.sum())
+            rep = np.repeat(np.arange(len(f_node)), count)
+            child = first[rep] + (np.arange(total) - np.repeat(np.cumsum(count) - count, count))
+            parent_state = f_state[rep]
+        else:
+            child = np.arange(ls[depth + 1], ls[depth + 2])
+            parent_state = state_at[trie.parent[child]]
+            live_parent = parent_state >= 0
+            child, parent_state = child[live_parent], parent_state[live_parent]
+        if not len(child):
+            break
+        lexer.ensure_rows(parent_state)
+        state = lexer.transitions[parent_state, trie.symbol[child]]
+        alive = state >= 0
+        if depth > 0 and not alive.all():
+            dead = ~alive
+            exit_nodes.append(child[dead])
+            exit_states.append(parent_state[dead])
+            exit_depths.append(np.full(int(dead.sum()), depth, dtype=np.int64))
+        f_node, f_state = child[alive], state[alive].astype(np.int64)
+        ends = f_node[own[f_node] > 0]
+        inside[_expand_runs(order, lo[ends], lo[ends] + own[ends])] = True
+        if state_at is None and len(f_node) > _DENSE_FROM:
+            state_at = np.full(trie.num_nodes, -1, dtype=np.int64)
+        if state_at is not None:
+            state_at[f_node] = f_state
+        depth += 1
+    if not exit_nodes:
+        empty = np.zeros(0, dtype=np.int64)
+        return inside, empty, empty, empty
+    nodes, states, depths = (np.concatenate(x) for x in (exit_nodes, exit_states, exit_depths))
+    accept = lexer.accept_id_array()[states]
+    keep = accept > 0
+    nodes, accept, depths = nodes[keep], accept[keep], depths[keep]
+    n = hi[nodes] - lo[nodes]
+    return inside, _expand_runs(order, lo[nodes], hi[nodes]), np.repeat(accept, n), np.repeat(depths, n)
 
 
-def _node_depth(trie: Trie) -> np.ndarray:
-    depth = np.zeros(trie.num_nodes, dtype=np.int64)
-    ls = trie.level_start
-    for d in range(1, trie.depth + 1):
-        depth[ls[d] : ls[d + 1]] = d
-    return depth
+def _expand_runs(order: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``order[lo[0]:hi[0]]``, ``order[lo[1]:hi[1]]``, ... in one array."""
+    count = hi - lo
+    total = int(count.sum())
+    return order[np.repeat(lo - (np.cumsum(count) - count), count) + np.arange(total)]
 
 
 class _Exits:
@@ -207,9 +257,9 @@ class GrammarIndex:
         self.pieces = vocabulary_pieces(vocab)
         vb = vocabulary_bytes(vocab)
         self._token_trie = class_trie(vb, lexer.byte_to_class)
-        self._token_depth = _node_depth(self._token_trie)
+        self._token_runs = subtree_runs(self._token_trie)
         self._piece_trie: Trie | None = None
-        self._piece_depth: np.ndarray | None = None
+        self._piece_runs = None
         self._token_views: dict[int, TokenView] = {}
         self._piece_views: dict[int, PieceView] = {}
         self._token_bytes = vocab.token_bytes
@@ -397,26 +447,10 @@ class GrammarIndex:
             tv = self._token_views[lx] = self._build_token_view(lx)
         return tv
 
-    def _walk_units(self, trie: Trie, depth: np.ndarray, lx: int):
-        """Per unit of ``trie`` (a token or a piece): does it stay inside the lexeme
-        begun or continued at ``lx``; if not, does it leave it at an offset k > 0 where
-        some terminals accept (``leave``), which ones (``acc``) and k."""
-        state, deep = _walk_states(trie, self.lexer, lx)
-        node = trie.token_node.astype(np.int64)
-        has_text = node >= 0
-        safe = np.maximum(node, 0)
-        inside = has_text & (state[safe] >= 0)
-        dnode = deep[safe]  # the deepest live prefix
-        acc = self.lexer.accept_id_array()[state[dnode]]
-        k = depth[dnode]
-        leave = has_text & ~inside & (k > 0) & (acc > 0)
-        return inside, leave, acc, k
-
     def _build_token_view(self, lx: int) -> TokenView:
-        inside, leave, acc, k = self._walk_units(self._token_trie, self._token_depth, lx)
-        tokens = np.flatnonzero(leave)
-        rest = self.pieces.suffix_at(self.pieces.token_piece[tokens], k[tokens])
-        exits = _Exits(tokens, acc[tokens], rest)
+        inside, tokens, accept, offset = _walk_units(self._token_trie, self._token_runs, self.lexer, lx)
+        rest = self.pieces.suffix_at(self.pieces.token_piece[tokens], offset)
+        exits = _Exits(tokens, accept, rest)
         inside_row = pack_bits(inside[None, :])[0]
         # Tokens whose first byte cannot extend the lexeme: they may follow its end.
         dead_classes = tuple(c for c, t in enumerate(self.lexer.row(lx)) if t < 0)
@@ -436,10 +470,10 @@ class GrammarIndex:
     def _build_piece_view(self, lx: int) -> PieceView:
         if self._piece_trie is None:
             self._piece_trie = class_trie(self.pieces.bytes, self.lexer.byte_to_class)
-            self._piece_depth = _node_depth(self._piece_trie)
-        inside, leave, acc, k = self._walk_units(self._piece_trie, self._piece_depth, lx)
-        exit_accept = np.where(leave, acc, 0).astype(np.int32)
+            self._piece_runs = subtree_runs(self._piece_trie)
+        inside, pieces, accept, offset = _walk_units(self._piece_trie, self._piece_runs, self.lexer, lx)
+        exit_accept = np.zeros(self.pieces.size, dtype=np.int32)
+        exit_accept[pieces] = accept
         exit_rest = np.full(self.pieces.size, -1, dtype=np.int64)
-        idx = np.flatnonzero(leave)
-        exit_rest[idx] = self.pieces.suffix_at(idx.astype(np.int64), k[idx])
+        exit_rest[pieces] = self.pieces.suffix_at(pieces, offset)
         return PieceView(inside, exit_accept, exit_rest)

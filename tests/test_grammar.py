@@ -10,7 +10,10 @@ import numpy as np
 import pytest
 
 import guided
+import grammars.grammar_index as gi
+from grammars.lark_frontend import compile_lark
 from guided.compiler import as_vocabulary
+from guided.grammar_matcher import GrammarGuide
 
 try:
     from tests import grammar_sampler as gs
@@ -186,6 +189,25 @@ def test_masks_equal_brute_force_stepping(json_guide, smollm2_tokenizer):
     assert m.is_accepting()
 
 
+@pytest.mark.parametrize("dense_from", [0, 10**9])
+def test_sparse_and_dense_walks_give_the_same_masks(smollm2_vocab, smollm2_tokenizer, dense_from, monkeypatch):
+    """A lexer state's view is walked over live (node, state) pairs, or over whole
+    trie levels once many pairs live; both ways give the brute-force masks."""
+    monkeypatch.setattr(gi, "_DENSE_FROM", dense_from)
+    spec = guided.Grammar(JSON_GRAMMAR)
+    guide = GrammarGuide(compile_lark(spec.lark_text, spec.start), smollm2_vocab)  # not the cached one
+    doc = '{"description": ["hello world", -1.5e3, true], "k2": {"items": null}, "name": "ab\\n"}'
+    ids = smollm2_tokenizer.encode(doc, add_special_tokens=False)
+    m = guide.matcher()
+    for t in ids + [None]:
+        got = np.zeros(guide.vocab_size, dtype=bool)
+        got[mask_of(guide, m)] = True
+        want = brute_force_mask(guide, m)
+        assert (got == want).all(), np.flatnonzero(got != want)[:10]
+        if t is not None:
+            assert m.accept_token(t)
+
+
 def test_keyword_name_ties_and_longest_match(query_guide, smollm2_tokenizer):
     parser = lark.Lark(QUERY_GRAMMAR, parser="lalr")
     cases = [
@@ -286,8 +308,6 @@ def test_rollback_and_fork_restore_masks(json_guide, smollm2_tokenizer):
 
 def test_dropping_shared_caches_changes_no_mask(smollm2_vocab, smollm2_tokenizer, monkeypatch):
     """The cross-sequence cache is bounded; dropping it mid-sequence is invisible."""
-    import grammars.grammar_index as gi
-
     doc = '{"key": [10, "v", {"x": null}], "z": true}'
     ids = smollm2_tokenizer.encode(doc, add_special_tokens=False)
     reference = guided.compile(guided.Grammar(JSON_GRAMMAR), smollm2_vocab, eager=False)

@@ -57,7 +57,7 @@ def test_narrow_rows_equal_batched_rows(smollm2_vocab, pattern, monkeypatch):
     narrow = TokenIndex(dfa, vocab, eager=False)
     narrow_rows = {s: narrow.mask(s).copy() for s in states}
     assert narrow._row_of_runs, "the narrow walk was never used"
-    monkeypatch.setattr(TokenIndex, "_narrow_miss", lambda self, state, ahead=True: False)
+    monkeypatch.setattr(TokenIndex, "_narrow_miss", lambda self, state: False)
     batched = TokenIndex(dfa, vocab, eager=False)
     for s in states:
         assert (batched.mask(s) == narrow_rows[s]).all(), (pattern, s)
@@ -106,7 +106,7 @@ def test_narrow_rows_equal_batched_rows_json(smollm2_vocab, schema, monkeypatch)
     states = _reachable(dfa, 80, random.Random(2))
     narrow = TokenIndex(dfa, vocab, eager=False)
     narrow_rows = {s: narrow.mask(s).copy() for s in states}
-    monkeypatch.setattr(TokenIndex, "_narrow_miss", lambda self, state, ahead=True: False)
+    monkeypatch.setattr(TokenIndex, "_narrow_miss", lambda self, state: False)
     batched = TokenIndex(dfa, vocab, eager=False)
     for s in states:
         assert (batched.mask(s) == narrow_rows[s]).all(), s
