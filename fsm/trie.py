@@ -124,7 +124,7 @@ _VOCAB_TRIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 class VocabularyBytes:
     """The padded byte matrix of a vocabulary's text tokens, sorted longest first."""
 
-    __slots__ = ("matrix", "lengths", "token_ids", "trie")
+    __slots__ = ("matrix", "lengths", "token_ids", "trie", "_runs")
 
     def __init__(self, token_bytes, vocab_size: int):
         ids = [i for i, b in enumerate(token_bytes) if b]
@@ -139,6 +139,14 @@ class VocabularyBytes:
         mask = np.arange(max_len)[None, :] < self.lengths[:, None]
         self.matrix[mask] = flat[(starts[:, None] + np.arange(max_len)[None, :])[mask]]
         self.trie = build_trie(self.matrix, self.lengths, self.token_ids, vocab_size)
+        self._runs = None
+
+    @property
+    def runs(self):
+        """``subtree_runs(self.trie)``, computed on first use (~10 ms)."""
+        if self._runs is None:
+            self._runs = subtree_runs(self.trie)
+        return self._runs
 
 
 def vocabulary_bytes(vocab) -> VocabularyBytes:
@@ -343,11 +351,6 @@ def split_vocabulary(vocab) -> SplitVocabulary:
 def set_bits(row: np.ndarray, tokens: np.ndarray) -> None:
     """Set bit ``t`` (word ``t // 32``, bit ``t % 32``) of a uint32 row for each token."""
     np.bitwise_or.at(row, tokens >> 5, np.left_shift(np.uint32(1), (tokens & 31).astype(np.uint32)))
-
-
-def class_trie(vb: VocabularyBytes, byte_to_class: np.ndarray) -> Trie:
-    """The vocabulary trie with bytes replaced by a DFA's byte classes."""
-    return class_trie_of(vb.trie, byte_to_class)
 
 
 def class_trie_of(bt: Trie, byte_to_class: np.ndarray) -> Trie:

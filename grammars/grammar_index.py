@@ -29,7 +29,7 @@ which the parse can go on, with one caveat of longest match: a grammar that puts
 terminals back to back with no separator, where the first could swallow the second's
 first bytes (``NAME NAME``), can reach a state where nothing fits.
 
-Cost notes: one lexer state's view is one walk over the vocabulary's class trie,
+Cost notes: one lexer state's view is one walk over the vocabulary's byte trie,
 cached for the life of the guide: ~0.1-0.4 ms inside a key or a literal, where few
 nodes stay live, ~2-5 ms inside an open string, where most of the ~100k do. A mask
 is a copy of the inside row, plus, per group of completed terminals, a memoised
@@ -44,7 +44,7 @@ import numpy as np
 
 from fsm.gc_pause import gc_paused
 from fsm.index import bitmask_words, pack_bits
-from fsm.trie import Trie, VocabularyBytes, class_trie, subtree_runs, vocabulary_bytes
+from fsm.trie import VocabularyBytes, vocabulary_bytes
 
 from .earley import EarleyParser, EarleySet
 from .lexer import Lexer
@@ -116,10 +116,10 @@ def vocabulary_pieces(vocab) -> Pieces:
     return got
 
 
-def _walk_units(trie: Trie, runs, lexer: Lexer, start: int):
-    """Where each unit of ``trie`` (a token or a piece) goes from lexer state ``start``.
+def _walk_units(units: VocabularyBytes, lexer: Lexer, start: int):
+    """Where each unit (a token or a piece) of ``units`` goes from lexer state ``start``.
 
-    ``runs``: ``fsm.trie.subtree_runs(trie)``. Returns ``(inside, units, accept,
+    Returns ``(inside, units, accept,
     offset)``: ``inside`` (bool per unit): the unit's bytes all stay inside the
     lexeme; ``units`` (with ``accept`` and ``offset``, one per unit): the units that
     leave it at an offset > 0 where some terminals accept (the terminal set's id in
@@ -133,7 +133,9 @@ def _walk_units(trie: Trie, runs, lexer: Lexer, start: int):
     string: most of the trie) it goes on over whole levels, where slices are cheaper
     than gathering children.
     """
-    order, lo, hi, own = runs
+    trie = units.trie  # over bytes: its runs are computed once per vocabulary
+    order, lo, hi, own = units.runs
+    symbol_class = lexer.byte_to_class[np.maximum(trie.symbol, 0)]
     inside = np.zeros(len(trie.token_node), dtype=bool)
     exit_nodes, exit_states, exit_depths = [], [], []
     f_node = np.zeros(1, dtype=np.int64)
@@ -157,7 +159,7 @@ def _walk_units(trie: Trie, runs, lexer: Lexer, start: int):
         if not len(child):
             break
         lexer.ensure_rows(parent_state)
-        state = lexer.transitions[parent_state, trie.symbol[child]]
+        state = lexer.transitions[parent_state, symbol_class[child]]
         alive = state >= 0
         if depth > 0 and not alive.all():
             dead = ~alive
@@ -256,10 +258,7 @@ class GrammarIndex:
         self.words = bitmask_words(vocab.size)
         self.pieces = vocabulary_pieces(vocab)
         vb = vocabulary_bytes(vocab)
-        self._token_trie = class_trie(vb, lexer.byte_to_class)
-        self._token_runs = subtree_runs(self._token_trie)
-        self._piece_trie: Trie | None = None
-        self._piece_runs = None
+        self._token_units = vb
         self._token_views: dict[int, TokenView] = {}
         self._piece_views: dict[int, PieceView] = {}
         self._token_bytes = vocab.token_bytes
@@ -448,7 +447,7 @@ class GrammarIndex:
         return tv
 
     def _build_token_view(self, lx: int) -> TokenView:
-        inside, tokens, accept, offset = _walk_units(self._token_trie, self._token_runs, self.lexer, lx)
+        inside, tokens, accept, offset = _walk_units(self._token_units, self.lexer, lx)
         rest = self.pieces.suffix_at(self.pieces.token_piece[tokens], offset)
         exits = _Exits(tokens, accept, rest)
         inside_row = pack_bits(inside[None, :])[0]
@@ -468,10 +467,7 @@ class GrammarIndex:
         return pv
 
     def _build_piece_view(self, lx: int) -> PieceView:
-        if self._piece_trie is None:
-            self._piece_trie = class_trie(self.pieces.bytes, self.lexer.byte_to_class)
-            self._piece_runs = subtree_runs(self._piece_trie)
-        inside, pieces, accept, offset = _walk_units(self._piece_trie, self._piece_runs, self.lexer, lx)
+        inside, pieces, accept, offset = _walk_units(self.pieces.bytes, self.lexer, lx)
         exit_accept = np.zeros(self.pieces.size, dtype=np.int32)
         exit_accept[pieces] = accept
         exit_rest = np.full(self.pieces.size, -1, dtype=np.int64)
