@@ -56,7 +56,7 @@ from .json_formats import format_regex
 from .json_multiple_of import MAX_STATES as MAX_MULTIPLE_STATES
 from .json_multiple_of import multiple_of_dfa
 from .json_numbers import JSON_INTEGER, JSON_NUMBER, integer_multiple_of_regex, integer_range_regex, number_range_regex
-from .json_conditional import NOT_OBJECT, conditional_as_union, conditionals_by_value, negation, not_as_union
+from .json_conditional import conditional_as_union, conditionals_by_value, negation, not_as_union
 from .json_disjoint import disjoint_pairs
 from .json_string_dfas import (always_found, body_dfa, body_parts, bounded_body, class_cuts, constraint_dfa, defer_product,
                                keys_outside, minus, other_keys_dfa, pattern_key_dfa)
@@ -476,10 +476,12 @@ class SchemaCompiler:
             raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", path)
         self.check_keywords(schema, path)
         schema = _without_idle_conditionals(schema)
-        if "not" in schema and negation(self.deref(schema["not"], path)) == []:
-            # `"not": {}` (a forbidden property, once merged) excludes every value:
-            # no algebra needed to show it.
-            raise UnsatisfiableSchemaError("'not' of a schema that every value satisfies", _pointer(path, "not"))
+        if "not" in schema:
+            defined = self._defined_deref(path)
+            if negation(defined(schema["not"]), defined) == []:
+                # `"not": {}` (a forbidden property, once merged) excludes every value:
+                # no algebra needed to show it.
+                raise UnsatisfiableSchemaError("'not' of a schema that every value satisfies", _pointer(path, "not"))
         if any(k in schema for k in DEPENDENCY_KEYWORDS):
             return self.value(nfa, self.expand_dependencies(schema, path), path, depth)
         if "enum" in schema or "const" in schema:
@@ -831,7 +833,7 @@ class SchemaCompiler:
                 if j == i or (max(i, j), min(i, j)) in apart:
                     continue
                 if j not in negations:
-                    negations[j] = negation(_defined_keywords(raw[j]))
+                    negations[j] = negation(_defined_keywords(raw[j]), self._defined_deref(path))
                 if negations[j] is None:
                     return None
                 parts = [p for p in negations[j] if not _excluded_by(view, p)]
@@ -865,6 +867,11 @@ class SchemaCompiler:
         other = None if "patternProperties" in schema else schema.get("additionalProperties", True)
         return types, set(required), props, other
 
+    def _defined_deref(self, path: str):
+        """``$ref`` following for ``json_conditional``: the schema referred to, without
+        keywords no draft defines."""
+        return lambda s: _defined_keywords(self.deref(s, path))
+
     def _logic_as_union(self, schema, path) -> list | None:
         """A schema whose first logic keyword is ``not`` or ``if``, as the schemas of
         a union (see ``json_conditional``; errors inside them point at ``path``), or
@@ -873,7 +880,7 @@ class SchemaCompiler:
             return None
         if any(k in schema for k in _EARLIER_KEYWORDS) or presence_keys(schema) is not None:
             return None  # value() handles these first
-        deref = lambda s: self.deref(s, path)  # noqa: E731
+        deref = self._defined_deref(path)
         union = conditional_as_union(schema, deref) if "if" in schema else not_as_union(schema, deref)
         if union is None:
             return None
@@ -1930,12 +1937,19 @@ def _listed_before_properties(schema: dict, keyword: str) -> bool:
 
 
 def _excluded_by(view, part) -> bool:
-    """Whether no value of an object-only ``view`` (``object_view``) can satisfy the
-    negation ``part``: a non-object part, or one without a key the view requires."""
-    if view is None or view[0] != {"object"}:
+    """Whether no value of ``view`` (``object_view``) can satisfy the negation
+    ``part``: their types do not meet, or the part lacks a key an object-only view
+    requires."""
+    if view is None:
         return False
-    if part.get("type") == NOT_OBJECT:
-        return True
+    kinds = part.get("type") if isinstance(part, dict) else None
+    if kinds is not None:
+        kinds = set(kinds if isinstance(kinds, list) else [kinds])
+        numbers = {"number", "integer"}
+        if not (kinds & view[0] or (kinds & numbers and view[0] & numbers)):
+            return True
+    if view[0] != {"object"}:
+        return False
     props = part.get("properties", {})
     return any(props.get(name) is False for name in view[1])
 

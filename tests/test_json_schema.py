@@ -460,6 +460,29 @@ def test_one_of_apart_by_which_keys_are_present(monkeypatch):
 
 
 @pytest.mark.parametrize("schema", [
+    # A oneOf with a branch every value satisfies (a misspelt "$ref") holds where no
+    # other branch does; its negation is "some other branch holds".
+    {"not": {"oneOf": [{"#ref": "#/$defs/x"}, {"type": "string"}]}},
+    {"not": {"oneOf": [{}, {"x-note": 1}]}},
+    {"type": "object", "properties": {"a": {"not": {"oneOf": [{"title": "t"}, {"type": "integer"}, {"maxLength": 1}]}}}},
+    # Arrays told apart by their counts alone.
+    {"oneOf": [{"type": "array", "maxItems": 2}, {"type": "array", "minItems": 1}]},
+    {"properties": {"a": {"not": {"type": "array", "minItems": 1}}}},
+    {"if": {"type": "array", "maxItems": 1, "items": False}, "then": {"type": "array"}, "else": {"type": "string"}},
+])
+def test_negations_of_one_of_and_array_counts_are_exact(schema):
+    """These negations are unions of schemas, so no superset is subtracted: before,
+    the first two and the fourth were refused as unsatisfiable and ``{"a": []}``
+    in the fifth was refused."""
+    dfa = compile_json_schema(schema, "compact")
+    validator = _validator(schema)
+    docs = ["ab", "a", 1, 2.5, None, [], [1], [1, 2], [1, 2, 3], {}, {"a": []}, {"a": [1]}, {"a": 1}, {"a": "x"},
+            {"a": "xy"}, {"a": 1.5}]
+    for doc in docs:
+        assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
+
+
+@pytest.mark.parametrize("schema", [
     # Composer's package: an untyped object schema (any array, string... passes it)
     # against an array of them. Arrays of packages match both; objects only the first.
     {"$defs": {"pkg": {"required": ["name"], "properties": {"name": {"type": "string"}}}},
