@@ -1584,26 +1584,42 @@ class SchemaCompiler:
 
     def array_superset(self, nfa, schema, path, depth):
         """``[`` items ``]`` (``json_superset``), each item a superset of what
-        ``items`` allows (of any value where tuple keywords are present); below
+        ``items`` allows (of any value where tuple keywords are present), as many as
+        ``minItems`` / ``maxItems`` allow up to ``SUPERSET_COUNT_MAX``; below
         ``SUPERSET_LEVELS`` levels, ``[`` any text ``]``."""
         if self._superset_levels <= 0:
             return sup.bracketed_text(nfa, b"[", b"]")
         items = schema.get("items", True)
         if "prefixItems" in schema or not isinstance(items, (dict, bool)):
             items = True
+        lo, hi = schema.get("minItems", 0), schema.get("maxItems")
+        lo = min(lo, sup.SUPERSET_COUNT_MAX) if isinstance(lo, int) and lo > 0 else 0
+        hi = hi if isinstance(hi, int) and 0 <= hi <= sup.SUPERSET_COUNT_MAX else None
+        levels = self._superset_levels - 1
+        tries = [(levels, 0, None)]
+        if lo or hi is not None:
+            # Counting items needs items that cannot run over a comma: one more level
+            # of structure (scalars, strings, brackets) where the count means anything.
+            # Brackets around any text inside a counted repetition may blow the DFA up
+            # (each "]" may or may not end an item): then the count is dropped.
+            tries.insert(0, (max(levels, 1), lo, hi))
+        for item_levels, lo, hi in tries:
+            try:
+                return embed(nfa, self._array_superset_dfa(items, item_levels, lo, hi, path, depth))
+            except RegexTooLargeError:
+                continue
+        return sup.bracketed_text(nfa, b"[", b"]")
+
+    def _array_superset_dfa(self, items, levels: int, lo: int, hi: int | None, path, depth) -> DFA:
         sub_nfa = NFA()
-        try:
-            with self._supersets(self._superset_levels - 1, self._flat_supersets):
-                item = self._value_superset_or_any(sub_nfa, items, _pointer(path, "items"), depth)
-            if item is None:
-                return sup.container(nfa, b"[", b"]", None)
-            item_dfa = determinize(sub_nfa, *item, limit=sup.SUPERSET_STATES)
-            # Built apart and checked: an item that may run over the commas after it
-            # makes the repetition's subsets blow up.
-            whole = body_dfa(lambda n: sup.container(n, b"[", b"]", item_dfa), sup.SUPERSET_STATES)
-        except RegexTooLargeError:
-            return sup.bracketed_text(nfa, b"[", b"]")
-        return embed(nfa, whole)
+        with self._supersets(levels, self._flat_supersets):
+            item = self._value_superset_or_any(sub_nfa, items, _pointer(path, "items"), depth)
+        if item is None:
+            return body_dfa(lambda n: sup.container(n, b"[", b"]", None))
+        item_dfa = determinize(sub_nfa, *item, limit=sup.SUPERSET_STATES)
+        # Built apart and checked: an item that may run over the commas after it
+        # makes the repetition's subsets blow up.
+        return body_dfa(lambda n: sup.container(n, b"[", b"]", item_dfa, lo, hi), sup.SUPERSET_STATES)
 
     def _closed_object_body(self, schema, props) -> DFA | None:
         if schema.get("additionalProperties") is not False or schema.get("patternProperties") or not props:

@@ -31,6 +31,9 @@ from . import json_text as jt
 
 #: Levels of containers written member by member; deeper ones are bracketed text.
 SUPERSET_LEVELS = 1
+#: Item counts (``minItems`` / ``maxItems``) an array superset keeps: a larger
+#: ``maxItems`` is dropped and a larger ``minItems`` lowered to this (still supersets).
+SUPERSET_COUNT_MAX = 8
 #: Most DFA states a member-by-member superset may take before the flat one is used
 #: (a value that may be any text keeps every later member's start in its subsets).
 SUPERSET_STATES = 1024
@@ -50,21 +53,26 @@ def bracketed_text(nfa: NFA, open_: bytes, close: bytes) -> tuple[int, int]:
     return nfa.concat([nfa.byte_string(open_), nfa.any_bytes(), nfa.byte_string(close)])
 
 
-def members(nfa: NFA, entry: DFA | None) -> tuple[int, int]:
+def members(nfa: NFA, entry: DFA | None, lo: int = 0, hi: int | None = None) -> tuple[int, int]:
     """The inside of a container: ``entry`` texts separated by commas (none when
-    ``entry`` is None)."""
-    if entry is None:
+    ``entry`` is None), ``lo`` to ``hi`` of them (``hi`` None: any number). Counted
+    texts stay a superset even where ``entry`` may run over a comma: a container of
+    n members still reads as n entries."""
+    if entry is None or hi == 0:
         return ws(nfa)
-    more = nfa.repeat(lambda: nfa.concat([ws(nfa), nfa.byte_string(b","), ws(nfa), embed(nfa, entry)]), 0, None)
-    return nfa.union([ws(nfa), nfa.concat([ws(nfa), embed(nfa, entry), more, ws(nfa)])])
+    more = nfa.repeat(lambda: nfa.concat([ws(nfa), nfa.byte_string(b","), ws(nfa), embed(nfa, entry)]),
+                      max(lo - 1, 0), None if hi is None else hi - 1)
+    some = nfa.concat([ws(nfa), embed(nfa, entry), more, ws(nfa)])
+    return some if lo > 0 else nfa.union([ws(nfa), some])
 
 
 def member(nfa: NFA, key: tuple[int, int], value: tuple[int, int]) -> tuple[int, int]:
     return nfa.concat([key, ws(nfa), nfa.byte_string(b":"), ws(nfa), value])
 
 
-def container(nfa: NFA, open_: bytes, close: bytes, entry: DFA | None) -> tuple[int, int]:
-    return nfa.concat([nfa.byte_string(open_), members(nfa, entry), nfa.byte_string(close)])
+def container(nfa: NFA, open_: bytes, close: bytes, entry: DFA | None, lo: int = 0,
+              hi: int | None = None) -> tuple[int, int]:
+    return nfa.concat([nfa.byte_string(open_), members(nfa, entry, lo, hi), nfa.byte_string(close)])
 
 
 def spelled(nfa: NFA, open_: bytes, close: bytes, parts) -> tuple[int, int]:

@@ -467,17 +467,22 @@ def test_one_of_apart_by_which_keys_are_present(monkeypatch):
     {"type": "object", "properties": {"a": {"not": {"oneOf": [{"title": "t"}, {"type": "integer"}, {"maxLength": 1}]}}}},
     # Arrays told apart by their counts alone.
     {"oneOf": [{"type": "array", "maxItems": 2}, {"type": "array", "minItems": 1}]},
+    # ... or by their counts and items: the superset subtracted counts items too.
+    {"oneOf": [{"items": {"type": "integer"}}, {"maxItems": 1}]},
+    {"oneOf": [{"type": "array", "items": {"type": "string"}, "minItems": 2},
+               {"type": "array", "items": {"type": "string"}, "maxItems": 3}]},
     {"properties": {"a": {"not": {"type": "array", "minItems": 1}}}},
     {"if": {"type": "array", "maxItems": 1, "items": False}, "then": {"type": "array"}, "else": {"type": "string"}},
 ])
 def test_negations_of_one_of_and_array_counts_are_exact(schema):
-    """These negations are unions of schemas, so no superset is subtracted: before,
-    the first two and the fourth were refused as unsatisfiable and ``{"a": []}``
-    in the fifth was refused."""
+    """These negations are unions of schemas, or supersets that count items: before,
+    the first two and the fourth were refused as unsatisfiable, ``{"a": []}`` in
+    the fifth was refused, and so were ``[1, 2]`` in the sixth and
+    ``["a", "b", "c", "d"]`` in the seventh."""
     dfa = compile_json_schema(schema, "compact")
     validator = _validator(schema)
-    docs = ["ab", "a", 1, 2.5, None, [], [1], [1, 2], [1, 2, 3], {}, {"a": []}, {"a": [1]}, {"a": 1}, {"a": "x"},
-            {"a": "xy"}, {"a": 1.5}]
+    docs = ["ab", "a", 1, 2.5, None, [], [1], [1, 2], [1, 2, 3], ["a"], ["a", "b"], ["a", "b", "c", "d"], {},
+            {"a": []}, {"a": [1]}, {"a": 1}, {"a": "x"}, {"a": "xy"}, {"a": 1.5}]
     for doc in docs:
         assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
 
