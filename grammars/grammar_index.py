@@ -29,8 +29,8 @@ which the parse can go on, with one caveat of longest match: a grammar that puts
 terminals back to back with no separator, where the first could swallow the second's
 first bytes (``NAME NAME``), can reach a state where nothing fits.
 
-Cost notes: one lexer state's view is one walk over the vocabulary's byte trie,
-cached for the life of the guide: ~0.1-0.4 ms inside a key or a literal, where few
+Cost notes: one lexer state's view is one walk over the vocabulary's trie (over
+byte classes where the lexer has few), cached for the life of the guide: ~0.1-0.4 ms inside a key or a literal, where few
 nodes stay live, ~2-5 ms inside an open string, where most of the ~100k do. A mask
 is a copy of the inside row, plus, per group of completed terminals, a memoised
 parser scan and a few gathers.
@@ -43,8 +43,8 @@ import weakref
 import numpy as np
 
 from fsm.gc_pause import gc_paused
-from fsm.index import bitmask_words, pack_bits
-from fsm.trie import VocabularyBytes, vocabulary_bytes
+from fsm.index import CLASS_TRIE_MAX_CLASSES, bitmask_words, pack_bits
+from fsm.trie import VocabularyBytes, class_trie_of, vocabulary_bytes
 
 from .earley import EarleyParser, EarleySet
 from .lexer import Lexer
@@ -116,8 +116,71 @@ def vocabulary_pieces(vocab) -> Pieces:
     return got
 
 
-def _walk_units(units: VocabularyBytes, lexer: Lexer, start: int):
-    """Where each unit (a token or a piece) of ``units`` goes from lexer state ``start``.
+class _UnitTrie:
+    """The trie a grammar walks its units (tokens, or pieces) over. For a lexer with
+    few byte classes, the units' class trie: a few thousand nodes, built per guide,
+    walked whole level by level (``_walk_levels``). Otherwise their byte trie (a
+    class trie would be barely smaller), walked over live nodes only
+    (``_walk_units``) with its subtree runs, computed once per vocabulary."""
+
+    __slots__ = ("trie", "depth", "runs", "symbol_class")
+
+    def __init__(self, units: VocabularyBytes, byte_to_class: np.ndarray):
+        if int(byte_to_class.max()) + 1 <= CLASS_TRIE_MAX_CLASSES:
+            self.trie = class_trie_of(units.trie, byte_to_class)
+            self.depth, self.runs, self.symbol_class = _node_depth(self.trie), None, None
+        else:
+            self.trie, self.depth, self.runs = units.trie, None, units.runs
+            self.symbol_class = byte_to_class[np.maximum(units.trie.symbol, 0)]
+
+    def walk(self, lexer: Lexer, start: int):
+        """``(inside, units, accept, offset)``: see ``_walk_units``."""
+        if self.runs is None:
+            return _walk_levels(self.trie, self.depth, lexer, start)
+        return _walk_units(self, lexer, start)
+
+
+def _walk_levels(trie, depth: np.ndarray, lexer: Lexer, start: int):
+    """``_walk_units`` over a whole small trie, level by level: the lexer state at
+    every node, then each unit's deepest live prefix."""
+    n = trie.num_nodes
+    state = np.full(n, -1, dtype=np.int64)
+    state[0] = start
+    deep = np.zeros(n, dtype=np.int64)  # each node's deepest live ancestor (itself when live)
+    ls = trie.level_start
+    for d in range(1, trie.depth + 1):
+        lo, hi = int(ls[d]), int(ls[d + 1])
+        parent = trie.parent[lo:hi]
+        ps = state[parent]
+        live = ps >= 0
+        if live.any():
+            lexer.ensure_rows(ps[live])
+            st = np.full(hi - lo, -1, dtype=np.int64)
+            st[live] = lexer.transitions[ps[live], trie.symbol[lo:hi][live]]
+            state[lo:hi] = st
+        deep[lo:hi] = np.where(state[lo:hi] >= 0, np.arange(lo, hi), deep[parent])
+    node = trie.token_node.astype(np.int64)
+    has_text = node >= 0
+    safe = np.maximum(node, 0)
+    inside = has_text & (state[safe] >= 0)
+    dnode = deep[safe]
+    accept = lexer.accept_id_array()[state[dnode]]
+    offset = depth[dnode]
+    units = np.flatnonzero(has_text & ~inside & (offset > 0) & (accept > 0))
+    return inside, units, accept[units], offset[units]
+
+
+def _node_depth(trie) -> np.ndarray:
+    depth = np.zeros(trie.num_nodes, dtype=np.int64)
+    ls = trie.level_start
+    for d in range(1, trie.depth + 1):
+        depth[ls[d] : ls[d + 1]] = d
+    return depth
+
+
+def _walk_units(units: _UnitTrie, lexer: Lexer, start: int):
+    """Where each unit (a token or a piece) of ``units`` goes from lexer state ``start``
+    (a byte trie, with its runs).
 
     Returns ``(inside, units, accept,
     offset)``: ``inside`` (bool per unit): the unit's bytes all stay inside the
@@ -133,9 +196,8 @@ def _walk_units(units: VocabularyBytes, lexer: Lexer, start: int):
     string: most of the trie) it goes on over whole levels, where slices are cheaper
     than gathering children.
     """
-    trie = units.trie  # over bytes: its runs are computed once per vocabulary
+    trie, symbol_class = units.trie, units.symbol_class
     order, lo, hi, own = units.runs
-    symbol_class = lexer.byte_to_class[np.maximum(trie.symbol, 0)]
     inside = np.zeros(len(trie.token_node), dtype=bool)
     exit_nodes, exit_states, exit_depths = [], [], []
     f_node = np.zeros(1, dtype=np.int64)
@@ -258,7 +320,8 @@ class GrammarIndex:
         self.words = bitmask_words(vocab.size)
         self.pieces = vocabulary_pieces(vocab)
         vb = vocabulary_bytes(vocab)
-        self._token_units = vb
+        self._token_units = _UnitTrie(vb, lexer.byte_to_class)
+        self._piece_units: _UnitTrie | None = None
         self._token_views: dict[int, TokenView] = {}
         self._piece_views: dict[int, PieceView] = {}
         self._token_bytes = vocab.token_bytes
@@ -447,7 +510,7 @@ class GrammarIndex:
         return tv
 
     def _build_token_view(self, lx: int) -> TokenView:
-        inside, tokens, accept, offset = _walk_units(self._token_units, self.lexer, lx)
+        inside, tokens, accept, offset = self._token_units.walk(self.lexer, lx)
         rest = self.pieces.suffix_at(self.pieces.token_piece[tokens], offset)
         exits = _Exits(tokens, accept, rest)
         inside_row = pack_bits(inside[None, :])[0]
@@ -467,7 +530,9 @@ class GrammarIndex:
         return pv
 
     def _build_piece_view(self, lx: int) -> PieceView:
-        inside, pieces, accept, offset = _walk_units(self.pieces.bytes, self.lexer, lx)
+        if self._piece_units is None:
+            self._piece_units = _UnitTrie(self.pieces.bytes, self.lexer.byte_to_class)
+        inside, pieces, accept, offset = self._piece_units.walk(self.lexer, lx)
         exit_accept = np.zeros(self.pieces.size, dtype=np.int32)
         exit_accept[pieces] = accept
         exit_rest = np.full(self.pieces.size, -1, dtype=np.int64)

@@ -189,10 +189,14 @@ def test_masks_equal_brute_force_stepping(json_guide, smollm2_tokenizer):
     assert m.is_accepting()
 
 
-@pytest.mark.parametrize("dense_from", [0, 10**9])
-def test_sparse_and_dense_walks_give_the_same_masks(smollm2_vocab, smollm2_tokenizer, dense_from, monkeypatch):
-    """A lexer state's view is walked over live (node, state) pairs, or over whole
-    trie levels once many pairs live; both ways give the brute-force masks."""
+@pytest.mark.parametrize("class_trie_max, dense_from", [(10**6, 0), (0, 10**9), (0, 0)],
+                         ids=["class_trie_levels", "byte_trie_live_pairs", "byte_trie_then_levels"])
+def test_lexer_state_walks_give_the_brute_force_masks(smollm2_vocab, smollm2_tokenizer, class_trie_max, dense_from,
+                                                      monkeypatch):
+    """A lexer state's view is walked over a small class trie level by level, or over
+    the byte trie's live (node, state) pairs, going on over whole levels once many
+    pairs live; every way gives the brute-force masks."""
+    monkeypatch.setattr(gi, "CLASS_TRIE_MAX_CLASSES", class_trie_max)
     monkeypatch.setattr(gi, "_DENSE_FROM", dense_from)
     spec = guided.Grammar(JSON_GRAMMAR)
     guide = GrammarGuide(compile_lark(spec.lark_text, spec.start), smollm2_vocab)  # not the cached one
