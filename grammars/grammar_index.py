@@ -30,10 +30,10 @@ terminals back to back with no separator, where the first could swallow the seco
 first bytes (``NAME NAME``), can reach a state where nothing fits.
 
 Cost notes: one lexer state's view is one walk over the vocabulary's trie (over
-byte classes where the lexer has few), cached for the life of the guide: ~0.1-0.4 ms inside a key or a literal, where few
-nodes stay live, ~2-5 ms inside an open string, where most of the ~100k do. A mask
-is a copy of the inside row, plus, per group of completed terminals, a memoised
-parser scan and a few gathers.
+byte classes where the lexer has few), cached for the life of the guide: ~0.1-0.4
+ms inside a key or a literal, where few nodes stay live, ~2-5 ms inside an open
+string, where most of the ~100k do. A mask is a copy of the inside row, plus, per
+group of completed terminals, a memoised parser scan and a few gathers.
 """
 
 from __future__ import annotations

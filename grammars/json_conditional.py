@@ -52,8 +52,8 @@ def negation(schema, deref=None) -> list | None:
     """Schemas whose union is exactly the values that fail ``schema``, or None when
     ``schema`` is not an object schema of ``type``, ``required`` and ``properties``,
     an array schema of ``type``, ``minItems`` and ``maxItems`` (``items`` only
-    ``true`` or ``false``), or (given ``deref``, which follows ``$ref`` and drops keywords no
-    draft defines) a ``oneOf`` with a branch that every value satisfies.
+    ``true`` or ``false``), or (given ``deref``, which follows ``$ref`` and drops
+    keywords no draft defines) a ``oneOf`` with a branch that every value satisfies.
     ``[]`` means nothing fails it."""
     if schema is True:
         return []

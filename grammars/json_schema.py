@@ -1956,9 +1956,9 @@ def _excluded_by(view, part) -> bool:
     """Whether no value of ``view`` (``object_view``) can satisfy the negation
     ``part``: their types do not meet, or the part lacks a key an object-only view
     requires."""
-    if view is None:
+    if view is None or not isinstance(part, dict):
         return False
-    kinds = part.get("type") if isinstance(part, dict) else None
+    kinds = part.get("type")
     if kinds is not None:
         kinds = set(kinds if isinstance(kinds, list) else [kinds])
         numbers = {"number", "integer"}

@@ -464,6 +464,7 @@ def test_one_of_apart_by_which_keys_are_present(monkeypatch):
     # other branch does; its negation is "some other branch holds".
     {"not": {"oneOf": [{"#ref": "#/$defs/x"}, {"type": "string"}]}},
     {"not": {"oneOf": [{}, {"x-note": 1}]}},
+    {"oneOf": [{"type": "object", "required": ["a"]}, {"oneOf": [{}, {"x-note": 1}]}]},
     {"type": "object", "properties": {"a": {"not": {"oneOf": [{"title": "t"}, {"type": "integer"}, {"maxLength": 1}]}}}},
     # Arrays told apart by their counts alone.
     {"oneOf": [{"type": "array", "maxItems": 2}, {"type": "array", "minItems": 1}]},
@@ -475,14 +476,14 @@ def test_one_of_apart_by_which_keys_are_present(monkeypatch):
     {"if": {"type": "array", "maxItems": 1, "items": False}, "then": {"type": "array"}, "else": {"type": "string"}},
 ])
 def test_negations_of_one_of_and_array_counts_are_exact(schema):
-    """These negations are unions of schemas, or supersets that count items: before,
-    the first two and the fourth were refused as unsatisfiable, ``{"a": []}`` in
-    the fifth was refused, and so were ``[1, 2]`` in the sixth and
-    ``["a", "b", "c", "d"]`` in the seventh."""
+    """These negations are unions of schemas, or supersets that count items. Before,
+    the ``oneOf`` negations and the count-only ``oneOf`` were refused as
+    unsatisfiable, and ``{"a": []}`` under a negated ``minItems``, ``[1, 2]`` and
+    ``["a", "b", "c", "d"]`` under the counted ``oneOf`` were refused."""
     dfa = compile_json_schema(schema, "compact")
     validator = _validator(schema)
     docs = ["ab", "a", 1, 2.5, None, [], [1], [1, 2], [1, 2, 3], ["a"], ["a", "b"], ["a", "b", "c", "d"], {},
-            {"a": []}, {"a": [1]}, {"a": 1}, {"a": "x"}, {"a": "xy"}, {"a": 1.5}]
+            {"a": []}, {"a": [1]}, {"a": 1}, {"a": "x"}, {"a": "xy"}, {"a": 1.5}, {"b": 1}]
     for doc in docs:
         assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
 
