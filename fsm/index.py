@@ -244,7 +244,7 @@ class TokenIndex:
         No rows are computed ahead here: on MaskBench samples (300 schemas, two
         seeds), narrow walks of the states a miss's tokens lead to (6,000 checks per
         miss) made all mask time 30-40% higher and TBM p99 3.0-3.5 ms instead of
-        1.0-1.1 ms; most of those rows were never asked for."""
+        1.0-1.1 ms: the rows computed ahead did not pay for themselves."""
         self._row_lists.clear()  # rows as lists, shared by this miss's walk only (bounded)
         split = self._split.byte_level
         if split.lists is None:
