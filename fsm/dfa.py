@@ -26,6 +26,7 @@ from operator import itemgetter
 
 import numpy as np
 
+from .arrays import spans
 from .errors import EmptyLanguageError, RegexTooLargeError
 from .nfa import NFA
 
@@ -439,11 +440,9 @@ def _moore(t: np.ndarray, accepting: np.ndarray, sink: int) -> np.ndarray | None
         block[changed] = new_id[group[moved]]
         # Next round: the states with a move into a changed one, and a representative
         # of the rest of each block they are in.
-        lo, count = bounds[changed], bounds[changed + 1] - bounds[changed]
-        total = int(count.sum())
-        if total == 0:
+        at = spans(bounds[changed], bounds[changed + 1] - bounds[changed])
+        if not len(at):
             return block
-        at = np.repeat(lo - (np.cumsum(count) - count), count) + np.arange(total)
         is_dirty[preds[at]] = True
         dirty = np.flatnonzero(is_dirty)
         affected = np.zeros(n_blocks, dtype=bool)
@@ -547,11 +546,9 @@ def co_reachable(src: np.ndarray, dst: np.ndarray, targets: np.ndarray) -> np.nd
         return live
     frontier = np.nonzero(live)[0]
     while len(frontier):
-        first, count = bounds[frontier], bounds[frontier + 1] - bounds[frontier]
-        total = int(count.sum())
-        if total == 0:
+        at = spans(bounds[frontier], bounds[frontier + 1] - bounds[frontier])
+        if not len(at):
             break
-        at = np.repeat(first - (np.cumsum(count) - count), count) + np.arange(total)
         preds = src_by_dst[at]
         frontier = np.unique(preds[~live[preds]])
         live[frontier] = True

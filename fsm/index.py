@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .arrays import spans
 from .dfa import DFA
 from .gc_pause import gc_paused
 from .lazy import GrowthDeferred
@@ -140,13 +141,11 @@ def walk(trie: Trie, symbol_class: np.ndarray, dfa: DFA, starts: np.ndarray, is_
     while len(f_node):
         first = trie.child_start[f_node]
         count = trie.child_end[f_node] - first
-        total = int(count.sum())
-        if total == 0:
+        child = spans(first, count)
+        if not len(child):
             break
         dfa.ensure_rows(f_state)
         rep = np.repeat(np.arange(len(f_node)), count)
-        offset = np.arange(total) - np.repeat(np.cumsum(count) - count, count)
-        child = first[rep] + offset
         state = dfa.transitions[f_state[rep], sym_cls[child]]
         keep = state >= 0
         f_start, f_node, f_state = f_start[rep][keep], child[keep], state[keep].astype(np.int64)
@@ -378,11 +377,7 @@ class TokenIndex:
             row |= split.run_bits(a, b, self.words)
         lo, count = lo[~big], (hi - lo)[~big]
         if len(count):
-            # Every position of the small runs at once: run starts repeated, plus offsets.
-            total = int(count.sum())
-            first = np.cumsum(count) - count
-            positions = np.repeat(lo - first, count) + np.arange(total)
-            set_bits(row, split.order[positions])
+            set_bits(row, split.order[spans(lo, count)])
         row = row.view(np.int32)
         return row | self.eos_row if accepting else row
 

@@ -42,6 +42,7 @@ import weakref
 
 import numpy as np
 
+from fsm.arrays import spans
 from fsm.gc_pause import gc_paused
 from fsm.index import CLASS_TRIE_MAX_CLASSES, bitmask_words, pack_bits
 from fsm.trie import VocabularyBytes, class_trie_of, vocabulary_bytes
@@ -209,10 +210,8 @@ def _walk_units(units: _UnitTrie, lexer: Lexer, start: int):
         if state_at is None:
             first = trie.child_start[f_node]
             count = trie.child_end[f_node] - first
-            total = int(count.sum())
-            rep = np.repeat(np.arange(len(f_node)), count)
-            child = first[rep] + (np.arange(total) - np.repeat(np.cumsum(count) - count, count))
-            parent_state = f_state[rep]
+            child = spans(first, count)
+            parent_state = np.repeat(f_state, count)
         else:
             child = np.arange(ls[depth + 1], ls[depth + 2])
             parent_state = state_at[trie.parent[child]]
@@ -230,7 +229,7 @@ def _walk_units(units: _UnitTrie, lexer: Lexer, start: int):
             exit_depths.append(np.full(int(dead.sum()), depth, dtype=np.int64))
         f_node, f_state = child[alive], state[alive].astype(np.int64)
         ends = f_node[own[f_node] > 0]
-        inside[_expand_runs(order, lo[ends], lo[ends] + own[ends])] = True
+        inside[order[spans(lo[ends], own[ends])]] = True
         if state_at is None and len(f_node) > _DENSE_FROM:
             state_at = np.full(trie.num_nodes, -1, dtype=np.int64)
         if state_at is not None:
@@ -244,14 +243,7 @@ def _walk_units(units: _UnitTrie, lexer: Lexer, start: int):
     keep = accept > 0
     nodes, accept, depths = nodes[keep], accept[keep], depths[keep]
     n = hi[nodes] - lo[nodes]
-    return inside, _expand_runs(order, lo[nodes], hi[nodes]), np.repeat(accept, n), np.repeat(depths, n)
-
-
-def _expand_runs(order: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """``order[lo[0]:hi[0]]``, ``order[lo[1]:hi[1]]``, ... in one array."""
-    count = hi - lo
-    total = int(count.sum())
-    return order[np.repeat(lo - (np.cumsum(count) - count), count) + np.arange(total)]
+    return inside, order[spans(lo[nodes], n)], np.repeat(accept, n), np.repeat(depths, n)
 
 
 class _Exits:
