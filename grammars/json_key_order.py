@@ -14,7 +14,8 @@ cannot be finished (``maxProperties`` with required keys still missing).
 
 n properties have 2^n key sets, so only the first node is built at compile time;
 every other node is a deferred NFA fragment (``NFA.deferred``) built when decoding
-first reaches it, and inside nodes each value is deferred until its key is written.
+first reaches it, and inside nodes each value (an extra key's too) is deferred until
+its key is written.
 Decoding an object builds one node per key written (plus what the token index's
 look-ahead touches). This needs a lazily determinised NFA: in the sub-automata built
 whole for ``oneOf`` / ``not`` / ``if`` algebra and in recursive schemas' grammar
@@ -94,14 +95,7 @@ def any_order_object(compiler, nfa: NFA, shape: ObjectShape, path: str, depth: i
 
     def entry(i: int, eager: bool) -> tuple[int, int]:
         _, sub, _, ptr = entries[i]
-        if eager:
-            val = compiler.value(nfa, sub, ptr, depth + 1)
-        else:
-            val = nfa.deferred(lambda: compiler.value(nfa, sub, ptr, depth + 1), cuts)
-        return nfa.concat([
-            nfa.byte_string(keys[i]), ws.site(nfa, "empty", depth), nfa.byte_string(b":"),
-            ws.site(nfa, "colon", depth), val,
-        ])
+        return compiler.entry(nfa, nfa.byte_string(keys[i]), sub, ptr, depth, None if eager else cuts)
 
     nodes: dict[tuple, int] = {}  # (written, count) -> the node's start state
 
@@ -132,7 +126,7 @@ def any_order_object(compiler, nfa: NFA, shape: ObjectShape, path: str, depth: i
                 nfa.epsilon(start, frag[0])
                 nfa.epsilon(frag[1], node(written | {i}, nxt))
         if extras is not None and viable(written, nxt):
-            frag = extras() if first is None else first["extra"]
+            frag = extras(cuts) if first is None else first["extra"]
             nfa.epsilon(start, frag[0])
             nfa.epsilon(frag[1], node(written, nxt))
         return hub, done

@@ -1664,9 +1664,14 @@ class SchemaCompiler:
                 frags.append(nfa.byte_string(b"null"))
         return nfa.union(frags)
 
-    def entry(self, nfa, key_frag, sub, path, depth):
+    def entry(self, nfa, key_frag, sub, path, depth, cuts=None):
+        """``key_frag : value``; with ``cuts`` (a lazy NFA's byte boundaries that the
+        value's ranges already appear among) the value is deferred until the key is written."""
         parts = [key_frag, self.ws.site(nfa, "empty", depth), nfa.byte_string(b":"), self.ws.site(nfa, "colon", depth)]
-        parts.append(self.value(nfa, sub, path, depth + 1))
+        if cuts is None:
+            parts.append(self.value(nfa, sub, path, depth + 1))
+        else:
+            parts.append(nfa.deferred(lambda: self.value(nfa, sub, path, depth + 1), cuts))
         return nfa.concat(parts)
 
     def _extra_schema_for(self, name, patterns, additional):
@@ -1676,7 +1681,8 @@ class SchemaCompiler:
         return additional
 
     def extra_entries(self, nfa, schema, defined, patterns, additional, names_schema, path, inner):
-        """A builder ``f() -> fragment`` for one extra key/value entry, or None."""
+        """A builder ``f(cuts=None) -> fragment`` for one extra key/value entry, or
+        None; ``cuts`` defers the values (``entry``)."""
         if not patterns and additional is False:
             return None
         if not patterns and names_schema is None:
@@ -1684,9 +1690,9 @@ class SchemaCompiler:
             # the automaton; a minimised DFA of it is only needed for key algebra.
             ptr = _pointer(path, "additionalProperties")
 
-            def build_plain():
+            def build_plain(cuts=None):
                 try:
-                    return self.entry(nfa, jt.key_excluding(nfa, defined), additional, ptr, inner - 1)
+                    return self.entry(nfa, jt.key_excluding(nfa, defined), additional, ptr, inner - 1, cuts)
                 except UnsatisfiableSchemaError:
                     raise UnsatisfiableSchemaError("no additional property value is possible", path) from None
 
@@ -1763,12 +1769,17 @@ class SchemaCompiler:
             return None
         depth = inner - 1
 
-        def build():
+        empty = set()  # kinds whose value proved impossible (deferred copies leave them out)
+
+        def build(cuts=None):
             frags = []
-            for kd, sub, ptr in usable:
+            for i, (kd, sub, ptr) in enumerate(usable):
+                if i in empty:
+                    continue
                 try:
-                    frags.append(self.entry(nfa, embed(nfa, kd), sub, ptr, depth))
+                    frags.append(self.entry(nfa, embed(nfa, kd), sub, ptr, depth, cuts))
                 except UnsatisfiableSchemaError:
+                    empty.add(i)
                     continue
             if not frags:
                 raise UnsatisfiableSchemaError("no additional property value is possible", path)

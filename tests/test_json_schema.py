@@ -756,6 +756,26 @@ def test_any_key_order_builds_only_the_key_sets_decoding_reaches():
     assert len(dfa._nfa) < before + 2000
 
 
+def test_any_key_order_defers_extra_values_and_skips_impossible_ones():
+    """Each key set's node holds the extra-key entries too: their values (a large
+    object here) are built only where an extra key is written, and a pattern whose
+    values are impossible stays closed in every node, without an error mid-decoding."""
+    big = {"type": "object", "properties": {f"f{j}": {"type": "string", "pattern": "^[a-z]{2,9}$"} for j in range(30)}}
+    schema = {"type": "object", "properties": {f"k{i}": {"type": "integer"} for i in range(6)},
+              "patternProperties": {"^p": big, "^z": {"type": "string", "minLength": 3, "maxLength": 1}},
+              "additionalProperties": False}
+    dfa = compile_json_schema(schema, "compact", key_order="any")
+    validator = _validator(schema)
+    before = len(dfa._nfa)
+    assert dfa.matches(b'{"k3":1,"k1":2,"k5":3,"p1":{"f2":"ab"},"k0":4}')
+    # Five nodes: built in each, the large value took ~29,000 states; deferred, ~8,000.
+    assert len(dfa._nfa) - before < 12_000
+    docs = [{"k3": 1, "k1": 2, "zz": "abc"}, {"k2": 1, "p": {"f1": "x"}}, {"k4": 0, "p": {}, "q": 1},
+            {"k0": 1, "k1": 1, "k2": 1, "k3": 1, "k4": 1, "k5": 1, "pp": {"f29": "zz", "f0": "aa"}}]
+    for doc in docs:
+        assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
+
+
 def test_key_order_through_the_public_api(smollm2_tokenizer):
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
               "required": ["name", "age"]}
