@@ -249,13 +249,33 @@ def _values_apart(c, a, b) -> bool | None:
     if types_apart(c.object_view(a, "#"), c.object_view(b, "#")):
         return True
     for one, other in ((a, b), (b, a)):
-        listed = listed_values(one)
+        listed = _listed_by_some_part(c, one)
         if listed is not None and len(listed) <= MAX_LISTED_WITNESSES:
             return not any(c.is_valid(v, one) and c.is_valid(v, other) for v in listed)
     for v in witnesses(a, b):
         if c.is_valid(v, a) and c.is_valid(v, b):
             return False
     return None
+
+def _listed_by_some_part(c, schema) -> list | None:
+    """Values that include all of ``schema``'s: those it lists, or, for an ``allOf``,
+    the shortest list among its parts (a value of the whole is one of each part's).
+    A branch merged with the keywords beside it restricts a tag there:
+    ``{"allOf": [{"enum": [twelve commands]}, {"enum": ["close"]}]}`` (Rc2's messages,
+    whose last three branches name commands the outer enum lacks: empty branches)."""
+    listed = listed_values(schema)
+    if listed is not None or not isinstance(schema, dict) or not isinstance(schema.get("allOf"), list):
+        return listed
+    lists = []
+    for part in schema["allOf"]:
+        try:
+            got = listed_values(c.deref(part, "#"))
+        except SchemaError:
+            continue
+        if got is not None:
+            lists.append(got)
+    return min(lists, key=len) if lists else None
+
 
 def types_apart(a, b) -> bool:
     """Two ``object_view``s whose values have no JSON type in common (a string

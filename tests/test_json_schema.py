@@ -388,6 +388,22 @@ def _no_supersets(original, forbid):
     return guarded
 
 
+def test_one_of_tags_restricted_by_the_enum_beside_them_are_apart(monkeypatch):
+    """Rc2's messages: the outer ``msg`` enum lists the commands and each branch
+    narrows it to one; a branch naming a command the outer enum lacks is empty.
+    Every pair is apart by the tag's listed values (no superset automaton), and
+    every document is judged as jsonschema judges it."""
+    schema = {"type": "object", "required": ["msg"],
+              "properties": {"msg": {"type": "string", "enum": ["open", "close", "help"]}},
+              "oneOf": [{"properties": {"msg": {"enum": ["open"]}, "port": {"type": "integer"}}},
+                        {"properties": {"msg": {"enum": ["close"]}}},
+                        {"properties": {"msg": {"enum": ["help"]}, "topic": {"type": "string"}}},
+                        {"properties": {"msg": {"enum": ["preview"]}}, "required": ["fileId"]}]}
+    docs = [{"msg": "open", "port": 1}, {"msg": "close"}, {"msg": "help", "topic": "x"}, {"msg": "open", "port": "x"},
+            {"msg": "preview", "fileId": 1}, {"msg": "other"}, {}]
+    assert _judged_as_jsonschema_judges(schema, docs, True, monkeypatch) == [True]
+
+
 REPOSITORY_KINDS = {"kind": {"type": "object", "oneOf": [
     {"required": ["type", "url"], "properties": {"type": {"const": "git"}, "url": {"type": "string"}}},
     {"required": ["type", "path"], "properties": {"type": {"const": "path"}, "path": {"type": "string"}}}]}}
