@@ -131,10 +131,16 @@ class NFA:
         return base
 
     def _check_size(self, n: int) -> None:
-        limit = MAX_GROWN_NFA_STATES if self.pending_built else MAX_NFA_STATES
-        if len(self.eps) + n > limit:
+        if self.pending_built:
+            if len(self.eps) + n > MAX_GROWN_NFA_STATES:
+                raise RegexTooLargeError(
+                    f"the automaton grew past {MAX_GROWN_NFA_STATES} states while decoding: the parts "
+                    "built as the text reached them (long counted repetitions, objects with many "
+                    "keys in any order) outgrew the limit"
+                )
+        elif len(self.eps) + n > MAX_NFA_STATES:
             raise RegexTooLargeError(
-                f"pattern expands to more than {limit} automaton states "
+                f"pattern expands to more than {MAX_NFA_STATES} automaton states "
                 "(large counted repetitions multiply the pattern)"
             )
 

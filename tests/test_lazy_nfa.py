@@ -8,6 +8,7 @@ import re
 import jsonschema
 import pytest
 
+from fsm.errors import RegexTooLargeError
 from fsm.gc_pause import gc_paused
 from fsm.lazy import LazyDFA
 from fsm.nfa import NFA
@@ -55,6 +56,19 @@ def test_few_copies_of_a_large_item_are_built_as_reached():
             text = json.dumps(value, separators=(",", ":")).encode()
             assert dfa.matches(text) == (2 <= n <= 6), n
     assert dfa.nfa_size > 2 * compiled  # the later copies were built while matching
+
+
+def test_growth_past_the_limit_while_decoding_says_so(monkeypatch):
+    """Deferred parts built as decoding reaches them may outgrow the automaton's
+    limit; the error says that it happened while decoding, not that the pattern is
+    too large (it compiled)."""
+    import fsm.nfa
+
+    dfa = lazy_dfa("[a-z]{0,65535}")
+    monkeypatch.setattr(fsm.nfa, "MAX_NFA_STATES", len(dfa._nfa) + 100)  # checked past this
+    monkeypatch.setattr(fsm.nfa, "MAX_GROWN_NFA_STATES", len(dfa._nfa) + 500)
+    with pytest.raises(RegexTooLargeError, match="while decoding"):
+        dfa.matches(b"a" * 5000)
 
 
 def test_deferred_needs_a_lazy_nfa():
