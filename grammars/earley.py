@@ -20,6 +20,10 @@ Nullable rules follow Aycock and Horspool ("Practical Earley Parsing", 2002): wh
 an item predicts a nullable symbol, its dot also moves past that symbol at once, so
 completions never need to look for items in the set under construction.
 
+Lazy nonterminals (``CFG.lazy``, a ``LazyRules``): a family of nonterminals too large
+to list, such as one per set of keys an object has written, gets its rules when an
+item first predicts one of them.
+
 Cost notes: a scan costs the explicit items it touches: the scanned ones and the
 completions they cause (tens of tuples for JSON or SQL, 5-50 us in Python);
 predictions cost one dict lookup per set, whatever the grammar's size.
@@ -37,6 +41,8 @@ class CFG:
     Terminals are ``0 .. num_terminals - 1``; nonterminals are the other symbols.
     ``rules`` are ``(lhs, rhs)`` pairs with ``rhs`` a tuple of symbols.
 
+    ``lazy``: nonterminals whose rules are made on demand (``LazyRules``), or None.
+
     Example::
 
         >>> g = CFG(num_terminals=2, rules=((2, (0, 2, 1)), (2, ())), start=2)   # S -> a S b | ε
@@ -45,6 +51,49 @@ class CFG:
     num_terminals: int
     rules: tuple[tuple[int, tuple[int, ...]], ...]
     start: int
+    lazy: "LazyRules | None" = None
+
+
+class LazyRules:
+    """Nonterminals whose rules are made when the parser first predicts them.
+
+    ``owns(sym)`` says whether a symbol is one of them; ``rules(sym)`` gives a lazy
+    symbol's right-hand sides (they may name new lazy symbols; none may be nullable:
+    a lazy symbol never derives the empty string). ``roots()`` lists the lazy symbols
+    that the static rules name; ``productive(sym, good)`` says whether a lazy symbol
+    derives a terminal string given the productive static symbols ``good``;
+    ``uses(sym)`` lists the static symbols its rules (and its successors' rules) may
+    name, so that trimming keeps them. ``keep(good)`` is told the productive symbols
+    once trimming is done: rules made later name only those.
+
+    Example (``S -> a N4``, and for each k >= 4, ``Nk -> b N(k+1) | c``)::
+
+        >>> class Chain(LazyRules):
+        ...     def owns(self, sym): return sym >= 4
+        ...     def roots(self): return [4]
+        ...     def rules(self, sym): return [(1, sym + 1), (2,)]
+        ...     def productive(self, sym, good): return True
+        ...     def uses(self, sym): return [1, 2]
+        >>> g = CFG(num_terminals=3, rules=((3, (0, 4)),), start=3, lazy=Chain())
+    """
+
+    def owns(self, sym: int) -> bool:
+        raise NotImplementedError
+
+    def roots(self):
+        raise NotImplementedError
+
+    def rules(self, sym: int) -> list[tuple[int, ...]]:
+        raise NotImplementedError
+
+    def productive(self, sym: int, good) -> bool:
+        raise NotImplementedError
+
+    def uses(self, sym: int):
+        raise NotImplementedError
+
+    def keep(self, good) -> None:
+        pass
 
 
 class EarleySet:
@@ -93,37 +142,56 @@ class EarleyParser:
         # symbol to after its last.
         self.rd_next: list[int] = []  # symbol after the dot, -1 when complete
         self.rd_lhs: list[int] = []
-        starts: dict[int, list[int]] = {}
+        self._starts: dict[int, list[int]] = {}
         for lhs, rhs in cfg.rules:
-            starts.setdefault(lhs, []).append(len(self.rd_next))
-            for i in range(len(rhs) + 1):
-                self.rd_next.append(rhs[i] if i < len(rhs) else -1)
-                self.rd_lhs.append(lhs)
+            self._add_rule(lhs, rhs)
         self.nullable = _nullable(cfg)
-        # Predicting a nonterminal adds its rules' first dots and, past nullable
-        # symbols, the later dots; and predicts the nonterminals those dots stand before.
+        # Per nonterminal, made on first use: the rule-dots predicting it adds (its
+        # rules' first dots and, past nullable symbols, the later ones), and the
+        # nonterminals predicted with it.
         self._own: dict[int, list[int]] = {}
         self._closure: dict[int, frozenset[int]] = {}
-        for sym, first in starts.items():
-            own, todo = [], list(first)
+        self._tables: dict[frozenset[int], tuple[dict, frozenset[int]]] = {}
+        self._num_terminals = nt
+        self._root: EarleySet | None = None
+
+    def _add_rule(self, lhs: int, rhs: tuple[int, ...]) -> None:
+        self._starts.setdefault(lhs, []).append(len(self.rd_next))
+        for i in range(len(rhs) + 1):
+            self.rd_next.append(rhs[i] if i < len(rhs) else -1)
+            self.rd_lhs.append(lhs)
+
+    def _own_dots(self, sym: int) -> list[int]:
+        own = self._own.get(sym)
+        if own is None:
+            lazy = self.cfg.lazy
+            if sym not in self._starts and lazy is not None and lazy.owns(sym):
+                for rhs in lazy.rules(sym):
+                    if all(x in self.nullable for x in rhs):
+                        raise ValueError(f"lazy nonterminal {sym} has a nullable rule {rhs}")
+                    self._add_rule(sym, rhs)
+            own, todo = [], list(self._starts.get(sym, ()))
             while todo:
                 rd = todo.pop()
                 own.append(rd)
                 if self.rd_next[rd] in self.nullable:
                     todo.append(rd + 1)
             self._own[sym] = own
-        for sym in starts:
+        return own
+
+    def _predicts(self, sym: int) -> frozenset[int]:
+        got = self._closure.get(sym)
+        if got is None:
+            nt = self.cfg.num_terminals
             seen, todo = {sym}, [sym]
             while todo:
-                for rd in self._own.get(todo.pop(), ()):
+                for rd in self._own_dots(todo.pop()):
                     nxt = self.rd_next[rd]
                     if nxt >= nt and nxt not in seen:
                         seen.add(nxt)
                         todo.append(nxt)
-            self._closure[sym] = frozenset(seen)
-        self._tables: dict[frozenset[int], tuple[dict, frozenset[int]]] = {}
-        self._num_terminals = nt
-        self._root: EarleySet | None = None
+            got = self._closure[sym] = frozenset(seen)
+        return got
 
     def _prediction_table(self, roots: frozenset[int]):
         """(symbol -> predicted rule-dots, expected terminals) for predicting ``roots``."""
@@ -131,10 +199,10 @@ class EarleyParser:
         if got is None:
             nts: set[int] = set()
             for r in roots:
-                nts |= self._closure.get(r, frozenset())
+                nts |= self._predicts(r)
             table: dict[int, list[int]] = {}
             for n in nts:
-                for rd in self._own.get(n, ()):
+                for rd in self._own_dots(n):
                     sym = self.rd_next[rd]
                     if sym >= 0:
                         table.setdefault(sym, []).append(rd)
@@ -212,8 +280,9 @@ class EarleyParser:
             s.expected = frozenset(k for k in waiting if k < nt)
 
 
-def _fixpoint(cfg: CFG, base) -> frozenset[int]:
-    """``base`` plus every nonterminal with a rule whose symbols are all in the set."""
+def _fixpoint(cfg: CFG, base, lazy=None) -> frozenset[int]:
+    """``base`` plus every nonterminal with a rule whose symbols are all in the set
+    (and, given ``lazy``, its root symbols that it calls productive)."""
     got: set[int] = set(base)
     changed = True
     while changed:
@@ -222,16 +291,21 @@ def _fixpoint(cfg: CFG, base) -> frozenset[int]:
             if lhs not in got and all(x in got for x in rhs):
                 got.add(lhs)
                 changed = True
+        if lazy is not None:
+            for sym in lazy.roots():
+                if sym not in got and lazy.productive(sym, got):
+                    got.add(sym)
+                    changed = True
     return frozenset(got)
 
 
 def _nullable(cfg: CFG) -> frozenset[int]:
-    return _fixpoint(cfg, ())
+    return _fixpoint(cfg, ())  # lazy nonterminals are never nullable
 
 
 def productive_symbols(cfg: CFG) -> frozenset[int]:
     """Symbols that derive at least one terminal string (every terminal does)."""
-    return _fixpoint(cfg, range(cfg.num_terminals))
+    return _fixpoint(cfg, range(cfg.num_terminals), cfg.lazy)
 
 
 def trim(cfg: CFG) -> CFG:
@@ -239,7 +313,10 @@ def trim(cfg: CFG) -> CFG:
 
     After trimming, every item an Earley set holds can still be completed, so the
     set's ``expected`` terminals are exactly the ones a valid input may continue with.
+    A lazy symbol reached keeps what its rules may name (``LazyRules.uses``), and the
+    lazy rules are told which symbols stay (``LazyRules.keep``).
     """
+    lazy = cfg.lazy
     good = productive_symbols(cfg)
     rules = [(lhs, rhs) for lhs, rhs in cfg.rules if lhs in good and all(x in good for x in rhs)]
     by_lhs: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
@@ -247,9 +324,14 @@ def trim(cfg: CFG) -> CFG:
         by_lhs.setdefault(lhs, []).append((lhs, rhs))
     reach, todo = {cfg.start}, [cfg.start]
     while todo:
-        for _, rhs in by_lhs.get(todo.pop(), ()):
-            for x in rhs:
-                if x >= cfg.num_terminals and x not in reach:
-                    reach.add(x)
-                    todo.append(x)
-    return CFG(cfg.num_terminals, tuple(r for r in rules if r[0] in reach), cfg.start)
+        sym = todo.pop()
+        named = [x for _, rhs in by_lhs.get(sym, ()) for x in rhs]
+        if lazy is not None and lazy.owns(sym):
+            named.extend(x for x in lazy.uses(sym) if x in good)
+        for x in named:
+            if x >= cfg.num_terminals and x not in reach:
+                reach.add(x)
+                todo.append(x)
+    if lazy is not None:
+        lazy.keep(good)
+    return CFG(cfg.num_terminals, tuple(r for r in rules if r[0] in reach), cfg.start, lazy)

@@ -18,8 +18,9 @@ first reaches it, and inside nodes each value (an extra key's too) is deferred u
 its key is written.
 Decoding an object builds one node per key written (plus what the token index's
 look-ahead touches). This needs a lazily determinised NFA: in the sub-automata built
-whole for ``oneOf`` / ``not`` / ``if`` algebra and in recursive schemas' grammar
-rules, objects keep schema order (stricter, never looser).
+whole for ``oneOf`` / ``not`` / ``if`` algebra, objects keep schema order (stricter,
+never looser). Recursive schemas' grammar rules make their nodes lazy nonterminals
+instead (``json_object_rules``).
 
 Cost notes: compile builds each value once (in the first node), as schema order
 does; a node costs its key strings and a comma; a value costs what it costs in

@@ -16,7 +16,10 @@
 Everything between calls stays exactly what the regular compiler makes (key order,
 formats, bounds, whitespace); only the nesting is the parser's. Where recursion
 passes through DFA algebra (``oneOf`` overlaps, ``not``, ``if``), the compiler still
-refuses it with a ``RecursiveSchemaError`` naming the ``$ref``.
+refuses it with a ``RecursiveSchemaError`` naming the ``$ref``. With
+``key_order="any"`` an object is the exception: its key/value pairs are rules of
+their own and each set of written keys a nonterminal made when the parser first
+reaches it (``json_object_rules``).
 
 Lexing caveat: terminals are read by longest match (``grammars.lexer``). A value
 that could be either a recursive call or an inline alternative starting with the
@@ -37,6 +40,8 @@ from fsm.dfa import nfa_byte_classes, sweep_row
 from fsm.nfa import NFA
 
 from .earley import CFG, productive_symbols, trim
+from .json_key_order import any_order_object
+from .json_object_rules import ObjectFamily, ObjectNodes
 from .json_schema import RecursiveSchemaError, SchemaCompiler, UnsatisfiableSchemaError
 from .lark_frontend import CompiledGrammar
 from .lexer import TerminalTable, TerminalView
@@ -63,12 +68,15 @@ class CallNFA(NFA):
 
 
 class _Calls:
-    """The compiler's hook (``SchemaCompiler.grammar``): makes call edges in ``CallNFA``s
-    and remembers which rules still need a body."""
+    """The compiler's hook (``SchemaCompiler.grammar``): makes call edges in ``CallNFA``s,
+    remembers which rules still need a body, and holds the rules compiled on the spot
+    (``built``) for objects with keys in any order (``families``, by first node)."""
 
     def __init__(self):
         self.todo: list[str] = []
         self.known: set[str] = set()
+        self.built: dict[str, tuple[CallNFA, int, int]] = {}
+        self.families: dict[str, ObjectFamily] = {}
 
     @staticmethod
     def owns(nfa) -> bool:
@@ -78,16 +86,42 @@ class _Calls:
         if rule not in self.known:
             self.known.add(rule)
             self.todo.append(rule)
-        a, b = nfa.state(), nfa.state()
-        nfa.calls.append((a, rule, b))
-        return a, b
+        return self._edge(nfa, rule)
 
     def call_any(self, nfa: CallNFA) -> tuple[int, int]:
         return self.call(nfa, _ANY)
 
+    @staticmethod
+    def _edge(nfa: CallNFA, rule: str) -> tuple[int, int]:
+        a, b = nfa.state(), nfa.state()
+        nfa.calls.append((a, rule, b))
+        return a, b
 
-def compile_recursive_schema(schema, whitespace="flexible", strict: bool = True) -> CompiledGrammar:
-    """The grammar of JSON documents valid against a schema with recursive ``$ref``.
+    def new_rule(self, label: str, build) -> str:
+        """A rule compiled now: ``build(nfa) -> (start, end)`` in a fresh ``CallNFA``."""
+        nfa = CallNFA()
+        s, e = build(nfa)
+        name = f"{label} #{len(self.built)}"
+        self.built[name] = (nfa, s, e)
+        return name
+
+    def any_order_object(self, compiler, nfa: CallNFA, shape, path: str, depth: int) -> tuple[int, int]:
+        """``{`` and a call of the object's first node (``json_object_rules``)."""
+        if not shape.entries and shape.extras is None:
+            return any_order_object(compiler, nfa, shape, path, depth)  # only {}: no nodes
+        family = ObjectFamily(compiler, shape, path, depth, self.new_rule)
+        first = f"{path} (keys in any order #{len(self.families)})"
+        self.families[first] = family
+        open_ = nfa.byte_string(b"{")
+        a, b = self._edge(nfa, first)
+        nfa.epsilon(open_[1], a)
+        return open_[0], b
+
+
+def compile_recursive_schema(schema, whitespace="flexible", strict: bool = True,
+                             key_order: str = "schema") -> CompiledGrammar:
+    """The grammar of JSON documents valid against a schema with recursive ``$ref``
+    (``key_order="any"``: objects' keys in any order, ``json_object_rules``).
 
     Example::
 
@@ -96,7 +130,7 @@ def compile_recursive_schema(schema, whitespace="flexible", strict: bool = True)
         >>> len(g.terminal_names) > 0
         True
     """
-    compiler = SchemaCompiler(schema, whitespace, strict)
+    compiler = SchemaCompiler(schema, whitespace, strict, key_order=key_order)
     if compiler.ws.depth_matters():
         raise RecursiveSchemaError(
             'recursive schemas need whitespace "flexible" or "compact": an indented layout '
@@ -111,7 +145,8 @@ def compile_recursive_schema(schema, whitespace="flexible", strict: bool = True)
             bodies[rule] = _body(compiler, calls, rule)
     except RecursionError:
         raise RecursiveSchemaError("the schema nests too deeply for this compiler", "#") from None
-    return _grammar(bodies)
+    bodies.update(calls.built)
+    return _grammar(bodies, calls.families)
 
 
 def _body(compiler: SchemaCompiler, calls: _Calls, rule: str):
@@ -240,7 +275,7 @@ class PointTable(TerminalTable):
         return out
 
 
-def _grammar(bodies: dict) -> CompiledGrammar:
+def _grammar(bodies: dict, families: dict[str, ObjectFamily]) -> CompiledGrammar:
     terminals: list[TerminalView] = []
     # Rules over symbolic names first; nonterminal ids follow the terminals.
     rules: list[tuple[tuple, tuple]] = []
@@ -269,11 +304,18 @@ def _grammar(bodies: dict) -> CompiledGrammar:
     def symbol(sym) -> int:
         if sym[0] == "t":
             return sym[1]
-        rule, p = sym[1], sym[2] if sym[2] is not None else entry[sym[1]]
+        rule, p = sym[1], sym[2] if sym[2] is not None else entry.get(sym[1])  # None: an object's first node
         return nt_ids.setdefault((rule, p), len(terminals) + len(nt_ids))
 
     start = symbol(("n", _START, None))
-    cfg = CFG(len(terminals), tuple((symbol(lhs), tuple(symbol(x) for x in rhs)) for lhs, rhs in rules), start)
+    static = tuple((symbol(lhs), tuple(symbol(x) for x in rhs)) for lhs, rhs in rules)
+    lazy = None
+    if families:
+        for family in families.values():
+            family.resolve(lambda name: symbol(("n", name, None)))
+        firsts = {symbol(("n", name, None)): family for name, family in families.items()}
+        lazy = ObjectNodes(firsts, len(terminals) + len(nt_ids))
+    cfg = CFG(len(terminals), static, start, lazy)
     if start not in productive_symbols(cfg):
         raise UnsatisfiableSchemaError("no finite JSON document satisfies the schema (the recursion never ends)", "#")
     names = [f"T{i}" for i in range(len(terminals))]

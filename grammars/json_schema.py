@@ -1423,6 +1423,8 @@ class SchemaCompiler:
             shape = ObjectShape(
                 tuple((name, sub, req, _pointer(path, "properties", name)) for name, sub, req in entries),
                 extras, lo_p, hi_p, k)
+            if self.grammar is not None and self.grammar.owns(nfa):
+                return self.grammar.any_order_object(self, nfa, shape, path, depth)
             return any_order_object(self, nfa, shape, path, depth)
 
         def after(c: int):
@@ -1681,8 +1683,9 @@ class SchemaCompiler:
         return additional
 
     def extra_entries(self, nfa, schema, defined, patterns, additional, names_schema, path, inner):
-        """A builder ``f(cuts=None) -> fragment`` for one extra key/value entry, or
-        None; ``cuts`` defers the values (``entry``)."""
+        """A builder ``f(cuts=None, into=None) -> fragment`` for one extra key/value
+        entry, or None; ``cuts`` defers the values (``entry``); ``into`` builds it in
+        another NFA than ``nfa`` (a grammar rule of its own)."""
         if not patterns and additional is False:
             return None
         if not patterns and names_schema is None:
@@ -1690,9 +1693,10 @@ class SchemaCompiler:
             # the automaton; a minimised DFA of it is only needed for key algebra.
             ptr = _pointer(path, "additionalProperties")
 
-            def build_plain(cuts=None):
+            def build_plain(cuts=None, into=None):
+                n = nfa if into is None else into
                 try:
-                    return self.entry(nfa, jt.key_excluding(nfa, defined), additional, ptr, inner - 1, cuts)
+                    return self.entry(n, jt.key_excluding(n, defined), additional, ptr, inner - 1, cuts)
                 except UnsatisfiableSchemaError:
                     raise UnsatisfiableSchemaError("no additional property value is possible", path) from None
 
@@ -1771,19 +1775,20 @@ class SchemaCompiler:
 
         empty = set()  # kinds whose value proved impossible (deferred copies leave them out)
 
-        def build(cuts=None):
+        def build(cuts=None, into=None):
+            n = nfa if into is None else into
             frags = []
             for i, (kd, sub, ptr) in enumerate(usable):
                 if i in empty:
                     continue
                 try:
-                    frags.append(self.entry(nfa, embed(nfa, kd), sub, ptr, depth, cuts))
+                    frags.append(self.entry(n, embed(n, kd), sub, ptr, depth, cuts))
                 except UnsatisfiableSchemaError:
                     empty.add(i)
                     continue
             if not frags:
                 raise UnsatisfiableSchemaError("no additional property value is possible", path)
-            return nfa.union(frags)
+            return n.union(frags)
 
         return build
 

@@ -79,7 +79,8 @@ def _compile_uncached(spec, vocab: Vocabulary, eager) -> Guide:
 
             from .grammar_matcher import GrammarGuide
 
-            return GrammarGuide(compile_recursive_schema(spec.schema, spec.whitespace, spec.strict), vocab)
+            return GrammarGuide(compile_recursive_schema(spec.schema, spec.whitespace, spec.strict, spec.key_order),
+                                vocab)
         return FSMGuide(dfa, vocab, eager=eager)
     if isinstance(spec, Grammar):
         from grammars.lark_frontend import compile_lark

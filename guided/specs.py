@@ -37,8 +37,7 @@ class JsonSchema:
     keyword and its JSON pointer; ``strict=False`` drops them with a warning.
     ``key_order="schema"`` (default) writes object keys in ``properties`` order, as
     Outlines and XGrammar do; ``key_order="any"`` accepts them in any order, each at
-    most once (objects inside ``oneOf`` / ``not`` algebra and recursive definitions
-    keep schema order).
+    most once (objects inside ``oneOf`` / ``not`` algebra keep schema order).
 
     Example::
 

@@ -244,3 +244,102 @@ def test_large_counted_arrays_in_a_rule_are_built_as_reached(smollm2_vocab):
                   {"ids": [one, one.upper()]}]:
         assert matches(guide, compact(value)) == validator.is_valid(value), value
     assert len(nfa) > compiled  # reading built the copies it reached
+
+
+# Recursive objects with required, optional, pattern and counted keys, for key_order="any".
+ANY_ORDER_TREE = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "maxLength": 4}, "size": {"type": "integer"},
+                   "kids": {"type": "array", "items": {"$ref": "#"}}, "never": {"not": {}}},
+    "patternProperties": {"^x": {"type": "boolean"}},
+    "required": ["name"],
+    "maxProperties": 3,
+    "additionalProperties": False,
+}
+
+
+def _shuffled(value, rng: random.Random):
+    """The value with every object's keys in a random order."""
+    if isinstance(value, dict):
+        items = list(value.items())
+        rng.shuffle(items)
+        return {k: _shuffled(v, rng) for k, v in items}
+    if isinstance(value, list):
+        return [_shuffled(v, rng) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("whitespace", ["compact", "flexible"])
+def test_any_key_order_in_recursive_schemas_agrees_with_jsonschema(smollm2_vocab, whitespace):
+    """key_order="any" reaches objects whose values recurse: every order of their
+    keys, at every depth, is judged as jsonschema judges it (each key at most once,
+    required keys present, maxProperties counted); schema order refuses the reordered."""
+    import itertools
+
+    schema = ANY_ORDER_TREE
+    guide = guided.compile(guided.JsonSchema(schema, whitespace=whitespace, key_order="any"), smollm2_vocab)
+    ordered_only = guided.compile(guided.JsonSchema(schema, whitespace=whitespace), smollm2_vocab)
+    assert isinstance(guide, guided.GrammarGuide)
+    validator = _validator(schema)
+    dump = compact if whitespace == "compact" else (lambda v: json.dumps(v).encode())
+    values = {"name": "ab", "size": 3, "kids": [{"size": 1, "name": "c"}], "x1": True, "never": 0}
+    docs = [{k: values[k] for k in keys} for n in range(5) for keys in itertools.permutations(values, n)]
+    docs += [{"kids": [{"kids": [{"name": "d", "x": False}], "name": "c"}], "name": "a"},
+             {"kids": [{"kids": [{"name": "d", "x": 1}], "name": "c"}], "name": "a"},
+             {"name": "a", "kids": [{"size": 1}]}, {"name": "a", "name2": 1}, {"xa": True, "xb": False, "name": "n"}]
+    rng = random.Random(7)
+    reordered = 0
+    for doc in docs:
+        for value in (doc, _shuffled(doc, rng)):
+            valid = validator.is_valid(value)
+            assert matches(guide, dump(value)) == valid, dump(value)
+            reordered += valid and not matches(ordered_only, dump(value))
+    assert reordered > 0
+    assert not matches(guide, b'{"name":"a","name":"b"}')  # each key at most once
+    assert not matches(guide, b'{"size":1,"size":1,"name":"a"}')
+
+
+def test_any_key_order_nodes_are_made_as_the_parser_reaches_them(smollm2_vocab):
+    """20 optional keys beside a recursive one have 2**20 key sets: the parser asks
+    for the node of each key set it reaches, and only those are made."""
+    schema = {"type": "object", "properties": {**{f"k{i}": {"type": "integer"} for i in range(20)},
+                                               "kids": {"type": "array", "items": {"$ref": "#"}}}}
+    grammar = compile_recursive_schema(schema, "compact", key_order="any")
+    guide = guided.GrammarGuide(grammar, smollm2_vocab)
+    nodes = grammar.cfg.lazy
+    assert matches(guide, b'{"k19":1,"kids":[{"k3":2,"k0":1},{}],"k3":2}')
+    assert nodes.made <= 8  # {}, {k19}, {k19,kids}, {k19,kids,k3}; {}, {k3}, {k3,k0}; {} again
+    assert not matches(guide, b'{"k19":1,"kids":[],"k19":2}')
+
+
+def test_any_key_order_keeps_a_required_key_that_recurses_forever_out(smollm2_vocab):
+    """A key is written only where its value can end: an object that requires a key
+    whose value recurses forever is impossible, and an optional such key is left out."""
+    endless = {"type": "object", "properties": {"next": {"$ref": "#"}, "a": {"type": "integer"}}, "required": ["next"]}
+    with pytest.raises(guided.UnsatisfiableSchemaError, match="recursion never ends"):
+        compile_recursive_schema(endless, "compact", key_order="any")
+    schema = {"$defs": {"loop": {"type": "object", "properties": {"again": {"$ref": "#/$defs/loop"}}, "required": ["again"]}},
+              "type": "object", "properties": {"a": {"type": "integer"}, "loop": {"$ref": "#/$defs/loop"},
+                                               "kids": {"type": "array", "items": {"$ref": "#"}}}}
+    guide = guided.compile(guided.JsonSchema(schema, whitespace="compact", key_order="any"), smollm2_vocab)
+    assert matches(guide, b'{"kids":[{"a":1}],"a":2}')
+    assert not matches(guide, b'{"kids":[],"loop":{')
+    assert guide.index.consume(guide.index.initial(), b'{"kids":[],"loop"') is None  # refused at once
+
+
+def test_any_key_order_token_masks_allow_each_token_of_valid_documents(smollm2_vocab, smollm2_tokenizer):
+    """Stepping real tokens: each token of a reordered valid document is in the mask
+    before it, and EOS is allowed only at the end."""
+    guide = guided.compile(guided.JsonSchema(ANY_ORDER_TREE, whitespace="compact", key_order="any"), smollm2_vocab)
+    eos = guide.eos_token_ids[0]
+    n = len(smollm2_tokenizer)
+    for doc in ({"x9": True, "kids": [{"name": "b", "kids": []}], "name": "a"}, {"size": -4, "name": "abcd"}):
+        m = guide.matcher()
+        bits = guided.allocate_token_bitmask(1, n)
+        for t in smollm2_tokenizer.encode(compact(doc).decode(), add_special_tokens=False):
+            m.fill_next_token_bitmask(bits)
+            allowed = guided.unpack_token_bitmask(bits, n)[0]
+            assert allowed[t] and not allowed[eos]
+            assert m.accept_token(t)
+        m.fill_next_token_bitmask(bits)
+        assert guided.unpack_token_bitmask(bits, n)[0][eos]

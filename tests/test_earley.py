@@ -1,0 +1,69 @@
+"""The Earley parser's lazy nonterminals (``LazyRules``): rules made on first prediction."""
+
+from __future__ import annotations
+
+from grammars.earley import CFG, EarleyParser, LazyRules, productive_symbols, trim
+
+A, B, C = 0, 1, 2  # terminals
+S = 3              # the static start symbol
+FIRST = 4          # N4, N5, ...: lazy
+
+
+class Chain(LazyRules):
+    """``N(k) -> b N(k+1) | c`` while fewer than ``most`` b's were read, then ``N -> c``;
+    with ``ends=False`` no N can end (no ``c``)."""
+
+    def __init__(self, most: int, ends: bool = True):
+        self.most, self.ends, self.asked = most, ends, []
+
+    def owns(self, sym):
+        return sym >= FIRST
+
+    def roots(self):
+        return [FIRST]
+
+    def rules(self, sym):
+        self.asked.append(sym)
+        out = [(C,)] if self.ends else []
+        if sym - FIRST < self.most:
+            out.append((B, sym + 1))
+        return out
+
+    def productive(self, sym, good):
+        return self.ends
+
+    def uses(self, sym):
+        return [B, C]
+
+
+def _accepts(parser: EarleyParser, terminals) -> bool:
+    state = parser.root()
+    for t in terminals:
+        state = parser.advance(state, frozenset([t]))
+        if state is None:
+            return False
+    return state.accepts
+
+
+def test_lazy_rules_are_made_when_first_predicted_and_parse_exactly():
+    chain = Chain(most=6)
+    parser = EarleyParser(trim(CFG(3, ((S, (A, FIRST)),), S, chain)))
+    assert chain.asked == []  # nothing made before parsing
+    assert _accepts(parser, [A, B, B, C])
+    assert chain.asked == [FIRST, FIRST + 1, FIRST + 2]  # one node per b read, in order
+    assert all(_accepts(parser, [A] + [B] * n + [C]) for n in range(7))
+    assert not _accepts(parser, [A] + [B] * 7 + [C])
+    assert not _accepts(parser, [A, B])  # N still open: the input may not end
+    assert parser.advance(parser.advance(parser.root(), frozenset([A])), frozenset([A])) is None
+    assert sorted(set(chain.asked)) == list(range(FIRST, FIRST + 7))  # each node made once
+
+
+def test_an_unproductive_lazy_root_is_trimmed_with_the_rules_that_use_it():
+    chain = Chain(most=3, ends=False)
+    cfg = CFG(3, ((S, (A, FIRST)), (S, (C,))), S, chain)
+    assert FIRST not in productive_symbols(cfg)
+    trimmed = trim(cfg)
+    assert trimmed.rules == ((S, (C,)),)
+    parser = EarleyParser(trimmed)
+    assert sorted(parser.root().expected) == [C]
+    assert chain.asked == []
