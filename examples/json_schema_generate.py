@@ -52,3 +52,12 @@ for order in ("schema", "any"):
     text = '{"country":"France","city":"Paris"}'
     ok = m.accept_tokens(tokenizer.encode(text, add_special_tokens=False)) and m.is_accepting()
     print(f"key_order={order!r}: {text} accepted: {ok}")
+
+# Recursive schemas too (the grammar engine): here a tree whose nodes name their keys
+# in any order, at every depth.
+tree = {"type": "object", "required": ["name"], "additionalProperties": False,
+        "properties": {"name": {"type": "string"}, "kids": {"type": "array", "items": {"$ref": "#"}}}}
+m = guided.compile(guided.JsonSchema(tree, whitespace="compact", key_order="any"), tokenizer).matcher()
+text = '{"kids":[{"name":"leaf"}],"name":"root"}'
+ok = m.accept_tokens(tokenizer.encode(text, add_special_tokens=False)) and m.is_accepting()
+print(f"recursive, key_order='any': {text} accepted: {ok}")
