@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cached_property
 
 from fsm.nfa import NFA
 
@@ -51,6 +52,31 @@ class ObjectShape:
     hi: int | None
     cap: int
 
+    @cached_property
+    def required(self) -> frozenset[int]:
+        """The indices of the required entries."""
+        return frozenset(i for i, (_, _, req, _) in enumerate(self.entries) if req)
+
+    def count_after(self, c: int) -> int | None:
+        """The key count after one more key is written (None: maxProperties reached)."""
+        if self.hi is not None and c >= self.hi:
+            return None
+        return min(c + 1, self.cap)
+
+    def can_close(self, written: frozenset, c: int) -> bool:
+        """May a node that wrote ``written`` (``c`` keys, at least one) close the object?"""
+        return self.required <= written and c >= max(self.lo, 1)
+
+    def can_finish(self, written: frozenset, c: int, usable: frozenset, extras: bool) -> bool:
+        """Can the object still be finished after writing ``written`` (``c`` keys), with
+        the entries ``usable`` (and extra keys, if ``extras``) left to write?"""
+        missing = self.required - written
+        if not missing <= usable:
+            return False
+        if self.hi is not None and c + len(missing) > self.hi:
+            return False
+        return extras or c + len(usable - written) >= self.lo
+
 
 def any_order_object(compiler, nfa: NFA, shape: ObjectShape, path: str, depth: int) -> tuple[int, int]:
     """The fragment of ``shape``'s objects with keys in any order (see the module).
@@ -62,7 +88,7 @@ def any_order_object(compiler, nfa: NFA, shape: ObjectShape, path: str, depth: i
 
     ws = compiler.ws
     entries = shape.entries
-    required = frozenset(i for i, (_, _, req, _) in enumerate(entries) if req)
+    required = shape.required
     open_ = nfa.byte_string(b"{")
     close = nfa.byte_string(b"}")
     if not required and shape.lo == 0:
@@ -83,16 +109,8 @@ def any_order_object(compiler, nfa: NFA, shape: ObjectShape, path: str, depth: i
     usable = set(range(len(entries)))  # less the optional keys that can have no value
     extras = shape.extras
 
-    def count_after(c: int) -> int | None:
-        if shape.hi is not None and c >= shape.hi:
-            return None  # maxProperties reached
-        return min(c + 1, shape.cap)
-
     def viable(written: frozenset, c: int) -> bool:
-        """Can the object still be finished after writing ``written`` (``c`` keys)?"""
-        if shape.hi is not None and c + len(required - written) > shape.hi:
-            return False
-        return extras is not None or c + len(usable - written) >= shape.lo
+        return shape.can_finish(written, c, usable, extras is not None)
 
     def entry(i: int, eager: bool) -> tuple[int, int]:
         _, sub, _, ptr = entries[i]
@@ -111,9 +129,9 @@ def any_order_object(compiler, nfa: NFA, shape: ObjectShape, path: str, depth: i
     def build(written: frozenset, c: int, first: dict | None = None) -> tuple[int, int]:
         """Node (written, c); ``first``: the first node's entries, already built."""
         hub, done = nfa.state(), nfa.state()
-        if required <= written and c >= max(shape.lo, 1):
+        if shape.can_close(written, c):
             nfa.epsilon(hub, done)
-        nxt = count_after(c)
+        nxt = shape.count_after(c)
         if nxt is None:
             return hub, done
         start = hub

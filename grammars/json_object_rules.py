@@ -48,8 +48,7 @@ class ObjectFamily:
         from .json_schema import UnsatisfiableSchemaError
 
         ws = compiler.ws
-        self.required = frozenset(i for i, (_, _, req, _) in enumerate(shape.entries) if req)
-        self.lo, self.hi, self.cap = shape.lo, shape.hi, shape.cap
+        self.shape = shape
         self.pairs: list[str | None] = []  # rule names (then ids), None: no value possible
         for name, sub, req, ptr in shape.entries:
             key = json.dumps(name, ensure_ascii=False).encode("utf-8")
@@ -66,7 +65,7 @@ class ObjectFamily:
                 self.extra = new_rule(f"{path} (other keys)", lambda n: shape.extras(into=n))
             except UnsatisfiableSchemaError:
                 pass  # no extra key can have a valid value: the object has none
-        if not self.viable(frozenset(), 0, self._usable(None), self.extra is not None):
+        if not shape.can_finish(frozenset(), 0, self._usable(None), self.extra is not None):
             raise UnsatisfiableSchemaError("minProperties exceeds the number of allowed keys", path)
         self.open = new_rule(f"{path} (open)", lambda n: ws.site(n, "open", depth))
         self.empty = new_rule(f"{path} (empty)", lambda n: n.concat([ws.site(n, "empty", depth), n.byte_string(b"}")]))
@@ -85,20 +84,6 @@ class ObjectFamily:
 
     def _usable(self, good) -> frozenset[int]:
         return frozenset(i for i, p in enumerate(self.pairs) if p is not None and (good is None or p in good))
-
-    def viable(self, written: frozenset, c: int, usable: frozenset, extras: bool) -> bool:
-        """Can the object still be finished after writing ``written`` (``c`` keys)?"""
-        missing = self.required - written
-        if not missing <= usable:
-            return False
-        if self.hi is not None and c + len(missing) > self.hi:
-            return False
-        return extras or c + len(usable - written) >= self.lo
-
-    def count_after(self, c: int) -> int | None:
-        if self.hi is not None and c >= self.hi:
-            return None  # maxProperties reached
-        return min(c + 1, self.cap)
 
 
 class ObjectNodes(LazyRules):
@@ -128,7 +113,7 @@ class ObjectNodes(LazyRules):
 
     def productive(self, sym: int, good) -> bool:
         family, written, c = self._node_of[sym]
-        return family.viable(written, c, family._usable(good), family.extra is not None and family.extra in good)
+        return family.shape.can_finish(written, c, family._usable(good), family.extra is not None and family.extra in good)
 
     def keep(self, good) -> None:
         self._good = good
@@ -138,23 +123,24 @@ class ObjectNodes(LazyRules):
             raise AssertionError("lazy object rules asked for before the grammar was trimmed")
         self.made += 1
         family, written, c = self._node_of[sym]
+        shape = family.shape
         usable = family._usable(self._good)
         extras = family.extra is not None and family.extra in self._good
         out = []
         if c == 0:  # the first node: nothing written yet
-            if not family.required and family.lo == 0:
+            if not shape.required and shape.lo == 0:
                 out.append((family.empty,))
             lead = family.open
         else:
-            if family.required <= written and c >= max(family.lo, 1):
+            if shape.can_close(written, c):
                 out.append((family.close,))
             lead = family.sep
-        nxt = family.count_after(c)
+        nxt = shape.count_after(c)
         if nxt is not None:
             for i in sorted(usable - written):
-                if family.viable(written | {i}, nxt, usable, extras):
+                if shape.can_finish(written | {i}, nxt, usable, extras):
                     out.append((lead, family.pairs[i], self._node(family, written | {i}, nxt)))
-            if extras and family.viable(written, nxt, usable, extras):
+            if extras and shape.can_finish(written, nxt, usable, extras):
                 out.append((lead, family.extra, self._node(family, written, nxt)))
         return out
 
