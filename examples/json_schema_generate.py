@@ -61,3 +61,16 @@ m = guided.compile(guided.JsonSchema(tree, whitespace="compact", key_order="any"
 text = '{"kids":[{"name":"leaf"}],"name":"root"}'
 ok = m.accept_tokens(tokenizer.encode(text, add_special_tokens=False)) and m.is_accepting()
 print(f"recursive, key_order='any': {text} accepted: {ok}")
+
+# And a oneOf whose branches overlap (a labelled point matches both, so it is invalid),
+# which the compiler resolves by automaton algebra: its objects take any key order too.
+shape = {"oneOf": [
+    {"type": "object", "additionalProperties": False, "required": ["x", "y"],
+     "properties": {"x": {"type": "number"}, "y": {"type": "number"}, "label": {"type": "string"}}},
+    {"type": "object", "required": ["label"], "minProperties": 2, "properties": {"label": {"type": "string"}}},
+]}
+guide = guided.compile(guided.JsonSchema(shape, whitespace="compact", key_order="any"), tokenizer)
+for text in ('{"y":2,"x":1}', '{"y":2,"label":"A","x":1}'):
+    m = guide.matcher()
+    ok = m.accept_tokens(tokenizer.encode(text, add_special_tokens=False)) and m.is_accepting()
+    print(f"oneOf by algebra, key_order='any': {text} accepted: {ok}")

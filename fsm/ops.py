@@ -150,14 +150,14 @@ def union(a: DFA, b: DFA) -> DFA:
     return _combine(a, b, lambda x, y: x or y)
 
 
-def difference(a: DFA, b: DFA) -> DFA:
+def difference(a: DFA, b: DFA, limit: int = MAX_PRODUCT_STATES) -> DFA:
     """Strings ``a`` accepts and ``b`` does not. Raises ``EmptyLanguageError`` if none.
 
     Disjoint operands (``oneOf`` branches that cannot overlap, the common case) return
     ``a`` itself after a cheap search, without a product to build and minimise."""
     if is_empty_intersection(a, b):
         return a
-    return _combine(a, b, lambda x, y: x and not y)
+    return _combine(a, b, lambda x, y: x and not y, limit=limit)
 
 
 def is_empty_intersection(a: DFA, b: DFA, limit: int | None = None) -> bool | None:

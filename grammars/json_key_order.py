@@ -12,19 +12,23 @@ may stand anywhere. A node can close the object once every required key is writt
 and the ``minProperties`` count is reached; no node is made from which the object
 cannot be finished (``maxProperties`` with required keys still missing).
 
-n properties have 2^n key sets, so only the first node is built at compile time;
-every other node is a deferred NFA fragment (``NFA.deferred``) built when decoding
-first reaches it, and inside nodes each value (an extra key's too) is deferred until
-its key is written.
-Decoding an object builds one node per key written (plus what the token index's
-look-ahead touches). This needs a lazily determinised NFA: in the sub-automata built
-whole for ``oneOf`` / ``not`` / ``if`` algebra, objects keep schema order (stricter,
-never looser). Recursive schemas' grammar rules make their nodes lazy nonterminals
-instead (``json_object_rules``).
+n properties have 2^n key sets, so in a lazily determinised NFA only the first node
+is built at compile time; every other node is a deferred NFA fragment
+(``NFA.deferred``) built when decoding first reaches it, and inside nodes each value
+(an extra key's too) is deferred until its key is written. Decoding an object builds
+one node per key written (plus what the token index's look-ahead touches).
+Recursive schemas' grammar rules make their nodes lazy nonterminals instead
+(``json_object_rules``).
+
+The sub-automata built whole for ``oneOf`` / ``not`` / ``if`` algebra cannot defer:
+there every node is built at once, for objects of at most
+``SchemaCompiler.whole_keys`` keys and ``WHOLE_OBJECT_STATES`` NFA states (past it,
+``AnyOrderTooLarge``); larger objects keep schema order (stricter, never looser).
 
 Cost notes: compile builds each value once (in the first node), as schema order
 does; a node costs its key strings and a comma; a value costs what it costs in
-schema order, once per node that writes it.
+schema order, once per node that writes it (built whole: n keys' values n * 2^(n-1)
+times).
 """
 
 from __future__ import annotations
@@ -33,7 +37,16 @@ import json
 from dataclasses import dataclass
 from functools import cached_property
 
+from fsm.errors import RegexTooLargeError
 from fsm.nfa import NFA
+
+#: An object built whole with keys in any order may add this many NFA states.
+WHOLE_OBJECT_STATES = 75_000
+
+
+class AnyOrderTooLarge(RegexTooLargeError):
+    """An object (or an automaton holding one) built whole with keys in any order
+    passed its size limits; the caller builds it again with fewer such objects."""
 
 
 @dataclass(frozen=True)
@@ -112,18 +125,30 @@ def any_order_object(compiler, nfa: NFA, shape: ObjectShape, path: str, depth: i
     def viable(written: frozenset, c: int) -> bool:
         return shape.can_finish(written, c, usable, extras is not None)
 
+    later = cuts if nfa.lazy else None  # values in later nodes: deferred where possible
+
     def entry(i: int, eager: bool) -> tuple[int, int]:
         _, sub, _, ptr = entries[i]
-        return compiler.entry(nfa, nfa.byte_string(keys[i]), sub, ptr, depth, None if eager else cuts)
+        return compiler.entry(nfa, nfa.byte_string(keys[i]), sub, ptr, depth, None if eager else later)
 
     nodes: dict[tuple, int] = {}  # (written, count) -> the node's start state
+    mark = len(nfa)
 
     def node(written: frozenset, c: int) -> int:
         key = (written, c)
         if key not in nodes:
-            s, e = nfa.deferred(lambda: build(written, c), cuts)
+            if nfa.lazy:
+                s, e = nfa.deferred(lambda: build(written, c), cuts)
+                nodes[key] = s
+            else:  # built whole: now (registered first: extra keys loop back to it)
+                if len(nfa) - mark > WHOLE_OBJECT_STATES:
+                    raise AnyOrderTooLarge(f"an object with keys in any order passes {WHOLE_OBJECT_STATES} states")
+                s, e = nfa.state(), nfa.state()
+                nodes[key] = s
+                hub, done = build(written, c)
+                nfa.epsilon(s, hub)
+                nfa.epsilon(done, e)
             nfa.epsilon(e, finish[0])
-            nodes[key] = s
         return nodes[key]
 
     def build(written: frozenset, c: int, first: dict | None = None) -> tuple[int, int]:
@@ -145,7 +170,7 @@ def any_order_object(compiler, nfa: NFA, shape: ObjectShape, path: str, depth: i
                 nfa.epsilon(start, frag[0])
                 nfa.epsilon(frag[1], node(written | {i}, nxt))
         if extras is not None and viable(written, nxt):
-            frag = extras(cuts) if first is None else first["extra"]
+            frag = extras(later) if first is None else first["extra"]
             nfa.epsilon(start, frag[0])
             nfa.epsilon(frag[1], node(written, nxt))
         return hub, done

@@ -63,7 +63,7 @@ from .json_string_dfas import (always_found, body_dfa, body_parts, bounded_body,
 from .json_errors import (ApproximationLimitError, RecursiveSchemaError, SchemaError, UnsatisfiableSchemaError,
                           UnsupportedSchemaError)
 from .json_drafts import in_declared_draft
-from .json_key_order import ObjectShape, any_order_object
+from .json_key_order import AnyOrderTooLarge, ObjectShape, any_order_object
 from .json_presence import presence_keys, presence_variants
 from . import json_superset as sup
 
@@ -81,6 +81,23 @@ NUMBER_EXP = JSON_INTEGER + r"(?:\.[0-9]+)?[eE][+-]?[0-9]+"
 
 #: ``key_order``: "schema" (keys in ``properties`` order) or "any" (``json_key_order``).
 KEY_ORDERS = ("schema", "any")
+#: With ``key_order="any"``, the sub-automata DFA algebra builds whole have objects of
+#: at most this many keys in any order, then (where one grows past its limits) this
+#: many, then none: the last try is schema order.
+WHOLE_KEYS_LADDER = (8, 6, 0)
+#: Once an object was built whole with keys in any order, the DFAs and products of
+#: that try stop here (instead of MAX_DFA_STATES / MAX_PRODUCT_STATES): one that
+#: grows past it is cheaper to build again with fewer such objects.
+WHOLE_ANY_ORDER_STATES = 50_000
+#: The states all such tries of one compile may build (the DFAs they keep, and the
+#: limit for each that failed on it); past it the tries stop and schema order is
+#: used.
+WHOLE_ANY_ORDER_WORK = 300_000
+#: A rung of the ladder whose tries failed on those limits this often in one compile
+#: is not tried again there: reaching a limit takes seconds, and the sub-automata of
+#: one schema tend to be alike (Github_hard o17529: 15 oneOf branches, each try
+#: failing after 5-7 s).
+WHOLE_RUNG_FAILURES = 2
 
 #: Formats whose regex is exactly the checker's language (the others are subsets, so
 #: an over-approximation must not use them).
@@ -228,8 +245,15 @@ class SchemaCompiler:
         self._superset_levels = sup.SUPERSET_LEVELS
         self._flat_supersets = False
         self._inexact: set[tuple] = set()
-        self._too_large: dict[tuple, RegexTooLargeError] = {}
+        self._too_large: dict[tuple, tuple[RegexTooLargeError, bool]] = {}
         self._differences: dict[tuple, tuple] = {}  # subtract's results
+        #: While DFA algebra builds a sub-automaton with ``key_order="any"``: objects of
+        #: at most this many keys get any key order there (None: no such build).
+        self.whole_keys: int | None = None
+        self._whole_built = 0  # objects built whole in any key order, in this try
+        self._holds_whole: set[tuple] = set()  # the cached DFAs that hold such objects
+        self._whole_work_left = WHOLE_ANY_ORDER_WORK
+        self._rung_failures: dict[int, int] = {}  # ladder rung -> tries failed on a size limit
         if partner is not None:  # share the schema, settings and bookkeeping
             self.root, self.ws, self.strict = partner.root, partner.ws, partner.strict
             self.key_order = partner.key_order
@@ -289,12 +313,17 @@ class SchemaCompiler:
         ask for the same branches again and again)."""
         key = self._dfa_key(schema, depth)
         if key in self._too_large:
-            raise self._too_large[key]
+            e, whole = self._too_large[key]
+            self._whole_built += whole  # a failure of a try with lower limits (``algebra``)
+            # A fresh exception: raising the stored one again would chain this
+            # call's frames (and what they hold) onto its traceback.
+            raise type(e)(*e.args)
         got = self._dfas.get(key)
-        before = self.approximations
+        before, whole_before = self.approximations, self._whole_built
         if got is None:
             try:
                 got = self._dfas[key] = self._build_dfa(schema, path, depth)
+                self._spend(got)
             except RegexTooLargeError as e:
                 if self.over and not self._flat_supersets:
                     # Member-by-member pieces side by side (a union of several objects)
@@ -303,17 +332,61 @@ class SchemaCompiler:
                         got = self._dfas[key] = self.dfa(schema, path, depth)
                 else:
                     # Remembered too: finding out took the whole subset construction.
-                    self._too_large[key] = e
+                    self._too_large[key] = (type(e)(*e.args), self._whole_built > 0)
                     raise
             if self.approximations != before:
                 self._inexact.add(key)
-        elif key in self._inexact:
-            self.approximations += 1
+            if self._whole_built != whole_before:
+                self._holds_whole.add(key)
+        else:
+            self.approximations += key in self._inexact
+            self._whole_built += key in self._holds_whole  # as building it again would
         return got
 
     def _dfa_key(self, schema, depth: int) -> tuple:
         return (json.dumps(schema, sort_keys=True, default=str), depth if self.ws.depth_matters() else 0,
-                self._superset_levels, self._flat_supersets)
+                self._superset_levels, self._flat_supersets, self.whole_keys)
+
+    def algebra(self, build):
+        """``build()``: DFA algebra (sub-automata built whole, their products), with
+        ``key_order="any"`` tried with objects in any key order where they are small
+        enough (``WHOLE_KEYS_LADDER``). A try that builds no such object ran at the
+        usual limits and is what schema order would build: its failure stands."""
+        if self.whole_keys is not None or self.key_order != "any" or self.over:
+            return build()  # inside a try already, or nothing to try
+        try:
+            for keys in WHOLE_KEYS_LADDER:
+                if keys and (self._whole_work_left <= 0 or self._rung_failures.get(keys, 0) >= WHOLE_RUNG_FAILURES):
+                    continue
+                self.whole_keys, self._whole_built = keys, 0
+                try:
+                    return build()
+                except RegexTooLargeError as e:
+                    if not self._whole_built:
+                        raise
+                    if not isinstance(e, AnyOrderTooLarge):
+                        self._whole_work_left -= WHOLE_ANY_ORDER_STATES  # about what hitting the limit took
+                        self._rung_failures[keys] = self._rung_failures.get(keys, 0) + 1
+        finally:
+            self.whole_keys, self._whole_built = None, 0
+        raise AssertionError("the last try builds no object in any key order")
+
+    def algebra_limit(self, usual: int) -> int:
+        """The state limit of a DFA or product built now (see ``WHOLE_ANY_ORDER_STATES``)."""
+        return min(usual, WHOLE_ANY_ORDER_STATES) if self._whole_built else usual
+
+    def _spend(self, dfa: DFA | None) -> None:
+        """Count ``dfa`` against ``WHOLE_ANY_ORDER_WORK`` when this try has any-order objects."""
+        if self._whole_built and dfa is not None:
+            self._whole_work_left -= dfa.num_states
+            if self._whole_work_left < 0:
+                raise AnyOrderTooLarge(f"DFA algebra with objects in any key order passes {WHOLE_ANY_ORDER_WORK} states")
+
+    def intersection(self, a: DFA, b: DFA) -> DFA:
+        """``intersect`` within this try's limits (``algebra``)."""
+        got = intersect(a, b, limit=self.algebra_limit(MAX_PRODUCT_STATES))
+        self._spend(got)
+        return got
 
     def _build_dfa(self, schema, path: str, depth: int) -> DFA:
         union = self._logic_as_union(schema, path)
@@ -322,12 +395,12 @@ class SchemaCompiler:
             # together would walk the product of their unminimised automata.
             dfas = _satisfiable(lambda b: self.dfa(b, path, depth), union,
                                 "not/if/then/else leave no valid value", path)
-            return dfas[0] if len(dfas) == 1 else _union_dfa(dfas)
+            return dfas[0] if len(dfas) == 1 else _union_dfa(dfas, self.algebra_limit(MAX_DFA_STATES))
         nfa = NFA()
         s, e = self.value(nfa, schema, path, depth)
         structured = self.over and not self._flat_supersets
         try:
-            return determinize(nfa, s, e, sup.SUPERSET_WHOLE_STATES if structured else MAX_DFA_STATES)
+            return determinize(nfa, s, e, sup.SUPERSET_WHOLE_STATES if structured else self.algebra_limit(MAX_DFA_STATES))
         except EmptyLanguageError:
             raise UnsatisfiableSchemaError("no JSON value satisfies the schema", path) from None
 
@@ -379,7 +452,8 @@ class SchemaCompiler:
             # leaves a superset, which is all this (superset) compiler promises.
             result, superset = dfa, False
         else:
-            result, superset = minus(dfa, negated), over.approximations != before
+            result, superset = minus(dfa, negated, self.algebra_limit(MAX_PRODUCT_STATES)), over.approximations != before
+            self._spend(result)
         self._differences[key] = (result, superset, dfa)  # dfa kept: its id stays its own
         return result, superset
 
@@ -505,7 +579,7 @@ class SchemaCompiler:
             union = self._logic_as_union(schema, path)
             if union is not None:  # no algebra: a union of merged schemas (json_conditional)
                 return self.union(nfa, [(b, path) for b in union], depth, "not/if/then/else leave no valid value", path)
-            return embed(nfa, self.logic_dfa(schema, path, depth))
+            return embed(nfa, self.algebra(lambda: self.logic_dfa(schema, path, depth)))
         types = self.types_of(schema, path)
         frags = []
         errors = []
@@ -662,13 +736,17 @@ class SchemaCompiler:
                                               _pointer(path, "allOf"))
             if got is not None:
                 return got
-        result = self.dfa(merged, path, depth)
-        for i, p in enumerate(leftovers):
-            try:
-                result = intersect(result, self.dfa(p, _pointer(path, "allOf"), depth))
-            except EmptyLanguageError:
-                raise UnsatisfiableSchemaError("the allOf branches contradict each other", _pointer(path, "allOf")) from None
-        return embed(nfa, result)
+        def intersection() -> DFA:
+            result = self.dfa(merged, path, depth)
+            for p in leftovers:
+                try:
+                    result = self.intersection(result, self.dfa(p, _pointer(path, "allOf"), depth))
+                except EmptyLanguageError:
+                    raise UnsatisfiableSchemaError("the allOf branches contradict each other",
+                                                   _pointer(path, "allOf")) from None
+            return result
+
+        return embed(nfa, self.algebra(intersection))
 
     def _logic_as_any_of(self, merged, leftovers, path) -> tuple:
         """``(merged, leftovers)`` with each ``not`` and ``if`` / ``then`` / ``else``
@@ -741,29 +819,35 @@ class SchemaCompiler:
                     return got
         frags = []
         approximated = False  # a branch emptied only by subtracting supersets
-        for i, (b, ptr) in enumerate(branches):
-            inexact = False
+        for i in range(len(branches)):
             try:
-                only = self.dfa(b, ptr, depth)
-                if not self.over:
-                    for j, (other, optr) in enumerate(branches):
-                        if i != j:
-                            only, superset = self.subtract(only, other, optr, depth)
-                            inexact |= superset
-                            if only is None:
-                                raise EmptyLanguageError("oneOf branch")
+                only, inexact = self.algebra(lambda: self._branch_alone(branches, i, depth))
             except ApproximationLimitError:
                 approximated = True
                 continue
             except UnsatisfiableSchemaError:
                 continue
-            except EmptyLanguageError:
+            if only is None:
                 approximated |= inexact
                 continue
             frags.append(embed(nfa, only))
         if not frags:
             raise _empty("no value satisfies exactly one oneOf branch", _pointer(path, "oneOf"), approximated)
         return nfa.union(frags)
+
+    def _branch_alone(self, branches, i: int, depth: int) -> tuple[DFA | None, bool]:
+        """``oneOf`` branch ``i`` minus (supersets of) the others, None when nothing is
+        left; and whether a superset was subtracted (over mode: the branch itself)."""
+        b, ptr = branches[i]
+        only, inexact = self.dfa(b, ptr, depth), False
+        if not self.over:
+            for j, (other, optr) in enumerate(branches):
+                if i != j:
+                    only, superset = self.subtract(only, other, optr, depth)
+                    inexact |= superset
+                    if only is None:
+                        return None, inexact
+        return only, inexact
 
     def _one_of_by_type(self, schema, branches, path) -> list | None:
         """``(schema, pointer)`` parts whose union is exactly the ``oneOf``, one per
@@ -901,9 +985,9 @@ class SchemaCompiler:
                 cond = _pointer(path, "if")
                 parts = []
                 try:  # the "then" side: the condition holds
-                    branch = intersect(result, self.dfa(schema["if"], cond, depth))
+                    branch = self.intersection(result, self.dfa(schema["if"], cond, depth))
                     if "then" in schema:
-                        branch = intersect(branch, self.dfa(schema["then"], _pointer(path, "then"), depth))
+                        branch = self.intersection(branch, self.dfa(schema["then"], _pointer(path, "then"), depth))
                     parts.append(branch)
                 except (EmptyLanguageError, UnsatisfiableSchemaError):
                     pass
@@ -912,13 +996,13 @@ class SchemaCompiler:
                     approximated |= superset
                     if branch is not None:
                         if "else" in schema:
-                            branch = intersect(branch, self.dfa(schema["else"], _pointer(path, "else"), depth))
+                            branch = self.intersection(branch, self.dfa(schema["else"], _pointer(path, "else"), depth))
                         parts.append(branch)
                 except (EmptyLanguageError, UnsatisfiableSchemaError):
                     pass
                 if not parts:
                     raise EmptyLanguageError("if/then/else")
-                result = parts[0] if len(parts) == 1 else _union_dfa(parts)
+                result = parts[0] if len(parts) == 1 else _union_dfa(parts, self.algebra_limit(MAX_DFA_STATES))
         except EmptyLanguageError:
             raise _empty("not/if/then/else leave no valid value", path, approximated) from None
         return result
@@ -1198,7 +1282,7 @@ class SchemaCompiler:
             self.unsupported("uniqueItems", path, "distinct elements cannot be checked by an automaton "
                                                   "(only items from a small enum can)")
         if "contains" in schema:
-            return embed(nfa, self.contains_dfa(schema, path, depth))
+            return embed(nfa, self.algebra(lambda: self.contains_dfa(schema, path, depth)))
         if rest is False:
             hi = len(prefix) if hi is None else min(hi, len(prefix))
             if lo > hi:
@@ -1341,7 +1425,7 @@ class SchemaCompiler:
 
         s, e = counted(need, None)
         try:
-            result = intersect(main, determinize(nfa, s, e))
+            result = self.intersection(main, determinize(nfa, s, e, self.algebra_limit(MAX_DFA_STATES)))
         except EmptyLanguageError:
             raise UnsatisfiableSchemaError("no array satisfies contains", _pointer(path, "contains")) from None
         if most is not None:
@@ -1419,12 +1503,14 @@ class SchemaCompiler:
             self.unsupported(word, path, f"counting up to {k} keys (at most {MAX_COUNTED_PROPERTIES})")
             k, hi_p, lo_p = 1, None, 0
 
-        if self.key_order == "any" and nfa.lazy:
+        if self.key_order == "any" and (nfa.lazy or len(entries) <= (self.whole_keys or 0)):
             shape = ObjectShape(
                 tuple((name, sub, req, _pointer(path, "properties", name)) for name, sub, req in entries),
                 extras, lo_p, hi_p, k)
             if self.grammar is not None and self.grammar.owns(nfa):
                 return self.grammar.any_order_object(self, nfa, shape, path, depth)
+            if not nfa.lazy and (len(entries) > 1 or (entries and extras is not None)):
+                self._whole_built += 1  # order matters here: this try's limits are lower
             return any_order_object(self, nfa, shape, path, depth)
 
         def after(c: int):
@@ -2034,10 +2120,10 @@ def _empty(why: str, path: str, approximated: bool) -> SchemaError:
     return UnsatisfiableSchemaError(why, path)
 
 
-def _union_dfa(dfas):
+def _union_dfa(dfas, limit: int = MAX_DFA_STATES):
     nfa = NFA()
     s, e = nfa.union([embed(nfa, d) for d in dfas])
-    return determinize(nfa, s, e)
+    return determinize(nfa, s, e, limit)
 
 
 def _search(pattern: str, text: str) -> bool:

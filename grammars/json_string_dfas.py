@@ -34,10 +34,10 @@ DEFER_PRODUCT_PAIRS = 50_000
 DEFER_SEARCH_PAIRS = 20_000
 
 
-def minus(a: DFA, b: DFA) -> DFA | None:
+def minus(a: DFA, b: DFA, limit: int = MAX_PRODUCT_STATES) -> DFA | None:
     """``a - b``, or None when nothing is left."""
     try:
-        return difference(a, b)
+        return difference(a, b, limit)
     except EmptyLanguageError:
         return None
 

@@ -792,6 +792,56 @@ def test_any_key_order_defers_extra_values_and_skips_impossible_ones():
         assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
 
 
+# oneOf branches that overlap (a document can satisfy both) and whose negations are no
+# union of schemas: built whole and combined by automaton algebra.
+ALGEBRA_ONE_OF = {"oneOf": [
+    {"type": "object", "additionalProperties": False, "required": ["a"],
+     "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}}},
+    {"type": "object", "required": ["b"], "minProperties": 2, "properties": {"b": {"type": "string"}}},
+]}
+
+
+def _orderings(values, most):
+    import itertools
+
+    return [{k: values[k] for k in keys} for n in range(most + 1) for keys in itertools.permutations(values, n)]
+
+
+@pytest.mark.parametrize("whitespace", ["compact", "flexible"])
+def test_any_key_order_reaches_objects_built_for_automaton_algebra(whitespace):
+    """Objects inside the automata built whole for oneOf algebra take their keys in any
+    order too: every ordering of up to four keys is judged as jsonschema judges it."""
+    dfa = compile_json_schema(ALGEBRA_ONE_OF, whitespace, key_order="any")
+    ordered_only = compile_json_schema(ALGEBRA_ONE_OF, whitespace)
+    validator = _validator(ALGEBRA_ONE_OF)
+    reordered = 0
+    for doc in _orderings({"a": 1, "b": "x", "c": True, "d": None}, 4):
+        text = compact(doc) if whitespace == "compact" else json.dumps(doc).encode()
+        assert dfa.matches(text) == validator.is_valid(doc), text
+        reordered += validator.is_valid(doc) and not ordered_only.matches(text)
+    assert reordered > 10
+
+
+def test_any_key_order_in_algebra_falls_back_to_schema_order(monkeypatch):
+    """Objects past the whole-build limits (more keys than the ladder's first rung, or
+    more NFA states than allowed) keep schema order there: stricter, never looser."""
+    import grammars.json_key_order as ko
+
+    nine = {f"k{i}": {"type": "integer"} for i in range(9)}
+    wide = {"oneOf": [{"type": "object", "properties": nine, "additionalProperties": False, "required": ["k0"]},
+                      {"type": "object", "required": ["k8"], "minProperties": 2}]}
+    dfa = compile_json_schema(wide, "compact", key_order="any")
+    assert dfa.matches(b'{"k0":1,"k3":2}') and not dfa.matches(b'{"k3":2,"k0":1}')
+    small = ALGEBRA_ONE_OF
+    monkeypatch.setattr(ko, "WHOLE_OBJECT_STATES", 10)  # every object is too large
+    dfa = compile_json_schema(small, "compact", key_order="any")
+    validator = _validator(small)
+    for doc in _orderings({"a": 1, "b": "x", "c": True}, 3):
+        if dfa.matches(compact(doc)):
+            assert validator.is_valid(doc), doc
+    assert dfa.matches(b'{"a":1,"c":true}') and not dfa.matches(b'{"c":true,"a":1}')
+
+
 def test_key_order_through_the_public_api(smollm2_tokenizer):
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
               "required": ["name", "age"]}
@@ -1267,7 +1317,7 @@ def test_a_definition_used_twice_subtracts_once(monkeypatch):
 
     calls = []
     original = js.minus
-    monkeypatch.setattr(js, "minus", lambda a, b: calls.append(1) or original(a, b))
+    monkeypatch.setattr(js, "minus", lambda *args: calls.append(1) or original(*args))
     overlapping = {"oneOf": [{"type": "string", "maxLength": 3}, {"type": "string", "pattern": "^a"}]}
     once = {"$defs": {"o": overlapping}, "type": "object", "properties": {"a": {"$ref": "#/$defs/o"}}}
     compile_json_schema(once, "compact")
