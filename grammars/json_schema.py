@@ -825,7 +825,7 @@ class SchemaCompiler:
             except ApproximationLimitError:
                 approximated = True
                 continue
-            except UnsatisfiableSchemaError:
+            except (UnsatisfiableSchemaError, EmptyLanguageError):
                 continue
             if only is None:
                 approximated |= inexact
