@@ -736,7 +736,7 @@ class SchemaCompiler:
                                               _pointer(path, "allOf"))
             if got is not None:
                 return got
-        def intersection() -> DFA:
+        def joined() -> DFA:
             result = self.dfa(merged, path, depth)
             for p in leftovers:
                 try:
@@ -746,7 +746,7 @@ class SchemaCompiler:
                                                    _pointer(path, "allOf")) from None
             return result
 
-        return embed(nfa, self.algebra(intersection))
+        return embed(nfa, self.algebra(joined))
 
     def _logic_as_any_of(self, merged, leftovers, path) -> tuple:
         """``(merged, leftovers)`` with each ``not`` and ``if`` / ``then`` / ``else``
