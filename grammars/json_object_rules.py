@@ -38,23 +38,25 @@ from .json_key_order import ObjectShape
 
 class ObjectFamily:
     """One any-order object of a recursive schema: its rules (compiled now, through
-    ``new_rule(label, build) -> rule name``) and the counts that decide its nodes.
+    ``rules.new_rule(label, build) -> rule name`` and ``rules.pair_rule(compiler, key,
+    sub, ptr, depth)``, which shares a key and value's rule between objects) and the
+    counts that decide its nodes.
 
     Raises ``UnsatisfiableSchemaError`` (from the values) when a required key can
     have no value; optional keys with no possible value are left out.
     """
 
-    def __init__(self, compiler, shape: ObjectShape, path: str, depth: int, new_rule):
+    def __init__(self, compiler, shape: ObjectShape, path: str, depth: int, rules):
         from .json_schema import UnsatisfiableSchemaError
 
         ws = compiler.ws
+        new_rule = rules.new_rule
         self.shape = shape
         self.pairs: list[str | None] = []  # rule names (then ids), None: no value possible
         for name, sub, req, ptr in shape.entries:
             key = json.dumps(name, ensure_ascii=False).encode("utf-8")
             try:
-                self.pairs.append(new_rule(f"{ptr} (key and value)", lambda n, key=key, sub=sub, ptr=ptr:
-                                           compiler.entry(n, n.byte_string(key), sub, ptr, depth)))
+                self.pairs.append(rules.pair_rule(compiler, key, sub, ptr, depth))
             except UnsatisfiableSchemaError:
                 if req:
                     raise

@@ -142,3 +142,9 @@ def constraint_dfa(kind: str, rx: str) -> DFA:
     """The string-body DFA of a pattern (search) or a format regex (full match)."""
     build = jt.pattern_body if kind == "pattern" else jt.full_match_body
     return body_dfa(lambda n: build(n, rx))
+
+
+@functools.lru_cache(maxsize=512)
+def constraint_cuts(kind: str, rx: str) -> frozenset[int]:
+    """``class_cuts`` of ``constraint_dfa(kind, rx)``, kept with it."""
+    return frozenset(class_cuts(constraint_dfa(kind, rx)))

@@ -343,3 +343,56 @@ def test_any_key_order_token_masks_allow_each_token_of_valid_documents(smollm2_v
             assert m.accept_token(t)
         m.fill_next_token_bitmask(bits)
         assert guided.unpack_token_bitmask(bits, n)[0][eos]
+
+
+def test_a_schema_that_refers_to_its_root_compiles_the_root_once(monkeypatch):
+    """``{"$ref": "#"}`` inside the schema calls the start rule. The root's body
+    was compiled a second time for it, with every rule the first copy made kept
+    beside the second's (JSONSchemaStore's renovate: 87k rules instead of 44k)."""
+    from grammars.json_schema import SchemaCompiler
+
+    roots = []
+    value = SchemaCompiler.value
+
+    def counting(self, nfa, schema, path, depth):
+        if schema is self.root:
+            roots.append(path)
+        return value(self, nfa, schema, path, depth)
+
+    monkeypatch.setattr(SchemaCompiler, "value", counting)
+    for key_order in ("schema", "any"):
+        roots.clear()
+        compile_recursive_schema(TREE, "compact", key_order=key_order)
+        assert roots == ["#"], key_order
+
+
+def test_any_key_order_pairs_repeated_across_objects_are_compiled_once(smollm2_vocab, monkeypatch):
+    """Generated schemas repeat one object under many names (renovate: 660 objects
+    with keys in any order, 40k key/value pairs, 736 distinct): a key and its value
+    schema become one rule, shared by every object that has them, and each copy is
+    still judged as jsonschema judges it, in any key order."""
+    from grammars.json_schema import SchemaCompiler
+
+    base = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 4}, "size": {"type": "integer"},
+                                             "kids": {"type": "array", "items": {"$ref": "#/$defs/base"}}}}
+    schema = {"$defs": {"base": base}, "type": "object", "additionalProperties": False,
+              "properties": {f"p{i}": {"allOf": [{"$ref": "#/$defs/base"}], "required": ["name"]} for i in range(30)}}
+    entries = []
+    entry = SchemaCompiler.entry
+
+    def counting(self, nfa, key_frag, sub, path, depth, cuts=None):
+        entries.append(path)
+        return entry(self, nfa, key_frag, sub, path, depth, cuts)
+
+    monkeypatch.setattr(SchemaCompiler, "entry", counting)
+    guide = guided.GrammarGuide(compile_recursive_schema(schema, "compact", key_order="any"), smollm2_vocab)
+    repeated = [p for p in entries if p.rsplit("/", 1)[-1] in ("name", "size", "kids")]
+    assert len(repeated) <= 6  # base's keys: in base's own rule, and once for the 30 merged objects
+    validator = _validator(schema)
+    rng = random.Random(3)
+    kid = {"size": 2, "name": "k", "kids": [{"name": "abcd"}]}
+    for doc in [{"p29": {"name": "ab", "size": 1, "kids": [kid]}}, {"p0": {"size": 1}}, {"p3": {"name": "abcde"}},
+                {"p7": {"name": "a", "kids": [{"size": "x"}]}}, {"p1": {"name": "a"}, "p30": {"name": "b"}},
+                {"p2": {"name": "a", "name2": 1}, "p12": {"kids": [], "name": "z"}}]:
+        for value in (doc, _shuffled(doc, rng)):
+            assert matches(guide, compact(value)) == validator.is_valid(value), value

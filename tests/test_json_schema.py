@@ -792,6 +792,25 @@ def test_any_key_order_defers_extra_values_and_skips_impossible_ones():
         assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
 
 
+def test_large_format_automata_are_copied_in_where_decoding_reaches_them():
+    """A format with a large DFA (regex: 22k edges; hostname: 3.3k) is copied into
+    the lazy automaton only where a document reaches it: 40 hostnames compile to a
+    few thousand NFA states instead of ~40 copies, and reading builds the copies it
+    needs. Verdicts are those of the formats' own tests (``test_json_formats``:
+    jsonschema checks hostnames only with the optional fqdn package)."""
+    schema = {"type": "object", "additionalProperties": False,
+              "properties": {f"h{i}": {"type": "string", "format": "hostname"} for i in range(40)}
+              | {"rx": {"type": "array", "items": {"type": "string", "format": "regex"}}}}
+    dfa = compile_json_schema(schema, "compact")
+    compiled = dfa.nfa_size
+    assert compiled < 5_000  # one hostname copy is ~750 NFA states, one regex copy ~770
+    for doc, valid in [({"h39": "example.com"}, True), ({"h39": "-bad.com"}, False), ({"h0": "a.b", "h7": "exa_mple.com"}, False),
+                       ({"rx": ["^a+$", "(?:x)"]}, True), ({"rx": ["a**"]}, False), ({"rx": ["[z-a]"]}, False),
+                       ({"h12": "localhost", "rx": ["\\d+", "[a-z]{2,}"]}, True)]:
+        assert dfa.matches(compact(doc)) == valid, doc
+    assert dfa.nfa_size > compiled + 1_000  # the copies the documents reached
+
+
 # oneOf branches that overlap (a document can satisfy both) and whose negations are no
 # union of schemas: built whole and combined by automaton algebra.
 ALGEBRA_ONE_OF = {"oneOf": [
