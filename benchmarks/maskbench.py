@@ -633,9 +633,9 @@ def _malloc_trim():
 
 def _worker_main(conn, engine_spec: str, options: dict | None = None) -> None:
     # Between schemas (outside the timed parts) the worker hands the heap pages the
-    # last schema freed back to the system. glibc keeps them otherwise: in session 22
-    # a worker grew to 8.2 GB resident over a whole-set run, while a replay of the
-    # same schemas held under 1 GB once trimmed (live objects did not grow).
+    # last schema freed back to the system. glibc keeps them otherwise: a worker grew
+    # to 8.2 GB resident over a whole-set run, while a replay of the same schemas
+    # held under 1 GB once trimmed (live objects did not grow).
     trim = _malloc_trim()
     try:
         engine, tokenize = make_engine(engine_spec, options)

@@ -59,8 +59,7 @@ from .json_numbers import JSON_INTEGER, JSON_NUMBER, integer_multiple_of_regex, 
 from .json_conditional import conditional_as_union, conditionals_by_value, negation, not_as_union
 from .json_disjoint import disjoint_pairs
 from .json_string_dfas import (always_found, body_dfa, body_parts, bounded_body, class_cuts, constraint_cuts, constraint_dfa,
-                               defer_product,
-                               keys_outside, minus, other_keys_dfa, pattern_key_dfa)
+                               defer_product, keys_outside, minus, other_keys_dfa, pattern_key_dfa)
 from .json_errors import (ApproximationLimitError, RecursiveSchemaError, SchemaError, UnsatisfiableSchemaError,
                           UnsupportedSchemaError)
 from .json_drafts import in_declared_draft
