@@ -23,6 +23,7 @@ from fsm.errors import EmptyLanguageError, RegexError
 from fsm.ops import is_empty_intersection
 
 from .json_errors import ApproximationLimitError, SchemaError, UnsatisfiableSchemaError
+from .json_keywords import _scalar_kinds
 from .json_presence import MAX_PRESENCE_KEYS, presence_only, holds
 from .json_witness import listed_values, sample, witnesses
 
@@ -116,7 +117,6 @@ def _discriminated(c, a, b, depth, budget: list, nest: int = 0) -> bool:
     kinds whose ``to`` objects differ by a key one requires and the other's
     ``additionalProperties: false`` forbids (dependency-cruiser's rules, 0.13 s of
     supersets)."""
-    from .json_schema import _scalar_kinds  # json_schema imports this module
 
     # Values of both are objects when one side allows objects only (the other's key
     # keywords then apply to all of them; ``field-rule`` in tree-sitter's grammar

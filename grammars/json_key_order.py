@@ -40,6 +40,8 @@ from functools import cached_property
 from fsm.errors import RegexTooLargeError
 from fsm.nfa import NFA
 
+from .json_errors import UnsatisfiableSchemaError
+
 #: An object built whole with keys in any order may add this many NFA states.
 WHOLE_OBJECT_STATES = 75_000
 
@@ -97,8 +99,6 @@ def any_order_object(compiler, nfa: NFA, shape: ObjectShape, path: str, depth: i
     Raises ``UnsatisfiableSchemaError`` (from the values) when a required key can have
     no value; optional keys with no possible value are left out.
     """
-    from .json_schema import UnsatisfiableSchemaError
-
     ws = compiler.ws
     entries = shape.entries
     required = shape.required

@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 
 from .earley import LazyRules
+from .json_errors import UnsatisfiableSchemaError
 from .json_key_order import ObjectShape
 
 
@@ -47,8 +48,6 @@ class ObjectFamily:
     """
 
     def __init__(self, compiler, shape: ObjectShape, path: str, depth: int, rules):
-        from .json_schema import UnsatisfiableSchemaError
-
         ws = compiler.ws
         new_rule = rules.new_rule
         self.shape = shape

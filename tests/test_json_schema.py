@@ -359,10 +359,11 @@ def test_one_of_told_apart_by_a_key_only_one_branch_requires():
 def _judged_as_jsonschema_judges(schema, docs, apart_without_supersets, monkeypatch):
     """Compile ``schema`` recording the branches whose supersets are built; every
     doc is judged as jsonschema judges it."""
+    import grammars.json_logic as logic
     import grammars.json_schema as js
 
     asked = []
-    original = js.disjoint_pairs
+    original = logic.disjoint_pairs
 
     def recording(compiler, branches, depth):
         got = original(compiler, branches, depth)
@@ -371,7 +372,7 @@ def _judged_as_jsonschema_judges(schema, docs, apart_without_supersets, monkeypa
         return got
 
     monkeypatch.setattr(js.SchemaCompiler, "negated_dfa", _no_supersets(js.SchemaCompiler.negated_dfa, apart_without_supersets))
-    monkeypatch.setattr(js, "disjoint_pairs", recording)
+    monkeypatch.setattr(logic, "disjoint_pairs", recording)
     dfa = compile_json_schema(schema, "compact")
     validator = _validator(schema)
     for doc in docs:
