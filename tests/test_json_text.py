@@ -34,14 +34,17 @@ def _candidates(names, rng):
     return sorted(out)
 
 
-@pytest.mark.parametrize("names", [
+NAME_SETS = [
     [],
     ["a"],
     ["apiVersion", "kind", "metadata", "spec", "status", "api"],  # shared prefixes
     ["", "x", "xy", "xyz"],                                         # the empty name, nested names
     ["café", "caf", "naïve", "€uro", "😀"],                          # multi-byte characters
     ["a/b", 'say "hi"', "tab\there", "back\\slash"],               # characters with several spellings
-])
+]
+
+
+@pytest.mark.parametrize("names", NAME_SETS)
 @pytest.mark.parametrize("lazy", [False, True])
 def test_other_keys_are_exactly_the_strings_that_are_no_listed_name(names, lazy):
     dfa = _other_keys_dfa(names, lazy)
@@ -54,6 +57,23 @@ def test_other_keys_are_exactly_the_strings_that_are_no_listed_name(names, lazy)
         assert not dfa.matches(b'"a\\/b"')
     # Not a string at all.
     assert not dfa.matches(b"abc")
+
+
+@pytest.mark.parametrize("names", NAME_SETS)
+def test_other_keys_used_twice_in_one_lazy_nfa_judge_alike(names):
+    """Objects with keys in any order use one object's other-keys fragment in every
+    node; in a lazy NFA the second copy is pasted from the first (names whose
+    characters have one spelling each), and both accept exactly the other keys."""
+    nfa = NFA(lazy=True)
+    one = nfa.concat([nfa.byte_string(b"1"), jt.key_excluding(nfa, names)])
+    two = nfa.concat([nfa.byte_string(b"2"), jt.key_excluding(nfa, names)])
+    s, e = nfa.union([one, two])
+    dfa = LazyDFA(nfa, s, e)
+    for text in _candidates(names, random.Random(3)):
+        quoted = json.dumps(text, ensure_ascii=False).encode("utf-8")
+        assert dfa.matches(b"1" + quoted) == dfa.matches(b"2" + quoted) == (text not in names), (names, text)
+    by_byte = not any(ch in '"\\/' or ord(ch) < 0x20 for name in names for ch in name)
+    assert len(nfa.templates) == (1 if by_byte else 0)
 
 
 @pytest.mark.parametrize("pattern", [r"[a-c]|[d-f]x", r"[\x00-\x7f]+z", r"\w{1,3}", r"é|[^é]"])

@@ -76,6 +76,42 @@ def test_deferred_needs_a_lazy_nfa():
         NFA().deferred(lambda: None, ())
 
 
+def _with_deferred_tail(build, cuts):
+    """``x`` then a deferred fragment made by ``build(nfa)``, as a lazy DFA."""
+    nfa = NFA(lazy=True)
+    head = nfa.byte_string(b"x")
+    tail = nfa.deferred(lambda: build(nfa), cuts)
+    s, e = nfa.concat([head, tail])
+    return LazyDFA(nfa, s, e)
+
+
+def test_a_deferred_fragment_using_a_byte_range_it_did_not_announce_is_refused():
+    """Byte classes are fixed from the announced cuts; a fragment that cuts through a
+    class would make every row wrong, so building it fails loudly instead."""
+    dfa = _with_deferred_tail(lambda nfa: nfa.byte_string(b"b"), cuts={ord("a"), ord("c")})  # b-b: not a class
+    with pytest.raises(AssertionError, match="byte range 98-98"):
+        dfa.step(0, b"xb")
+    fine = _with_deferred_tail(lambda nfa: nfa.byte_string(b"b"), cuts={ord("b"), ord("c")})
+    assert fine.matches(b"xb") and not fine.matches(b"xc")
+
+
+def test_dead_branches_of_a_deferred_fragment_are_not_followed():
+    """A fragment may hold states that cannot reach its end (a branch into nothing);
+    once it is built, the DFA must not step into them, or a mask would allow a token
+    after which no document can be finished."""
+    def build(nfa):
+        s, e = nfa.state(), nfa.state()
+        nfa.edge(s, ord("a"), ord("a"), e)
+        dead = nfa.byte_string(b"bb")  # its end leads nowhere
+        nfa.epsilon(s, dead[0])
+        return s, e
+
+    dfa = _with_deferred_tail(build, cuts={ord("a"), ord("b"), ord("c")})
+    assert dfa.matches(b"xa")
+    assert dfa.step(0, b"xb") == -1  # not a prefix of any match
+    assert dfa.step(0, b"x") >= 0 and dfa.step(dfa.step(0, b"x"), b"a") >= 0
+
+
 def test_truncate_drops_an_abandoned_fragment():
     """A fragment given up half-built (conditionals by value, too many copies) leaves
     no states and no deferred builders behind; what was built before still works."""

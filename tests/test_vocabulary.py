@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 
+import numpy as np
 import pytest
 
 from fsm.vocabulary import Vocabulary
@@ -377,3 +378,23 @@ def test_bare_tokenizers_object():
     ref = Vocabulary.from_tokenizer(wrapped)
     assert vocab.size == ref.size
     assert vocab.token_bytes[1000:5000] == ref.token_bytes[1000:5000]
+
+
+@pytest.mark.parametrize("count", [0, 1, 37, 499, 501, 5_000, 49_152])
+def test_set_bits_sets_exactly_the_given_tokens(count):
+    """Rows are built by scattering bits for few tokens and by packing a bool row for
+    many: both give bit t % 32 of word t // 32 for each token t, and keep bits
+    already set."""
+    from fsm.trie import set_bits
+
+    rng = np.random.default_rng(count)
+    vocab, words = 49_152, 1_536
+    tokens = rng.choice(vocab, count, replace=False).astype(np.int64)
+    row = np.zeros(words, dtype=np.uint32)
+    row[0] = 1 << 3  # a bit set before
+    set_bits(row, tokens)
+    got = np.unpackbits(row.view(np.uint8), bitorder="little").astype(bool)
+    want = np.zeros(vocab, dtype=bool)
+    want[tokens] = True
+    want[3] = True
+    assert (got == want).all()
