@@ -30,11 +30,8 @@ class LogicCompiler:
     def merged_all_of(self, schema, path) -> tuple:
         """``(merged, leftovers)``: ``schema``'s ``allOf`` parts merged by keywords into
         the keywords beside them, and the parts that would not merge exactly."""
-        beside = _without_idle_conditionals({k: v for k, v in schema.items() if k != "allOf"})
-        parts = [_without_idle_conditionals(_defined_keywords(self.deref(p, _pointer(path, "allOf", i))))
-                 for i, p in enumerate(self.list_of_schemas(schema, "allOf", path))]
-        parts = parts + [beside] if _listed_before_properties(schema, "allOf") else [beside] + parts
         merged, leftovers = {}, []
+        parts = self._all_of_parts(schema, path, [id(schema)])
         for p in parts:
             m = merge(merged, p)
             if m is None:
@@ -42,6 +39,24 @@ class LogicCompiler:
             else:
                 merged = m
         return merged, leftovers
+
+    def _all_of_parts(self, schema, path, within: list) -> list:
+        """``schema``'s own keywords and its ``allOf`` parts, in the order they merge; a
+        part that has an ``allOf`` of its own is spread into its keywords and its parts
+        (``allOf`` is associative), so that two such parts (cloudify's Kubernetes
+        types, each ``allOf`` a shared base and more keys) still merge by keywords
+        instead of intersecting whole-object automata. ``within``: the schemas being
+        spread (a part that refers back to one of them is kept whole)."""
+        beside = _without_idle_conditionals({k: v for k, v in schema.items() if k != "allOf"})
+        parts = []
+        for i, p in enumerate(self.list_of_schemas(schema, "allOf", path)):
+            ptr = _pointer(path, "allOf", i)
+            part = self.deref(p, ptr)
+            if isinstance(part, dict) and isinstance(part.get("allOf"), list) and id(part) not in within:
+                parts.extend(self._all_of_parts(_defined_keywords(part), ptr, within + [id(part)]))
+            else:
+                parts.append(_without_idle_conditionals(_defined_keywords(part)))
+        return parts + [beside] if _listed_before_properties(schema, "allOf") else [beside] + parts
 
     def all_of(self, nfa, schema, path, depth):
         by_value = conditionals_by_value(schema, lambda s: self.deref(s, path),

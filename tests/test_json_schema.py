@@ -553,6 +553,43 @@ def test_one_of_overlap_shown_by_a_sampled_value(monkeypatch):
     assert _judged_as_jsonschema_judges(schema, docs, True, monkeypatch) == [False]
 
 
+def test_all_of_parts_with_their_own_all_of_merge_without_algebra(monkeypatch):
+    """Two ``allOf`` parts that are each an ``allOf`` of a shared base and more keys
+    (cloudify's Kubernetes types) are spread into one list of parts and merged by
+    keywords, not intersected as whole-object automata; documents are judged as
+    jsonschema judges them, in both key orders."""
+    import grammars.json_schema as js
+
+    def no_algebra(*args, **kwargs):
+        raise AssertionError("allOf parts intersected as automata")
+
+    monkeypatch.setattr(js, "intersect", no_algebra)
+    schema = {
+        "definitions": {
+            "base": {"type": "object", "properties": {"kind": {"type": "string"}, "name": {"type": "string"}},
+                     "required": ["kind"]},
+            "sized": {"allOf": [{"$ref": "#/definitions/base"},
+                                {"properties": {"size": {"type": "integer", "minimum": 1}}}]},
+            "tagged": {"allOf": [{"$ref": "#/definitions/base"},
+                                 {"properties": {"tags": {"type": "array", "items": {"type": "string"}}},
+                                  "required": ["tags"]}]},
+        },
+        "allOf": [{"$ref": "#/definitions/sized"}, {"$ref": "#/definitions/tagged"}],
+    }
+    validator = _validator(schema)
+    values = {"kind": ["k", 1], "name": ["n"], "size": [3, 0], "tags": [["t"], [1]]}
+    docs = []
+    for n in range(5):
+        for keys in itertools.combinations(values, n):
+            for choice in itertools.product(*(values[k] for k in keys)):
+                docs.append(dict(zip(keys, choice)))
+    assert any(validator.is_valid(d) for d in docs) and not all(validator.is_valid(d) for d in docs)
+    for order in ("schema", "any"):
+        dfa = compile_json_schema(schema, "compact", key_order=order)
+        for doc in docs:
+            assert dfa.matches(compact(doc)) == validator.is_valid(doc), (order, doc)
+
+
 @pytest.mark.parametrize("schema", [
     # Two nots in one allOf (calculate_area in MaskBench: "not a circle", "not a square").
     {"type": "object", "allOf": [{"not": {"required": ["a"]}}, {"not": {"required": ["b", "c"]}}]},
