@@ -82,7 +82,8 @@ class LazyDFA:
         self.transitions = np.full((64, self._n_classes), UNKNOWN, dtype=np.int32)
         self._expanded = np.zeros(64, dtype=bool)
         self._classes = self.byte_to_class.tolist()
-        self._class_starts: list[bool] | None = None  # _materialize
+        classes = self._classes  # byte b opens a class (256 counts as one): _co_reachable_new
+        self._class_starts = [b in (0, 256) or classes[b - 1] != classes[b] for b in range(257)]
         self._add(self._closure(start))
 
     # -- interface shared with DFA ------------------------------------------------------
@@ -184,9 +185,6 @@ class LazyDFA:
         nfa = self._nfa
         n0 = len(nfa)
         nfa.materialize(s)
-        if self._class_starts is None:
-            classes = self._classes
-            self._class_starts = [b in (0, 256) or classes[b - 1] != classes[b] for b in range(257)]
         self._live.extend(_co_reachable_new(nfa, n0, self._live, self._class_starts))
 
     def _add(self, subset: frozenset[int]) -> int:

@@ -244,6 +244,21 @@ class NFA:
             return None
         return Template(eps, edges, first, start - first, end - first)
 
+    def built_once(self, templates: dict, key, build) -> tuple[int, int]:
+        """``build()``'s fragment, pasted from ``templates[key]`` when an earlier call
+        kept it there (copying is several times cheaper than building again), else
+        built now and kept where it can be (``template``). ``templates``: the caller's
+        cache (per compile, or this NFA's ``templates``)."""
+        template = templates.get(key)
+        if template is not None:
+            return self.paste(template)
+        first = len(self.eps)
+        s, e = build()
+        template = self.template(first, s, e)
+        if template is not None:
+            templates[key] = template
+        return s, e
+
     def paste(self, template: "Template") -> tuple[int, int]:
         """A fresh copy of a ``template`` fragment: ``(start, end)``."""
         shift = len(self.eps) - template.first

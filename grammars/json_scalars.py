@@ -274,12 +274,4 @@ class ScalarCompiler:
         """``json_text.pattern_body``, parsed and built once per compile and copied at
         its other uses (schemas repeat their patterns: copying is several times
         cheaper than parsing the regex and building its Unicode classes again)."""
-        template = self._pattern_templates.get(rx)
-        if template is not None:
-            return nfa.paste(template)
-        first = len(nfa)
-        s, e = jt.pattern_body(nfa, rx)
-        template = nfa.template(first, s, e)
-        if template is not None:
-            self._pattern_templates[rx] = template
-        return s, e
+        return nfa.built_once(self._pattern_templates, rx, lambda: jt.pattern_body(nfa, rx))

@@ -139,16 +139,7 @@ def _pasted_key_excluding(nfa: NFA, names: frozenset) -> tuple[int, int]:
     """``_key_excluding_by_byte``, built once per NFA and set of names and pasted after
     that: with keys in any order, every set of written keys is a node of its own
     with its own copy (90 names: ~4 ms to build, 0.25 ms to paste)."""
-    key = ("key_excluding", names)
-    template = nfa.templates.get(key)
-    if template is not None:
-        return nfa.paste(template)
-    first = len(nfa)
-    s, e = _key_excluding_by_byte(nfa, names)
-    template = nfa.template(first, s, e)
-    if template is not None:
-        nfa.templates[key] = template
-    return s, e
+    return nfa.built_once(nfa.templates, ("key_excluding", names), lambda: _key_excluding_by_byte(nfa, names))
 
 
 def _key_trie_cuts(names) -> set[int]:
