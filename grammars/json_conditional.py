@@ -48,13 +48,18 @@ NOT_OBJECT = ["null", "boolean", "number", "string", "array"]
 NOT_ARRAY = ["null", "boolean", "number", "string", "object"]
 
 
-def negation(schema, deref=None) -> list | None:
+def negation(schema, deref=None, keys: list | None = None) -> list | None:
     """Schemas whose union is exactly the values that fail ``schema``, or None when
     ``schema`` is not an object schema of ``type``, ``required`` and ``properties``,
     an array schema of ``type``, ``minItems`` and ``maxItems`` (``items`` only
     ``true`` or ``false``), or (given ``deref``, which follows ``$ref`` and drops
     keywords no draft defines) a ``oneOf`` with a branch that every value satisfies.
-    ``[]`` means nothing fails it."""
+    ``[]`` means nothing fails it.
+
+    ``keys``: the only keys an object may have where the negation will be used (a
+    closed object: ``additionalProperties: false``). There an object schema may be
+    closed too: an object fails it by having one of those keys that it does not
+    list. (Without such a list, "some key not listed" is no union of schemas.)"""
     if schema is True:
         return []
     if schema is False:
@@ -63,8 +68,10 @@ def negation(schema, deref=None) -> list | None:
         return None
     words = set(schema) - ANNOTATIONS
     kind = schema.get("type")
+    if keys is not None and schema.get("additionalProperties") is False:
+        words -= {"additionalProperties"}
     if not words - _OBJECT_WORDS and kind in (None, "object", ["object"]):
-        return _object_negation(schema)
+        return _object_negation(schema, keys)
     if not words - _ARRAY_WORDS and kind in (None, "array", ["array"]):
         return _array_negation(schema)
     if words == {"oneOf"} and deref is not None:
@@ -76,7 +83,7 @@ _OBJECT_WORDS = {"type", "required", "properties"}
 _ARRAY_WORDS = {"type", "items", "minItems", "maxItems"}
 
 
-def _object_negation(schema) -> list | None:
+def _object_negation(schema, keys: list | None = None) -> list | None:
     required = schema.get("required", [])
     props = schema.get("properties", {})
     if not isinstance(required, list) or not isinstance(props, dict):
@@ -90,6 +97,8 @@ def _object_negation(schema) -> list | None:
             continue  # no value fails it
         inner = {} if sub is False else {"properties": {name: _negated(sub)}}
         parts.append({"type": "object", "required": [name], **inner})
+    if keys is not None and schema.get("additionalProperties") is False:
+        parts += [{"type": "object", "required": [k]} for k in keys if k not in props]
     return parts
 
 

@@ -6,6 +6,7 @@ Part of ``SchemaCompiler`` (``json_schema``), as a mixin: ``self`` is the compil
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 from fsm.dfa import DFA, MAX_DFA_STATES
@@ -139,10 +140,15 @@ class LogicCompiler:
           (``json_conditional.negation``), the union of each branch joined with the
           negation of each branch it overlaps (merged by keywords: no algebra, the
           branch's own key order);
-        - otherwise each branch minus (a superset of) all the others.
+        - split by JSON type where some branch allows no objects;
+        - otherwise each branch minus (a superset of) all the others: only the
+          branches whose negations of the others are not unions, where some are.
 
         In over mode, the union of the branches is superset enough."""
         branches = self.branches(schema, "oneOf", path)
+        ptr = _pointer(path, "oneOf")
+        alone = range(len(branches))  # the branches left to subtraction
+        exact = []
         if not self.over:
             apart = disjoint_pairs(self, branches, depth)
             n = len(branches)
@@ -151,17 +157,31 @@ class LogicCompiler:
             if len(apart) == n * (n - 1) // 2:
                 parts, why = branches, "no oneOf branch can be satisfied"
             else:
-                parts = self._one_of_as_union(schema, branches, apart, path)
-                if parts is None:
-                    parts = self._one_of_by_type(schema, branches, path)
+                unions = self._one_of_as_unions(schema, branches, apart, path)
+                parts = [p for u in unions for p in u] if None not in unions else self._one_of_by_type(
+                    schema, branches, path)
                 why = "no value satisfies exactly one oneOf branch"
+                if parts is None:
+                    alone = [i for i, u in enumerate(unions) if u is None]
+                    exact = [p for u in unions if u is not None for p in u]
             if parts is not None:
-                got = self.union_unless_too_large(nfa, parts, depth, why, _pointer(path, "oneOf"))
+                got = self.union_unless_too_large(nfa, parts, depth, why, ptr)
                 if got is not None:
                     return got
         frags = []
         approximated = False  # a branch emptied only by subtracting supersets
-        for i in range(len(branches)):
+        if exact:
+            try:
+                got = self.union_unless_too_large(nfa, exact, depth, "no branch is left", ptr)
+            except UnsatisfiableSchemaError:
+                got = ()  # none of these branches has a value of its own
+            except ApproximationLimitError:
+                got, approximated = (), True
+            if got is None:  # too large for the NFA: every branch by subtraction
+                alone = range(len(branches))
+            elif got:
+                frags.append(got)
+        for i in alone:
             try:
                 only, inexact = self.algebra(lambda: self._branch_alone(branches, i, depth))
             except ApproximationLimitError:
@@ -174,7 +194,7 @@ class LogicCompiler:
                 continue
             frags.append(embed(nfa, only))
         if not frags:
-            raise _empty("no value satisfies exactly one oneOf branch", _pointer(path, "oneOf"), approximated)
+            raise _empty("no value satisfies exactly one oneOf branch", ptr, approximated)
         return nfa.union(frags)
 
     def _branch_alone(self, branches, i: int, depth: int) -> tuple[DFA | None, bool]:
@@ -244,29 +264,36 @@ class LogicCompiler:
             return False
         return not set(branch) - {"type"} - ANNOTATIONS - _OTHER_TYPES_KEYWORDS[t]
 
-    def _one_of_as_union(self, schema, branches, apart, path) -> list | None:
-        """``(schema, pointer)`` parts whose union is exactly the ``oneOf``: branch i
-        joined with one part of the negation of every branch j it is not shown
-        ``apart`` from, for each choice of parts. None when such a negation is not a
+    def _one_of_as_unions(self, schema, branches, apart, path) -> list[list | None]:
+        """Per branch i, ``(schema, pointer)`` parts whose union is exactly the values
+        of branch i and of no other branch: branch i joined with one part of the
+        negation of every branch j it is not shown ``apart`` from, for each choice of
+        parts (``_choices_with``). None for a branch where such a negation is not a
         union of schemas or the choices pass ``MAX_ONE_OF_CHOICES``."""
         raw = [self.deref(b, _pointer(path, "oneOf", j)) for j, b in enumerate(self.list_of_schemas(schema, "oneOf", path))]
-        negations: dict[int, list | None] = {}
-        out = []
+        negations: dict[tuple, list | None] = {}
+        out: list[list | None] = []
         for i, (b, ptr) in enumerate(branches):
             view = self.object_view(b, ptr)
-            choices: list[list] = [[]]
+            # A closed branch's objects have only its listed keys: a closed branch j
+            # then fails on one of those it does not list (``negation``).
+            keys = [k for k, v in view[2].items() if v is not False] if view is not None and view[3] is False else None
+            choices: list[dict] | None = [{}]
             for j in range(len(branches)):
                 if j == i or (max(i, j), min(i, j)) in apart:
                     continue
-                if j not in negations:
-                    negations[j] = negation(_defined_keywords(raw[j]), self._defined_deref(path))
-                if negations[j] is None:
-                    return None
-                parts = [p for p in negations[j] if not _excluded_by(view, p)]
-                choices = [c + [p] for c in choices for p in parts]
+                key = (j, None if keys is None else tuple(keys))
+                if key not in negations:
+                    negations[key] = negation(_defined_keywords(raw[j]), self._defined_deref(path), keys)
+                if negations[key] is None:
+                    choices = None
+                    break
+                choices = _choices_with(choices, [p for p in negations[key] if not _excluded_by(view, p)])
                 if len(choices) > MAX_ONE_OF_CHOICES:
-                    return None
-            out += [({"allOf": [b] + c} if c else b, ptr) for c in choices]
+                    choices = None
+                    break
+            out.append(None if choices is None else
+                       [({"allOf": [b, *c.values()]} if c else b, ptr) for c in choices])
         return out
 
     def object_view(self, schema, path):
@@ -348,3 +375,23 @@ class LogicCompiler:
         except EmptyLanguageError:
             raise _empty("not/if/then/else leave no valid value", path, approximated) from None
         return result
+
+
+def _choices_with(choices: list[dict], parts: list) -> list[dict]:
+    """Each choice (parts that must all hold, by their JSON text) joined with one of
+    ``parts`` (one must hold), with no choice that only narrows another: a choice
+    that holds one of ``parts`` already stays as it is, and a choice holding every
+    part of another is dropped. The union of the choices is the same; there are far
+    fewer of them where the negations share parts (GeoJSON's geometries: "no
+    ``coordinates``" fails every shape at once, so a GeometryCollection's 256
+    choices against four shapes become 18)."""
+    named = {json.dumps(p, sort_keys=True): p for p in parts}
+    grown: dict[frozenset, dict] = {}
+    for c in choices:
+        for more in ([c] if any(k in c for k in named) else ({**c, k: p} for k, p in named.items())):
+            grown.setdefault(frozenset(more), more)
+    kept: list[frozenset] = []
+    for held in sorted(grown, key=len):
+        if not any(k <= held for k in kept):
+            kept.append(held)
+    return [grown[k] for k in kept]

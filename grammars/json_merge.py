@@ -79,7 +79,8 @@ def merge(a, b):
     # additionalProperties of one side restricts the other's properties.
     for x, y in ((a, b), (b, a)):
         if "additionalProperties" in x and "properties" in y:
-            extra = [n for n in y["properties"] if n not in x.get("properties", {})]
+            # A key y forbids (``false``) stays forbidden whatever x says of it.
+            extra = [n for n, sub in y["properties"].items() if n not in x.get("properties", {}) and sub is not False]
             if extra and x.get("patternProperties"):
                 return None
             if extra and x["additionalProperties"] is not True:

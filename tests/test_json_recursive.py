@@ -134,10 +134,27 @@ def test_recursion_inside_overlapping_one_of_is_named():
     """Overlapping branches that do not negate as schemas (minProperties) need
     automaton algebra, which cannot hold a recursive reference."""
     schema = {"$defs": {"n": {"oneOf": [{"type": "object", "properties": {"x": {"$ref": "#/$defs/n"}}, "minProperties": 1},
-                                        {"type": "object", "required": ["y"]}]}},
+                                        {"type": "object", "required": ["y"], "minProperties": 1}]}},
               "$ref": "#/$defs/n"}
     with pytest.raises(guided.RecursiveSchemaError, match="#/\\$defs/n"):
         compile_recursive_schema(schema, "compact")
+
+
+def test_recursion_in_the_one_of_branch_that_negates_the_others_as_schemas(smollm2_vocab):
+    """The recursive branch is joined with the negation of ``required: [y]`` (no
+    algebra); only the other branch, whose negation of ``minProperties`` is no union
+    of schemas, is left to subtraction, where a superset of the recursive branch
+    (any object with a key) empties it: its values are refused, never a wrong one
+    accepted."""
+    schema = {"$defs": {"n": {"oneOf": [{"type": "object", "properties": {"x": {"$ref": "#/$defs/n"}}, "minProperties": 1},
+                                        {"type": "object", "required": ["y"]}]}},
+              "$ref": "#/$defs/n"}
+    guide = guided.compile(guided.JsonSchema(schema, whitespace="compact"), smollm2_vocab)
+    validator = _validator(schema)
+    for doc in ({"x": {"z": 1}}, {"x": {"x": {"z": 1}}}, {"z": 1}):
+        assert validator.is_valid(doc) and matches(guide, compact(doc)), doc
+    for doc in ({}, {"y": 1}, {"x": {"y": 1}}, {"x": {}}, {"x": 5, "y": 1}, {"x": 5}):
+        assert not matches(guide, compact(doc)) or validator.is_valid(doc), doc
 
 
 def test_recursion_inside_overlapping_one_of_of_plain_objects(smollm2_vocab):

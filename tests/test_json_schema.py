@@ -542,6 +542,132 @@ def test_one_of_a_required_key_the_other_branch_forbids(monkeypatch):
     assert _judged_as_jsonschema_judges(schema, docs, True, monkeypatch) == [True]
 
 
+def test_one_of_closed_branches_overlapping_on_the_empty_object_stay_unions():
+    """Closed objects of optional keys (bitbucket's ``step`` / ``stage`` /
+    ``parallel``) all take ``{}``. A closed branch fails another closed one by having
+    a key the other does not list, so each branch minus the others is a union of
+    merged schemas: no automaton algebra, which holds keys in ``properties`` order
+    only. Before, ``{"name": ..., "step": ...}`` was refused with keys in any order."""
+    import grammars.json_logic as logic
+
+    schema = {"type": "array", "items": {"oneOf": [
+        {"type": "object", "properties": {"step": {"type": "object", "properties": {"a": {"type": "integer"}}},
+                                          "name": {"type": "string"}}, "additionalProperties": False},
+        {"type": "object", "properties": {"stage": {"type": "string"}}, "additionalProperties": False},
+        {"type": "object", "properties": {"parallel": {"type": "array"}, "step": {"type": "object"}},
+         "additionalProperties": False},
+    ]}}
+    docs = [[{"step": {"a": 1}}], [{"name": "x", "step": {"a": 1}}], [{"step": {"a": 1}, "name": "x"}],
+            [{"stage": "x"}], [{}], [{"parallel": []}], [{"parallel": [], "step": {}}], [{"step": {}}],
+            [{"step": {"a": "x"}}], [{"stage": "x", "step": {}}], [{"name": "x"}], [{"name": 1}],
+            [{"step": {}, "name": "n"}], [{"stage": 1}]]
+    validator = _validator(schema)
+    unions = []
+    original = logic.LogicCompiler._one_of_as_unions
+
+    def recording(self, *args):
+        got = original(self, *args)
+        unions.append(None not in got)
+        return got
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(logic.LogicCompiler, "_one_of_as_unions", recording)
+        for order in ("schema", "any"):
+            dfa = compile_json_schema(schema, "compact", key_order=order)
+            for doc in docs:
+                in_order = order == "any" or list(doc[0]) == [k for k in ("step", "name") if k in doc[0]] \
+                    or "stage" in doc[0] or "parallel" in doc[0]
+                if in_order:
+                    assert dfa.matches(compact(doc)) == validator.is_valid(doc), (order, doc)
+    assert unions and all(unions)
+
+
+def test_one_of_subtracts_only_the_branches_whose_negations_are_no_unions():
+    """Branch C is open, so "has a key that closed A does not list" is no union of
+    schemas in C: C alone is left to subtraction. A and B are still exact unions of
+    merged schemas, so B's keys stand in any order."""
+    import grammars.json_logic as logic
+
+    schema = {"oneOf": [
+        {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "string"}}, "additionalProperties": False},
+        {"type": "object", "properties": {"x": {"type": "string"}, "z": {}}, "additionalProperties": False},
+        {"type": "object", "properties": {"x": {"type": "integer"}}},
+    ]}
+    validator = _validator(schema)
+    docs = [{}, {"x": 1}, {"x": "s"}, {"x": "s", "z": 1}, {"z": 1, "x": "s"}, {"z": 1}, {"x": 1, "y": "t"},
+            {"y": "t"}, {"x": 1, "w": True}, {"w": True}, {"x": 1.5}, {"x": "s", "w": 1}, [], "s"]
+    unions = []
+    original = logic.LogicCompiler._one_of_as_unions
+
+    def recording(self, *args):
+        got = original(self, *args)
+        unions.append([u is not None for u in got])
+        return got
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(logic.LogicCompiler, "_one_of_as_unions", recording)
+        for order in ("schema", "any"):
+            dfa = compile_json_schema(schema, "compact", key_order=order)
+            for doc in docs:
+                if order == "any" or not isinstance(doc, dict) or list(doc) != ["z", "x"]:
+                    assert dfa.matches(compact(doc)) == validator.is_valid(doc), (order, doc)
+    assert unions == [[True, True, False]] * 2
+
+
+def test_one_of_choices_that_only_narrow_others_are_dropped():
+    """GeoJSON's geometries: a GeometryCollection fails each of four shapes in four
+    ways, 256 choices (past ``MAX_ONE_OF_CHOICES``), but "no coordinates" fails all
+    four at once: 18 choices are left, so the ``oneOf`` is a union of merged schemas
+    (keys in any order)."""
+    import grammars.json_logic as logic
+
+    def shape(kind, coordinates):
+        return {"type": "object", "required": ["type", "coordinates"], "properties": {
+            "type": {"enum": [kind]}, "coordinates": coordinates, "bbox": {"type": "array", "minItems": 4}}}
+
+    point = {"type": "array", "minItems": 2, "items": {"type": "number"}}
+    line = {"type": "array", "minItems": 2, "items": point}
+    schema = {"oneOf": [{"type": "null"}, shape("Point", point), shape("LineString", line),
+                        shape("MultiPoint", {"type": "array", "items": point}),
+                        shape("MultiLineString", {"type": "array", "items": line}),
+                        {"type": "object", "required": ["type", "geometries"],
+                         "properties": {"type": {"type": "string"}, "geometries": {"type": "array"},
+                                        "bbox": {"type": "array", "minItems": 4}}}]}
+    validator = _validator(schema)
+    docs = [None, {"type": "Point", "coordinates": [1, 2]}, {"coordinates": [1, 2], "type": "Point"},
+            {"type": "Point", "coordinates": [1]}, {"type": "LineString", "coordinates": [[1, 2], [3, 4]]},
+            {"type": "MultiPoint", "coordinates": []}, {"type": "GeometryCollection", "geometries": []},
+            {"type": "Point", "coordinates": [1, 2], "geometries": []}, {"type": "Point"},
+            {"type": "Point", "geometries": [], "bbox": [1]}, {"type": "X", "geometries": [], "bbox": [1, 2, 3, 4]}]
+    with pytest.MonkeyPatch.context() as mp:
+        unions = []
+        original = logic.LogicCompiler._one_of_as_unions
+        mp.setattr(logic.LogicCompiler, "_one_of_as_unions",
+                   lambda self, *a: unions.append(original(self, *a)) or unions[-1])
+        dfa = compile_json_schema(schema, "compact", key_order="any")
+    assert unions and all(None not in u for u in unions)
+    for doc in docs:
+        assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
+
+
+def test_a_forbidden_key_merges_into_an_object_with_pattern_properties():
+    """``"not": {"required": ["docker"]}`` beside ``patternProperties`` and
+    ``additionalProperties: false`` (bitbucket's caches) merges as ``docker: false``
+    whatever the patterns say of that key. Before, the merge gave up and the
+    automaton algebra bounded how deep the values under the patterns may nest."""
+    schema = {"type": "object", "additionalProperties": False, "not": {"required": ["docker"]},
+              "patternProperties": {"^[a-z]+$": {"oneOf": [{"type": "string"}, {
+                  "type": "object", "properties": {"key": {"type": "object", "properties": {"files": {
+                      "type": "array", "items": {"type": "string"}}}}}}]}}}
+    validator = _validator(schema)
+    docs = [{"cache": {"key": {"files": ["pom.xml"]}}}, {"cache": "x"}, {}, {"docker": "x"}, {"Docker": "x"},
+            {"cache": {"key": {"files": [1]}}}, {"cache": {"key": {"files": [["deep"]]}}}]
+    for order in ("schema", "any"):
+        dfa = compile_json_schema(schema, "compact", key_order=order)
+        for doc in docs:
+            assert dfa.matches(compact(doc)) == validator.is_valid(doc), (order, doc)
+
+
 def test_one_of_overlap_shown_by_a_sampled_value(monkeypatch):
     """A sampled value valid under both branches shows they overlap: no superset of
     either (a 2000-character string's counter) is built to find that out, and a
