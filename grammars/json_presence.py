@@ -10,11 +10,16 @@ Automaton algebra over such branches (each branch minus the others) builds and
 minimises DFAs of whole objects: seconds for five numeric properties. But the
 branches only constrain which of a few keys appear, so the schema is exactly the
 union, over the combinations of those keys that satisfy the logic, of the object
-with those keys required and the others forbidden. The variants have different key
-sets, so no value matches two of them.
+with those keys required and the others forbidden.
+
+Combinations that differ only in keys the logic does not care about there are one
+object, with those keys left as the schema has them (the prime implicants of the
+logic, picked to cover every combination): ``"not": {"required": [7 keys]}`` is 7
+objects ("this key is missing"), not the 127 combinations. The objects may overlap;
+their union is the same.
 
 Cost: 2 ** (keys named in the logic) evaluations of the logic, and one object per
-satisfying combination (at most ``MAX_PRESENCE_KEYS`` keys are enumerated). Logic with
+implicant picked (at most ``MAX_PRESENCE_KEYS`` keys are enumerated). Logic with
 neither ``oneOf`` nor ``not`` is left to keyword merging, which is cheaper there.
 """
 
@@ -98,17 +103,19 @@ def presence_variants(schema: dict, keys: list[str]) -> list[dict]:
     logic = {k: schema[k] for k in LOGIC if k in schema}
     base = {k: v for k, v in schema.items() if k not in LOGIC}
     required = list(base.get("required", []) or [])
-    variants = []
+    satisfying = []
     for mask in range(1 << len(keys)):
         present = {k for i, k in enumerate(keys) if mask >> i & 1}
-        if any(k in required and k not in present for k in keys) or not holds(logic, present):
-            continue
+        if not any(k in required and k not in present for k in keys) and holds(logic, present):
+            satisfying.append(mask)
+    variants = []
+    for bits, care in _cover(satisfying, len(keys)):
         props = dict(base["properties"])
-        for k in keys:
-            if k not in present:
+        for i, k in enumerate(keys):
+            if care >> i & 1 and not bits >> i & 1:
                 props[k] = False
-        variants.append(dict(base, type="object", properties=props,
-                             required=list(dict.fromkeys(required + [k for k in keys if k in present]))))
+        present = [k for i, k in enumerate(keys) if care >> i & 1 and bits >> i & 1]
+        variants.append(dict(base, type="object", properties=props, required=list(dict.fromkeys(required + present))))
     types = base.get("type")
     others = [t for t in (types if isinstance(types, list) else [types]) if t not in (None, "object")]
     if types is None:
@@ -116,3 +123,30 @@ def presence_variants(schema: dict, keys: list[str]) -> list[dict]:
     if others and holds(logic, None):
         variants.append(dict(base, type=others))
     return variants
+
+
+def _cover(minterms: list[int], n: int) -> list[tuple[int, int]]:
+    """Cubes ``(bits, care)`` whose union is exactly the set ``minterms`` of ``n``-bit
+    masks: a cube holds every mask that agrees with ``bits`` where ``care`` has a 1.
+    Quine-McCluskey's prime implicants (two cubes that differ in one cared-for bit
+    merge), then greedily the one covering most masks not yet covered."""
+    full = (1 << n) - 1
+    level = {(m, full) for m in minterms}
+    primes: set[tuple[int, int]] = set()
+    while level:
+        merged, used = set(), set()
+        for bits, care in level:
+            for i in range(n):
+                bit = 1 << i
+                other = (bits ^ bit, care)
+                if care & bit and other in level:
+                    merged.add((bits & ~bit, care & ~bit))
+                    used.update({(bits, care), other})
+        primes |= level - used
+        level = merged
+    left, out = set(minterms), []
+    while left:
+        best = max(sorted(primes), key=lambda c: sum(m & c[1] == c[0] for m in left))
+        out.append(best)
+        left = {m for m in left if m & best[1] != best[0]}
+    return out

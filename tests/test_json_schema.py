@@ -860,10 +860,11 @@ PRESENCE_LOGIC = [
     {"not": {"allOf": [{"required": ["base"]}, {"required": ["width"]}]}},
     {"anyOf": [{"required": ["base"], "not": {"required": ["height"]}}, {"oneOf": [{"required": ["length"]}, {"required": ["width"]}]}]},
     {"oneOf": [{"required": ["base"]}, {}]},
+    {"not": {"required": ["base", "height", "length", "width"]}},
 ]
 
 
-@pytest.mark.parametrize("logic", PRESENCE_LOGIC, ids=["either_or", "not_both", "nested", "one_of_true"])
+@pytest.mark.parametrize("logic", PRESENCE_LOGIC, ids=["either_or", "not_both", "nested", "one_of_true", "not_all"])
 @pytest.mark.parametrize("typed", [True, False])
 def test_logic_over_which_keys_are_present(logic, typed):
     """oneOf / not over required keys compile to a union of key sets: every subset of
@@ -883,6 +884,21 @@ def test_logic_over_which_keys_are_present(logic, typed):
             assert dfa.matches(text) == validator.is_valid(doc), text
     for other in ("x", 3, None, [1]):
         assert dfa.matches(compact(other)) == validator.is_valid(other), other
+
+
+def test_logic_over_present_keys_is_one_object_per_implicant():
+    """"Not all of these seven keys": seven objects (one key missing each), not one
+    per combination of the seven (127); ansible's meta schema spread such an object
+    of 60 platforms into four ``allOf`` choices, past the automaton size limit."""
+    from grammars.json_presence import presence_keys, presence_variants
+
+    keys = [f"k{i}" for i in range(7)]
+    schema = {"type": "object", "properties": {k: {"type": "integer"} for k in keys + ["d"]},
+              "required": ["d"], "not": {"required": keys}}
+    variants = presence_variants(schema, presence_keys(schema))
+    missing = [[k for k in keys if v["properties"][k] is False] for v in variants]
+    assert sorted(missing) == [[k] for k in keys]
+    assert all(v["required"] == ["d"] for v in variants)
 
 
 KEY_ORDER_SHAPES = {
