@@ -270,7 +270,8 @@ class LogicCompiler:
         negation of every branch j it is not shown ``apart`` from, for each choice of
         parts (``_choices_with``). None for a branch where such a negation is not a
         union of schemas or the choices pass ``MAX_ONE_OF_CHOICES``."""
-        raw = [self.deref(b, _pointer(path, "oneOf", j)) for j, b in enumerate(self.list_of_schemas(schema, "oneOf", path))]
+        raw = [self._merged_branch(b, _pointer(path, "oneOf", j))
+               for j, b in enumerate(self.list_of_schemas(schema, "oneOf", path))]
         negations: dict[tuple, list | None] = {}
         out: list[list | None] = []
         for i, (b, ptr) in enumerate(branches):
@@ -295,6 +296,20 @@ class LogicCompiler:
             out.append(None if choices is None else
                        [({"allOf": [b, *c.values()]} if c else b, ptr) for c in choices])
         return out
+
+    def _merged_branch(self, branch, path):
+        """``branch`` with its ``$ref`` followed and its ``allOf`` merged where every
+        part merges (vzlogger's meters: ``allOf [{"$ref": meter}, {protocol and its
+        keys}]`` negates as the object it is)."""
+        branch = self.deref(branch, path)
+        if isinstance(branch, dict) and "allOf" in branch:
+            try:
+                merged, leftovers = self.merged_all_of(branch, path)
+            except SchemaError:
+                return branch
+            if not leftovers:
+                return merged
+        return branch
 
     def object_view(self, schema, path):
         """``(types, required, properties, other)`` that every value of ``schema``

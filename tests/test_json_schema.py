@@ -650,6 +650,34 @@ def test_one_of_choices_that_only_narrow_others_are_dropped():
         assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
 
 
+def test_one_of_branches_that_are_all_of_a_shared_base_negate_merged():
+    """vzlogger's meters: each branch is ``allOf [{"$ref": meter}, {its protocol and
+    keys}]``, and the protocol is optional, so the branches overlap. Merged, each is
+    an object of ``type`` / ``required`` / ``properties``, which negates as a union of
+    schemas: no subtraction, keys in any order."""
+    import grammars.json_logic as logic
+
+    schema = {"$defs": {"meter": {"type": "object", "required": ["enabled"],
+                                  "properties": {"enabled": {"type": "boolean"}, "interval": {"type": "integer"}}}},
+              "type": "array", "items": {"oneOf": [
+                  {"allOf": [{"$ref": "#/$defs/meter"}, {"properties": {"protocol": {"enum": ["s0"]}, "gpio": {"type": "integer"}}}]},
+                  {"allOf": [{"$ref": "#/$defs/meter"}, {"properties": {"protocol": {"enum": ["d0"]}, "host": {"type": "string"}}}]},
+              ]}}
+    validator = _validator(schema)
+    docs = [[{"enabled": True, "protocol": "s0"}], [{"protocol": "d0", "enabled": True, "host": "h"}],
+            [{"enabled": True}], [{"enabled": True, "gpio": 1}], [{"enabled": True, "gpio": "x"}],
+            [{"enabled": True, "host": 1}], [{"enabled": True, "protocol": "d0", "gpio": 1}],
+            [{"enabled": True, "protocol": "x"}], [{"protocol": "s0"}], [{"interval": 5, "enabled": False, "host": 1}]]
+    unions = []
+    original = logic.LogicCompiler._one_of_as_unions
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(logic.LogicCompiler, "_one_of_as_unions", lambda self, *a: unions.append(original(self, *a)) or unions[-1])
+        dfa = compile_json_schema(schema, "compact", key_order="any")
+    assert unions and all(None not in u for u in unions)
+    for doc in docs:
+        assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
+
+
 def test_a_forbidden_key_merges_into_an_object_with_pattern_properties():
     """``"not": {"required": ["docker"]}`` beside ``patternProperties`` and
     ``additionalProperties: false`` (bitbucket's caches) merges as ``docker: false``
