@@ -97,8 +97,9 @@ def holds(node, present: set | None) -> bool:
 
 
 def presence_variants(schema: dict, keys: list[str]) -> list[dict]:
-    """``schema`` without its logic keywords, once per combination of ``keys`` that
-    satisfies them: those keys required, the others forbidden. Non-object types the
+    """``schema`` without its logic keywords, once per implicant of the combinations
+    of ``keys`` that satisfy them (``_cover``): the keys it has present required, those
+    it has absent forbidden, the others as ``schema`` has them. Non-object types the
     schema allows come as one more variant when the logic holds for them."""
     logic = {k: schema[k] for k in LOGIC if k in schema}
     base = {k: v for k, v in schema.items() if k not in LOGIC}

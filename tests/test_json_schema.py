@@ -542,14 +542,29 @@ def test_one_of_a_required_key_the_other_branch_forbids(monkeypatch):
     assert _judged_as_jsonschema_judges(schema, docs, True, monkeypatch) == [True]
 
 
+def _one_of_unions(mp) -> list:
+    """Record, per ``oneOf`` compiled, which branches were exact unions of merged
+    schemas (True) and which were left to subtraction (False)."""
+    import grammars.json_logic as logic
+
+    seen: list = []
+    original = logic.LogicCompiler._one_of_as_unions
+
+    def recording(self, *args):
+        got = original(self, *args)
+        seen.append([u is not None for u in got])
+        return got
+
+    mp.setattr(logic.LogicCompiler, "_one_of_as_unions", recording)
+    return seen
+
+
 def test_one_of_closed_branches_overlapping_on_the_empty_object_stay_unions():
     """Closed objects of optional keys (bitbucket's ``step`` / ``stage`` /
     ``parallel``) all take ``{}``. A closed branch fails another closed one by having
     a key the other does not list, so each branch minus the others is a union of
     merged schemas: no automaton algebra, which holds keys in ``properties`` order
     only. Before, ``{"name": ..., "step": ...}`` was refused with keys in any order."""
-    import grammars.json_logic as logic
-
     schema = {"type": "array", "items": {"oneOf": [
         {"type": "object", "properties": {"step": {"type": "object", "properties": {"a": {"type": "integer"}}},
                                           "name": {"type": "string"}}, "additionalProperties": False},
@@ -562,16 +577,8 @@ def test_one_of_closed_branches_overlapping_on_the_empty_object_stay_unions():
             [{"step": {"a": "x"}}], [{"stage": "x", "step": {}}], [{"name": "x"}], [{"name": 1}],
             [{"step": {}, "name": "n"}], [{"stage": 1}]]
     validator = _validator(schema)
-    unions = []
-    original = logic.LogicCompiler._one_of_as_unions
-
-    def recording(self, *args):
-        got = original(self, *args)
-        unions.append(None not in got)
-        return got
-
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(logic.LogicCompiler, "_one_of_as_unions", recording)
+        unions = _one_of_unions(mp)
         for order in ("schema", "any"):
             dfa = compile_json_schema(schema, "compact", key_order=order)
             for doc in docs:
@@ -579,15 +586,13 @@ def test_one_of_closed_branches_overlapping_on_the_empty_object_stay_unions():
                     or "stage" in doc[0] or "parallel" in doc[0]
                 if in_order:
                     assert dfa.matches(compact(doc)) == validator.is_valid(doc), (order, doc)
-    assert unions and all(unions)
+    assert unions and all(all(u) for u in unions)
 
 
 def test_one_of_subtracts_only_the_branches_whose_negations_are_no_unions():
     """Branch C is open, so "has a key that closed A does not list" is no union of
     schemas in C: C alone is left to subtraction. A and B are still exact unions of
     merged schemas, so B's keys stand in any order."""
-    import grammars.json_logic as logic
-
     schema = {"oneOf": [
         {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "string"}}, "additionalProperties": False},
         {"type": "object", "properties": {"x": {"type": "string"}, "z": {}}, "additionalProperties": False},
@@ -596,16 +601,8 @@ def test_one_of_subtracts_only_the_branches_whose_negations_are_no_unions():
     validator = _validator(schema)
     docs = [{}, {"x": 1}, {"x": "s"}, {"x": "s", "z": 1}, {"z": 1, "x": "s"}, {"z": 1}, {"x": 1, "y": "t"},
             {"y": "t"}, {"x": 1, "w": True}, {"w": True}, {"x": 1.5}, {"x": "s", "w": 1}, [], "s"]
-    unions = []
-    original = logic.LogicCompiler._one_of_as_unions
-
-    def recording(self, *args):
-        got = original(self, *args)
-        unions.append([u is not None for u in got])
-        return got
-
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(logic.LogicCompiler, "_one_of_as_unions", recording)
+        unions = _one_of_unions(mp)
         for order in ("schema", "any"):
             dfa = compile_json_schema(schema, "compact", key_order=order)
             for doc in docs:
@@ -619,8 +616,6 @@ def test_one_of_choices_that_only_narrow_others_are_dropped():
     ways, 256 choices (past ``MAX_ONE_OF_CHOICES``), but "no coordinates" fails all
     four at once: 18 choices are left, so the ``oneOf`` is a union of merged schemas
     (keys in any order)."""
-    import grammars.json_logic as logic
-
     def shape(kind, coordinates):
         return {"type": "object", "required": ["type", "coordinates"], "properties": {
             "type": {"enum": [kind]}, "coordinates": coordinates, "bbox": {"type": "array", "minItems": 4}}}
@@ -640,12 +635,9 @@ def test_one_of_choices_that_only_narrow_others_are_dropped():
             {"type": "Point", "coordinates": [1, 2], "geometries": []}, {"type": "Point"},
             {"type": "Point", "geometries": [], "bbox": [1]}, {"type": "X", "geometries": [], "bbox": [1, 2, 3, 4]}]
     with pytest.MonkeyPatch.context() as mp:
-        unions = []
-        original = logic.LogicCompiler._one_of_as_unions
-        mp.setattr(logic.LogicCompiler, "_one_of_as_unions",
-                   lambda self, *a: unions.append(original(self, *a)) or unions[-1])
+        unions = _one_of_unions(mp)
         dfa = compile_json_schema(schema, "compact", key_order="any")
-    assert unions and all(None not in u for u in unions)
+    assert unions and all(all(u) for u in unions)
     for doc in docs:
         assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
 
@@ -655,8 +647,6 @@ def test_one_of_branches_that_are_all_of_a_shared_base_negate_merged():
     keys}]``, and the protocol is optional, so the branches overlap. Merged, each is
     an object of ``type`` / ``required`` / ``properties``, which negates as a union of
     schemas: no subtraction, keys in any order."""
-    import grammars.json_logic as logic
-
     schema = {"$defs": {"meter": {"type": "object", "required": ["enabled"],
                                   "properties": {"enabled": {"type": "boolean"}, "interval": {"type": "integer"}}}},
               "type": "array", "items": {"oneOf": [
@@ -668,12 +658,10 @@ def test_one_of_branches_that_are_all_of_a_shared_base_negate_merged():
             [{"enabled": True}], [{"enabled": True, "gpio": 1}], [{"enabled": True, "gpio": "x"}],
             [{"enabled": True, "host": 1}], [{"enabled": True, "protocol": "d0", "gpio": 1}],
             [{"enabled": True, "protocol": "x"}], [{"protocol": "s0"}], [{"interval": 5, "enabled": False, "host": 1}]]
-    unions = []
-    original = logic.LogicCompiler._one_of_as_unions
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(logic.LogicCompiler, "_one_of_as_unions", lambda self, *a: unions.append(original(self, *a)) or unions[-1])
+        unions = _one_of_unions(mp)
         dfa = compile_json_schema(schema, "compact", key_order="any")
-    assert unions and all(None not in u for u in unions)
+    assert unions and all(all(u) for u in unions)
     for doc in docs:
         assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
 
