@@ -559,6 +559,18 @@ def _one_of_unions(mp) -> list:
     return seen
 
 
+def _exact_unions_in_any_order(schema, docs):
+    """Every ``oneOf`` of ``schema`` compiles as exact unions (no branch subtracted),
+    and every doc, keys in any order, is judged as jsonschema judges it."""
+    validator = _validator(schema)
+    with pytest.MonkeyPatch.context() as mp:
+        unions = _one_of_unions(mp)
+        dfa = compile_json_schema(schema, "compact", key_order="any")
+    assert unions and all(all(u) for u in unions)
+    for doc in docs:
+        assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
+
+
 def test_one_of_closed_branches_overlapping_on_the_empty_object_stay_unions():
     """Closed objects of optional keys (bitbucket's ``step`` / ``stage`` /
     ``parallel``) all take ``{}``. A closed branch fails another closed one by having
@@ -628,18 +640,12 @@ def test_one_of_choices_that_only_narrow_others_are_dropped():
                         {"type": "object", "required": ["type", "geometries"],
                          "properties": {"type": {"type": "string"}, "geometries": {"type": "array"},
                                         "bbox": {"type": "array", "minItems": 4}}}]}
-    validator = _validator(schema)
     docs = [None, {"type": "Point", "coordinates": [1, 2]}, {"coordinates": [1, 2], "type": "Point"},
             {"type": "Point", "coordinates": [1]}, {"type": "LineString", "coordinates": [[1, 2], [3, 4]]},
             {"type": "MultiPoint", "coordinates": []}, {"type": "GeometryCollection", "geometries": []},
             {"type": "Point", "coordinates": [1, 2], "geometries": []}, {"type": "Point"},
             {"type": "Point", "geometries": [], "bbox": [1]}, {"type": "X", "geometries": [], "bbox": [1, 2, 3, 4]}]
-    with pytest.MonkeyPatch.context() as mp:
-        unions = _one_of_unions(mp)
-        dfa = compile_json_schema(schema, "compact", key_order="any")
-    assert unions and all(all(u) for u in unions)
-    for doc in docs:
-        assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
+    _exact_unions_in_any_order(schema, docs)
 
 
 def test_one_of_branches_that_are_all_of_a_shared_base_negate_merged():
@@ -653,17 +659,11 @@ def test_one_of_branches_that_are_all_of_a_shared_base_negate_merged():
                   {"allOf": [{"$ref": "#/$defs/meter"}, {"properties": {"protocol": {"enum": ["s0"]}, "gpio": {"type": "integer"}}}]},
                   {"allOf": [{"$ref": "#/$defs/meter"}, {"properties": {"protocol": {"enum": ["d0"]}, "host": {"type": "string"}}}]},
               ]}}
-    validator = _validator(schema)
     docs = [[{"enabled": True, "protocol": "s0"}], [{"protocol": "d0", "enabled": True, "host": "h"}],
             [{"enabled": True}], [{"enabled": True, "gpio": 1}], [{"enabled": True, "gpio": "x"}],
             [{"enabled": True, "host": 1}], [{"enabled": True, "protocol": "d0", "gpio": 1}],
             [{"enabled": True, "protocol": "x"}], [{"protocol": "s0"}], [{"interval": 5, "enabled": False, "host": 1}]]
-    with pytest.MonkeyPatch.context() as mp:
-        unions = _one_of_unions(mp)
-        dfa = compile_json_schema(schema, "compact", key_order="any")
-    assert unions and all(all(u) for u in unions)
-    for doc in docs:
-        assert dfa.matches(compact(doc)) == validator.is_valid(doc), doc
+    _exact_unions_in_any_order(schema, docs)
 
 
 def test_a_forbidden_key_merges_into_an_object_with_pattern_properties():
