@@ -49,7 +49,7 @@ from .arrays import spans
 from .dfa import DFA
 from .gc_pause import gc_paused
 from .lazy import GrowthDeferred
-from .narrow import NARROW_BUDGET, TrieLists, narrow_walk
+from .narrow import NARROW_BUDGET, TrieLists, class_bytes, few_moves, narrow_walk
 from .nfa import MAX_GROWN_NFA_STATES
 from .trie import LONG_RUN, PLAIN_BYTES, RunTrie, Trie, set_bits, split_vocabulary
 
@@ -74,6 +74,14 @@ CLASS_TRIE_MAX_CLASSES = 24
 # Longer than any token (SmolLM2's longest is 48 bytes): a state that keeps alive
 # this long on plain bytes allows every plain token.
 _PLAIN_RUN_CAP = 256
+
+# A room search (``TokenIndex._room``) visits at most this many states beyond a chain.
+_ROOM_BRANCHING = 64
+
+# Row lists kept for narrow walks, in entries (states x classes): ~8 bytes each.
+_ROW_LIST_ENTRIES = 2_000_000
+
+_UNSET = object()
 
 # States per batched walk in build_all (bounds the [states x end nodes] bit sets).
 _BATCH_STATES = 1024
@@ -197,6 +205,8 @@ class TokenIndex:
         self._row_of_runs: dict[tuple, int] = {}  # a narrow walk's runs -> row id
         self._symbol_class: np.ndarray | None = None  # the DFA's class of each trie symbol
         self._row_lists: dict[int, list[int]] = {}
+        self._few_of: dict[int, list | None] = {}  # _few_moves
+        self._class_bytes: list[list[int]] = []
         self._utf8_of: dict[int, int] = {}  # _utf8_target
         #: The bits of the EOS tokens alone.
         self.eos_row = np.zeros(self.words, dtype=np.int32)
@@ -244,14 +254,17 @@ class TokenIndex:
         seeds), narrow walks of the states a miss's tokens lead to (6,000 checks per
         miss) made all mask time 30-40% higher and TBM p99 3.0-3.5 ms instead of
         1.0-1.1 ms: the rows computed ahead did not pay for themselves."""
-        self._row_lists.clear()  # rows as lists, shared by this miss's walk only (bounded)
+        if len(self._row_lists) * self.dfa.num_classes > _ROW_LIST_ENTRIES:
+            self._row_lists.clear()
+            self._few_of.clear()
         split = self._split.byte_level
         if split.lists is None:
             split.lists = TrieLists(split)
         if self._symbol_class is None:
             self._symbol_class = np.append(self.dfa.byte_to_class, [0, 0, 0]).astype(np.int64)
-        got = narrow_walk(split.lists, self._symbol_class, self._row_list, self._plain_run, self._text_run,
-                          self._utf8_target, state, NARROW_BUDGET)
+            self._class_bytes = class_bytes(self.dfa.byte_to_class)
+        got = narrow_walk(split.lists, self._symbol_class, self._row_list, self._few_moves, self._plain_run,
+                          self._text_run, self._utf8_target, state, NARROW_BUDGET)
         if got is None:
             return False
         lo, hi = got
@@ -267,10 +280,18 @@ class TokenIndex:
         return True
 
     def _row_list(self, state: int) -> list[int]:
-        """The DFA's row of ``state`` as a list (kept until the next miss)."""
+        """The DFA's row of ``state`` as a list (kept across misses, up to
+        ``_ROW_LIST_ENTRIES`` entries in all: rows never change once built)."""
         got = self._row_lists.get(state)
         if got is None:
             got = self._row_lists[state] = self.dfa.next_states(state)
+        return got
+
+    def _few_moves(self, state: int):
+        """``fsm.narrow.few_moves`` of ``state``'s row (kept as ``_row_lists``)."""
+        got = self._few_of.get(state, _UNSET)
+        if got is _UNSET:
+            got = self._few_of[state] = few_moves(self._row_list(state), self._class_bytes)
         return got
 
     def _compute_ahead(self, state: int) -> None:
@@ -395,28 +416,81 @@ class TokenIndex:
 
     def _plain_run(self, state: int) -> int:
         """How many plain bytes, whichever they are, keep the DFA alive from
-        ``state`` (capped at ``_PLAIN_RUN_CAP``, beyond any token): every plain byte
-        must lead to one same state each time. A free string loops (the cap); the
-        inside of a ``maxLength`` string counts down its room. Memoised in
-        ``_run_of`` along the whole chain of states."""
+        ``state`` (at most ``_PLAIN_RUN_CAP``, beyond any token). A free string
+        loops (the cap); the inside of a ``maxLength`` string counts down its room;
+        a string under an unanchored ``pattern`` moves between search states that
+        all stay alive (the cap). See ``_room``; memoised in ``_run_of``."""
         runs = self._run_room()
-        path = []
-        while runs[state] < 0 and len(path) < _PLAIN_RUN_CAP:
-            row = self._row_list(state)
-            nxt = row[self._plain_list[0]]
-            if nxt < 0 or any(row[c] != nxt for c in self._plain_list):
-                runs[state] = 0
-            elif nxt == state:
-                runs[state] = _PLAIN_RUN_CAP
-            else:
-                runs = self._run_room()  # the expansion may have made new states
-                path.append(state)
-                state = nxt
-        run = runs[state] if runs[state] >= 0 else _PLAIN_RUN_CAP
-        for s in reversed(path):
-            run = min(_PLAIN_RUN_CAP, run + 1)
-            runs[s] = run
-        return int(run)
+        got = runs[state]
+        if got >= 0:
+            return int(got)
+        return self._room(state, self._plain_successors, self._plain_memo, _PLAIN_RUN_CAP)
+
+    def _plain_successors(self, state: int):
+        row = self._row_list(state)
+        targets = {row[c] for c in self._plain_list}
+        return None if -1 in targets else targets
+
+    def _plain_memo(self, state: int, room: int | None = None) -> int:
+        runs = self._run_room()
+        if room is not None:
+            runs[state] = room
+        return int(runs[state])
+
+    def _room(self, state: int, successors, memo, cap: int) -> int:
+        """The fewest characters after which some character kills the DFA, from
+        ``state`` (``cap`` if none within reach): a breadth-first search over the
+        states ``successors`` leads to (``None``: some character dies there).
+
+        Any text of at most that many characters then keeps the DFA alive, so a trie
+        node whose tokens are no longer is allowed whole. A chain of states with one
+        successor each (a counted string) is followed up to ``cap`` states; where
+        states branch (search states of a pattern, a key that starts listed keys or
+        any other) at most ``_ROOM_BRANCHING`` more are visited, and where that is
+        not enough the depth reached is a lower bound. ``memo(state)``: a known room
+        (or a lower bound), else -1; ``memo(state, room)`` records one."""
+        depth_of = {state: 0}
+        frontier = [state]
+        chain = [state]  # while each state has one successor: room falls by one a step
+        best, depth, exact, visited = cap + 1, 0, True, 0
+        while frontier and depth < best:
+            if depth >= cap or visited > _ROOM_BRANCHING:
+                best, exact = depth, False  # no death within reach: a lower bound
+                break
+            nxt = []
+            for s in frontier:
+                known = memo(s) if depth else -1
+                if known >= 0:
+                    best = min(best, depth + known)
+                    continue
+                targets = successors(s)
+                if targets is None:
+                    best = min(best, depth)
+                    continue
+                if s == chain[-1] and len(chain) == depth + 1 and len(targets) == 1:
+                    (t,) = targets
+                    if t not in depth_of:
+                        chain.append(t)
+                for t in targets:
+                    if t not in depth_of:
+                        depth_of[t] = depth + 1
+                        nxt.append(t)
+            frontier = nxt
+            depth += 1
+            if len(chain) <= depth:
+                visited += len(frontier)
+        room = min(best, cap)
+        if exact and room == cap and not frontier:
+            # A closed set of states where nothing dies: every one has the cap.
+            for s in depth_of:
+                memo(s, cap)
+            return cap
+        # Down the chain, exactly (or as lower bounds, kept only while they stay
+        # above any token).
+        for d, s in enumerate(chain[: room + 1] if exact else chain[: max(1, room // 2)]):
+            if memo(s) < 0:
+                memo(s, room - d)
+        return room
 
     def _run_room(self) -> np.ndarray:
         """``_run_of``, grown to cover every state the DFA has now."""
@@ -426,36 +500,33 @@ class TokenIndex:
 
     def _text_run(self, state: int) -> int:
         """How many characters but the quote, the backslash and controls, whichever
-        they are, keep the DFA alive from ``state``: every such character, plain
-        byte or whole UTF-8 sequence, must lead to one same state each time. Capped
-        at one more than the longest text token has (checking a step costs ~10 lazy
-        states, so a 255-character string's chain is not followed to its end).
-        Memoised along the chain, as ``_plain_run``."""
-        memo, path, cap = self._text_of, [], self._text_cap
-        while state not in memo and len(path) < cap:
-            nxt = self._char_target(state)
-            if nxt < 0:
-                memo[state] = 0
-            elif nxt == state:
-                memo[state] = cap
-            else:
-                path.append(state)
-                state = nxt
-        run = memo.get(state, cap)
-        for s in reversed(path):
-            run = min(cap, run + 1)
-            memo[s] = run
-        return run
+        they are (plain bytes or whole UTF-8 sequences), keep the DFA alive from
+        ``state``, as ``_plain_run`` (``_room``). Capped at one more than the
+        longest text token has, so a 255-character string's chain is not followed to
+        its end (each step costs ~10 lazy states)."""
+        got = self._text_of.get(state)
+        if got is not None:
+            return got
+        return self._room(state, self._char_successors, self._text_memo, self._text_cap)
 
-    def _char_target(self, state: int) -> int:
-        """The one state every plain byte and every whole non-ASCII UTF-8 character
-        leads to from ``state``, or -1 when they do not all lead to one live state."""
+    def _char_successors(self, state: int):
+        """The states a plain byte or a whole non-ASCII character leads to from
+        ``state``, or None when one of them dies (or the non-ASCII characters do
+        not all lead to one state)."""
         row = self._row_list(state)
         targets = {row[c] for c in self._plain_list}
-        if len(targets) != 1 or -1 in targets:
-            return -1
-        (target,) = targets
-        return target if self._utf8_target(state) == target else -1
+        if -1 in targets:
+            return None
+        after = self._utf8_target(state)
+        if after < 0:
+            return None
+        targets.add(after)
+        return targets
+
+    def _text_memo(self, state: int, room: int | None = None) -> int:
+        if room is not None:
+            self._text_of[state] = room
+        return self._text_of.get(state, -1)
 
     def _utf8_target(self, state: int) -> int:
         """The one state every whole non-ASCII UTF-8 character leads to from

@@ -204,7 +204,12 @@ class LazyDFA:
 
     def _target(self, targets: frozenset[int]) -> int:
         """The state a set of NFA targets leads to (``sweep_row`` memoises it)."""
-        j = self._by_targets[targets] = self._add(frozenset().union(*(self._closure(t) for t in targets)))
+        if len(targets) == 1:  # most moves: the target's closure is the subset itself
+            (t,) = targets
+            subset = self._closure(t)
+        else:
+            subset = frozenset().union(*(self._closure(t) for t in targets))
+        j = self._by_targets[targets] = self._add(subset)
         return j
 
     def _expand(self, state: int) -> list[int]:

@@ -25,6 +25,8 @@ PATTERNS = [
     r'"(ab|[^"\\a][^"\\]*)"',                    # a key trie: ASCII first letters differ, the rest do not
     r'[a-zà-ÿ ]{0,12}\.',                        # some non-ASCII characters only
     r'\{"name":"[^"\\]*","n":-?\d{1,3}\}',       # a small object
+    r'"[^"\\]*10\.[0-9]+/[^"\\]*"',             # an unanchored pattern: search states, none dies
+    r'"[^"\\]*,[^"\\]*,[^"\\]*"',              # two commas somewhere: states count them
 ]
 
 
@@ -63,18 +65,44 @@ def test_narrow_rows_equal_batched_rows(smollm2_vocab, pattern, monkeypatch):
         assert (batched.mask(s) == narrow_rows[s]).all(), (pattern, s)
 
 
-@pytest.mark.parametrize("pattern", [PATTERNS[0], PATTERNS[2], PATTERNS[4]])
+def _assert_brute_force(index, vocab, s, label):
+    ids = np.arange(vocab.size)
+    row = index.mask(s)
+    allowed = (row[ids >> 5] >> (ids & 31)) & 1
+    for t, b in enumerate(vocab.token_bytes):
+        want = index.dfa.step(s, b) >= 0 if b else (t in vocab.eos_token_ids and index.dfa.is_accepting(s))
+        assert allowed[t] == want, (label, s, t, b)
+
+
+@pytest.mark.parametrize("pattern", [PATTERNS[0], PATTERNS[2], PATTERNS[4], PATTERNS[7], PATTERNS[8]])
 def test_narrow_rows_match_brute_force(smollm2_vocab, pattern):
     vocab = smollm2_vocab
     dfa = _lazy_dfa(pattern)
     index = TokenIndex(dfa, vocab, eager=False)
-    ids = np.arange(vocab.size)
     for s in _reachable(dfa, 8, random.Random(1)):
-        row = index.mask(s)
-        allowed = (row[ids >> 5] >> (ids & 31)) & 1
-        for t, b in enumerate(vocab.token_bytes):
-            want = dfa.step(s, b) >= 0 if b else (t in vocab.eos_token_ids and dfa.is_accepting(s))
-            assert allowed[t] == want, (pattern, s, t, b)
+        _assert_brute_force(index, vocab, s, pattern)
+
+
+def test_search_states_allow_plain_tokens_whole(smollm2_vocab):
+    """Inside a string under an unanchored pattern no plain text dies, though each
+    character moves the search on: the room is the cap there, not zero."""
+    index = TokenIndex(_lazy_dfa(PATTERNS[7]), smollm2_vocab, eager=False)
+    inside = index.dfa.step(0, b'"')
+    assert index._plain_run(inside) >= 64 and index._text_run(inside) == index._text_cap
+    assert index._plain_run(index.dfa.step(inside, b"10.")) >= 64
+
+
+def test_room_near_the_end_of_a_long_counted_string(smollm2_vocab):
+    """Ten characters before the end of a 260-character string, only tokens of at
+    most ten characters (or closing it) fit, even after the room of the string's
+    start was found (its chain is longer than the search follows)."""
+    vocab = smollm2_vocab
+    index = TokenIndex(_lazy_dfa(r'"[^"\\]{0,260}"'), vocab, eager=False)
+    inside = index.dfa.step(0, b'"')
+    index.mask(inside)
+    late = index.dfa.step(inside, b"a" * 250)
+    assert index._plain_run(late) == 10
+    _assert_brute_force(index, vocab, late, "late in the string")
 
 
 def test_text_shortcut_needs_every_character(smollm2_vocab):
