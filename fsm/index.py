@@ -49,7 +49,7 @@ from .arrays import spans
 from .dfa import DFA
 from .gc_pause import gc_paused
 from .lazy import GrowthDeferred
-from .narrow import NARROW_BUDGET, TrieLists, class_bytes, few_moves, narrow_walk
+from .narrow import NARROW_BUDGET, TrieLists, class_bytes, few_moves, loop_bytes, narrow_walk
 from .nfa import MAX_GROWN_NFA_STATES
 from .trie import LONG_RUN, PLAIN_BYTES, RunTrie, Trie, set_bits, split_vocabulary
 
@@ -206,7 +206,9 @@ class TokenIndex:
         self._symbol_class: np.ndarray | None = None  # the DFA's class of each trie symbol
         self._row_lists: dict[int, list[int]] = {}
         self._few_of: dict[int, list | None] = {}  # _few_moves
+        self._loop_of: dict[int, int] = {}  # _loop_bytes
         self._class_bytes: list[list[int]] = []
+        self._class_masks: list[int] = []  # the bytes of each class as bits of an int
         self._utf8_of: dict[int, int] = {}  # _utf8_target
         #: The bits of the EOS tokens alone.
         self.eos_row = np.zeros(self.words, dtype=np.int32)
@@ -257,14 +259,16 @@ class TokenIndex:
         if len(self._row_lists) * self.dfa.num_classes > _ROW_LIST_ENTRIES:
             self._row_lists.clear()
             self._few_of.clear()
+            self._loop_of.clear()
         split = self._split.byte_level
         if split.lists is None:
             split.lists = TrieLists(split)
         if self._symbol_class is None:
             self._symbol_class = np.append(self.dfa.byte_to_class, [0, 0, 0]).astype(np.int64)
             self._class_bytes = class_bytes(self.dfa.byte_to_class)
-        got = narrow_walk(split.lists, self._symbol_class, self._row_list, self._few_moves, self._plain_run,
-                          self._text_run, self._utf8_target, state, NARROW_BUDGET)
+            self._class_masks = [sum(1 << b for b in bs) for bs in self._class_bytes]
+        got = narrow_walk(split.lists, self._symbol_class, self._row_list, self._few_moves, self._loop_bytes,
+                          self._plain_run, self._text_run, self._utf8_target, state, NARROW_BUDGET)
         if got is None:
             return False
         lo, hi = got
@@ -292,6 +296,13 @@ class TokenIndex:
         got = self._few_of.get(state, _UNSET)
         if got is _UNSET:
             got = self._few_of[state] = few_moves(self._row_list(state), self._class_bytes)
+        return got
+
+    def _loop_bytes(self, state: int) -> int:
+        """``fsm.narrow.loop_bytes`` of ``state`` (kept as ``_row_lists``)."""
+        got = self._loop_of.get(state)
+        if got is None:
+            got = self._loop_of[state] = loop_bytes(self._row_list(state), state, self._class_masks)
         return got
 
     def _compute_ahead(self, state: int) -> None:

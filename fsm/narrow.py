@@ -13,8 +13,11 @@ whatever the frontier's size, so one state's row costs 0.4-1 ms even when it all
 ten tokens. Most states decoding reaches are narrow: inside a key, a number, a
 keyword, between a value and the next key. This walk visits their alive pairs one by
 one and gives up (returns ``None``) past a budget of child checks, leaving wide
-states (an open value, a string under a pattern) to the batched walk. Inside a free
-string it takes the plain and text subtries whole, so that state is narrow too.
+states (an open value) to the batched walk. It takes a node's whole subtree where the
+state allows all of it: inside a free string the plain and text subtries (by room,
+``TokenIndex._plain_run``), and wherever the state loops on every byte below the
+node (``loop_bytes``: a URI's path or host takes the ``example`` subtree whole), so
+those states are narrow too.
 
 Cost notes: a child check is a few list lookups (~0.1-0.2 µs). Under a node with
 many children (the roots: ~300 between them) a state with few live bytes (a key's
@@ -49,7 +52,7 @@ class TrieLists:
     ~10x faster on lists than on numpy arrays). Built once per trie."""
 
     __slots__ = ("roots", "child_start", "child_end", "symbol", "own", "lo", "hi", "plain", "text", "height",
-                 "text_need", "text_root", "text_first_wide", "text_rest_chars", "symbol_np")
+                 "text_need", "text_root", "text_first_wide", "text_rest_chars", "symbol_np", "below")
 
     def __init__(self, runs) -> None:
         t = runs.trie
@@ -65,6 +68,7 @@ class TrieLists:
         self.height = runs.height.tolist()
         self.text = runs.text_node.tolist()
         self.text_need = runs.text_need.tolist()
+        self.below = bytes_below(t)
         # The text root, its first child on a non-ASCII byte (the children come in
         # byte order, so those children's subtrees are the tail of its run), and the
         # most characters below such a child.
@@ -77,6 +81,41 @@ class TrieLists:
             if wide:
                 self.text_first_wide = wide[0]
                 self.text_rest_chars = int(runs.chars[wide].max())
+
+
+def bytes_below(t) -> list[int]:
+    """For each node of a byte-level trie, the set of bytes on the edges below it
+    (bit b: byte b), as a Python int: a state that loops on every one of them
+    allows the node's whole subtree (see ``loop_bytes``)."""
+    n = t.num_nodes
+    words = np.zeros((n, 4), dtype=np.uint64)
+    sym = np.maximum(t.symbol, 0)
+    for d in range(t.depth, 1, -1):  # levels 2 and down carry bytes (level 1: the split's markers)
+        nodes = np.arange(t.level_start[d], t.level_start[d + 1])
+        if not len(nodes):
+            continue
+        own = words[nodes].copy()
+        b = sym[nodes].astype(np.uint64)
+        own[np.arange(len(nodes)), (b >> np.uint64(6)).astype(np.int64)] |= np.uint64(1) << (b & np.uint64(63))
+        parent = t.parent[nodes]
+        first = np.flatnonzero(np.r_[True, parent[1:] != parent[:-1]])
+        words[parent[first]] |= np.bitwise_or.reduceat(own, first, axis=0)
+    raw = words.astype("<u8").tobytes()
+    return [int.from_bytes(raw[32 * i: 32 * i + 32], "little") for i in range(n)]
+
+
+def loop_bytes(row: list[int], state: int, class_masks: list[int]) -> int:
+    """The bytes on which ``state`` loops to itself (bit b: byte b; ``class_masks``:
+    each byte class's bytes so): any text of them keeps it where it is, so a trie
+    node with only such bytes below it is allowed whole (a URI's path, a pattern like
+    ``^[a-z0-9-]+$``, a free string)."""
+    if state not in row:
+        return 0
+    mask = 0
+    for c, target in enumerate(row):
+        if target == state:
+            mask |= class_masks[c]
+    return mask
 
 
 def class_bytes(byte_to_class) -> list[list[int]]:
@@ -101,7 +140,7 @@ def few_moves(row: list[int], bytes_of_class: list[list[int]]):
     return out
 
 
-def narrow_walk(tl: TrieLists, classes: np.ndarray, row_of, few_of, plain_room, text_room, utf8_target,
+def narrow_walk(tl: TrieLists, classes: np.ndarray, row_of, few_of, loop_of, plain_room, text_room, utf8_target,
                 start: int, budget: int = NARROW_BUDGET):
     """The token runs alive from DFA state ``start``, or ``None`` past ``budget``.
 
@@ -109,7 +148,8 @@ def narrow_walk(tl: TrieLists, classes: np.ndarray, row_of, few_of, plain_room, 
     markers, which are never stepped);
     ``row_of(state)``: that state's targets per class as a list (-1: dead), computing
     it if needed (and caching it: it is asked for at every node the state reaches);
-    ``few_of(state)``: ``few_moves`` of that row (cached too);
+    ``few_of(state)``: ``few_moves`` of that row (cached too); ``loop_of(state)``:
+    ``loop_bytes`` of it (cached too);
     ``plain_room(state)``: how many plain bytes of any kind keep the DFA alive from
     ``state`` (``TokenIndex._plain_run``); ``text_room(state)``: the same in
     characters of text (``TokenIndex._text_run``); ``utf8_target(state)``: the one
@@ -141,8 +181,17 @@ def narrow_walk(tl: TrieLists, classes: np.ndarray, row_of, few_of, plain_room, 
                 target = row[classes[symbol[child]]]
                 if target >= 0:
                     stack.append((child, target))
+    below = tl.below
+    loops: dict[int, int] = {}
     while stack:
         node, state = stack.pop()
+        loop = loops.get(state)
+        if loop is None:
+            loop = loops[state] = loop_of(state)
+        if loop and not below[node] & ~loop:
+            lo.append(lo_of[node])
+            hi.append(hi_of[node])
+            continue
         if plain[node]:
             room = rooms.get(state)
             if room is None:
