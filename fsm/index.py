@@ -43,6 +43,8 @@ nodes.
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 import numpy as np
 
 from .arrays import spans
@@ -74,9 +76,6 @@ CLASS_TRIE_MAX_CLASSES = 24
 # Longer than any token (SmolLM2's longest is 48 bytes): a state that keeps alive
 # this long on plain bytes allows every plain token.
 _PLAIN_RUN_CAP = 256
-
-# A room search (``TokenIndex._room``) visits at most this many states beyond a chain.
-_ROOM_BRANCHING = 64
 
 # Row lists kept for narrow walks, in entries (states x classes): ~8 bytes each.
 _ROW_LIST_ENTRIES = 2_000_000
@@ -199,6 +198,8 @@ class TokenIndex:
         self._text_cap = int(byte_level.chars[text_roots].max(initial=0)) + 1
         self._utf8_classes: list[list[list[int]]] | None = None
         self._plain_list = np.unique(dfa.byte_to_class[np.frombuffer(PLAIN_BYTES, dtype=np.uint8)]).tolist()
+        # A row's targets on the plain classes, as a tuple (at C speed).
+        self._plain_targets = itemgetter(*self._plain_list, self._plain_list[0])
         self._row_of_state = np.full(max(dfa.num_states, 64), -1, dtype=np.int64)
         self._rows: list[np.ndarray] = []
         self._row_ids: dict[bytes, int] = {}
@@ -427,20 +428,20 @@ class TokenIndex:
 
     def _plain_run(self, state: int) -> int:
         """How many plain bytes, whichever they are, keep the DFA alive from
-        ``state`` (at most ``_PLAIN_RUN_CAP``, beyond any token). A free string
-        loops (the cap); the inside of a ``maxLength`` string counts down its room;
-        a string under an unanchored ``pattern`` moves between search states that
-        all stay alive (the cap). See ``_room``; memoised in ``_run_of``."""
+        ``state`` (at most ``_PLAIN_RUN_CAP``, beyond any token), following the
+        chain where every plain byte leads to one same state (``_room``; memoised
+        in ``_run_of``)."""
         runs = self._run_room()
         got = runs[state]
         if got >= 0:
             return int(got)
-        return self._room(state, self._plain_successors, self._plain_memo, _PLAIN_RUN_CAP)
+        return self._room(state, self._plain_successor, self._plain_memo, _PLAIN_RUN_CAP)
 
-    def _plain_successors(self, state: int):
-        row = self._row_list(state)
-        targets = {row[c] for c in self._plain_list}
-        return None if -1 in targets else targets
+    def _plain_successor(self, state: int) -> int:
+        """The one state every plain byte leads to from ``state``, or -1."""
+        targets = self._plain_targets(self._row_list(state))
+        first = targets[0]
+        return first if targets.count(first) == len(targets) else -1
 
     def _plain_memo(self, state: int, room: int | None = None) -> int:
         runs = self._run_room()
@@ -448,60 +449,46 @@ class TokenIndex:
             runs[state] = room
         return int(runs[state])
 
-    def _room(self, state: int, successors, memo, cap: int) -> int:
+    def _room(self, state: int, successor, memo, cap: int) -> int:
         """The fewest characters after which some character kills the DFA, from
-        ``state`` (``cap`` if none within reach): a breadth-first search over the
-        states ``successors`` leads to (``None``: some character dies there).
+        ``state`` (``cap`` if none within reach), following the chain of states
+        where every such character leads to one same state (``successor(state)``:
+        that state, or -1 where they do not, which counts as dying there).
 
         Any text of at most that many characters then keeps the DFA alive, so a trie
-        node whose tokens are no longer is allowed whole. A chain of states with one
-        successor each (a counted string) is followed up to ``cap`` states; where
-        states branch (search states of a pattern, a key that starts listed keys or
-        any other) at most ``_ROOM_BRANCHING`` more are visited, and where that is
-        not enough the depth reached is a lower bound. ``memo(state)``: a known room
-        (or a lower bound), else -1; ``memo(state, room)`` records one."""
-        depth_of = {state: 0}
-        frontier = [state]
-        chain = [state]  # while each state has one successor: room falls by one a step
-        best, depth, exact, visited = cap + 1, 0, True, 0
-        while frontier and depth < best:
-            if depth >= cap or visited > _ROOM_BRANCHING:
-                best, exact = depth, False  # no death within reach: a lower bound
+        node whose tokens are no longer is allowed whole. A free string loops (the
+        cap); the inside of a ``maxLength`` string counts down. The room falls by one
+        along the chain, so each state on it is memoised; past ``cap`` states the
+        chain is cut, and only its first half keeps its (lower-bound) rooms, which
+        stay above any token. ``memo(state)``: a known room, else -1;
+        ``memo(state, room)`` records one."""
+        path, on_path = [], set()
+        room = -1
+        while len(path) < cap:
+            known = memo(state)
+            if known >= 0:
+                room = known
                 break
-            nxt = []
-            for s in frontier:
-                known = memo(s) if depth else -1
-                if known >= 0:
-                    best = min(best, depth + known)
-                    continue
-                targets = successors(s)
-                if targets is None:
-                    best = min(best, depth)
-                    continue
-                if s == chain[-1] and len(chain) == depth + 1 and len(targets) == 1:
-                    (t,) = targets
-                    if t not in depth_of:
-                        chain.append(t)
-                for t in targets:
-                    if t not in depth_of:
-                        depth_of[t] = depth + 1
-                        nxt.append(t)
-            frontier = nxt
-            depth += 1
-            if len(chain) <= depth:
-                visited += len(frontier)
-        room = min(best, cap)
-        if exact and room == cap and not frontier:
-            # A closed set of states where nothing dies: every one has the cap.
-            for s in depth_of:
-                memo(s, cap)
-            return cap
-        # Down the chain, exactly (or as lower bounds, kept only while they stay
-        # above any token).
-        for d, s in enumerate(chain[: room + 1] if exact else chain[: max(1, room // 2)]):
-            if memo(s) < 0:
-                memo(s, room - d)
-        return room
+            if state in on_path:  # back on the chain: nothing on it ever dies
+                room = cap
+                break
+            path.append(state)
+            on_path.add(state)
+            nxt = successor(state)
+            if nxt < 0:
+                room = 0
+                path.pop()
+                memo(state, 0)
+                break
+            state = nxt
+        if room < 0:  # cut at cap states: lower bounds
+            for d, s in enumerate(path[: cap // 2]):
+                memo(s, cap - d)
+            return memo(path[0]) if path else 0
+        for s in reversed(path):
+            room = min(cap, room + 1)
+            memo(s, room)
+        return memo(path[0]) if path else room
 
     def _run_room(self) -> np.ndarray:
         """``_run_of``, grown to cover every state the DFA has now."""
@@ -518,21 +505,13 @@ class TokenIndex:
         got = self._text_of.get(state)
         if got is not None:
             return got
-        return self._room(state, self._char_successors, self._text_memo, self._text_cap)
+        return self._room(state, self._char_successor, self._text_memo, self._text_cap)
 
-    def _char_successors(self, state: int):
-        """The states a plain byte or a whole non-ASCII character leads to from
-        ``state``, or None when one of them dies (or the non-ASCII characters do
-        not all lead to one state)."""
-        row = self._row_list(state)
-        targets = {row[c] for c in self._plain_list}
-        if -1 in targets:
-            return None
-        after = self._utf8_target(state)
-        if after < 0:
-            return None
-        targets.add(after)
-        return targets
+    def _char_successor(self, state: int) -> int:
+        """The one state every plain byte and every whole non-ASCII character leads
+        to from ``state``, or -1."""
+        target = self._plain_successor(state)
+        return target if target >= 0 and self._utf8_target(state) == target else -1
 
     def _text_memo(self, state: int, room: int | None = None) -> int:
         if room is not None:

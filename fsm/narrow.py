@@ -45,6 +45,9 @@ _WIDE = 32
 _LOOKUP = 8
 #: A state with more bytes alive than this counts as wide for ``few_moves``.
 FEW_BYTES = 48
+# A state with at most this many live byte classes gets no ``loop_bytes`` (a key, a
+# number, a literal: computing them cost more than the subtrees they took whole).
+_FEW_LOOP_CLASSES = 8
 
 
 class TrieLists:
@@ -94,12 +97,12 @@ def bytes_below(t) -> list[int]:
         nodes = np.arange(t.level_start[d], t.level_start[d + 1])
         if not len(nodes):
             continue
-        own = words[nodes].copy()
+        bits = words[nodes].copy()  # what is below each node, and its own byte
         b = sym[nodes].astype(np.uint64)
-        own[np.arange(len(nodes)), (b >> np.uint64(6)).astype(np.int64)] |= np.uint64(1) << (b & np.uint64(63))
-        parent = t.parent[nodes]
+        bits[np.arange(len(nodes)), (b >> np.uint64(6)).astype(np.int64)] |= np.uint64(1) << (b & np.uint64(63))
+        parent = t.parent[nodes]  # a level's nodes come grouped by parent
         first = np.flatnonzero(np.r_[True, parent[1:] != parent[:-1]])
-        words[parent[first]] |= np.bitwise_or.reduceat(own, first, axis=0)
+        words[parent[first]] |= np.bitwise_or.reduceat(bits, first, axis=0)
     raw = words.astype("<u8").tobytes()
     return [int.from_bytes(raw[32 * i: 32 * i + 32], "little") for i in range(n)]
 
@@ -108,14 +111,17 @@ def loop_bytes(row: list[int], state: int, class_masks: list[int]) -> int:
     """The bytes on which ``state`` loops to itself (bit b: byte b; ``class_masks``:
     each byte class's bytes so): any text of them keeps it where it is, so a trie
     node with only such bytes below it is allowed whole (a URI's path, a pattern like
-    ``^[a-z0-9-]+$``, a free string)."""
-    if state not in row:
+    ``^[a-z0-9-]+$``, a free string). None (0) for a state with few live classes."""
+    if len(row) - row.count(-1) <= _FEW_LOOP_CLASSES:  # a narrow state: not worth it
         return 0
     mask = 0
-    for c, target in enumerate(row):
-        if target == state:
+    c = -1
+    try:
+        while True:  # list.index finds each self-loop class at C speed
+            c = row.index(state, c + 1)
             mask |= class_masks[c]
-    return mask
+    except ValueError:
+        return mask
 
 
 def class_bytes(byte_to_class) -> list[list[int]]:
@@ -127,16 +133,17 @@ def class_bytes(byte_to_class) -> list[list[int]]:
 
 
 def few_moves(row: list[int], bytes_of_class: list[list[int]]):
-    """``(byte, target)`` for every byte alive in ``row``, in byte order, or ``None``
-    when more than ``FEW_BYTES`` are (a wide state: its children are checked one by
-    one, or in numpy, instead of looked up)."""
+    """``(byte, target)`` for every byte alive in ``row``, or ``None`` when more
+    than ``FEW_BYTES`` are (a wide state: its children are checked one by one, or in
+    numpy, instead of looked up)."""
+    if len(row) - row.count(-1) > FEW_BYTES:  # each live class has a byte at least
+        return None
     out = []
     for c, target in enumerate(row):
         if target >= 0:
             out.extend([(b, target) for b in bytes_of_class[c]])
             if len(out) > FEW_BYTES:
                 return None
-    out.sort()
     return out
 
 
@@ -185,13 +192,6 @@ def narrow_walk(tl: TrieLists, classes: np.ndarray, row_of, few_of, loop_of, pla
     loops: dict[int, int] = {}
     while stack:
         node, state = stack.pop()
-        loop = loops.get(state)
-        if loop is None:
-            loop = loops[state] = loop_of(state)
-        if loop and not below[node] & ~loop:
-            lo.append(lo_of[node])
-            hi.append(hi_of[node])
-            continue
         if plain[node]:
             room = rooms.get(state)
             if room is None:
@@ -201,6 +201,13 @@ def narrow_walk(tl: TrieLists, classes: np.ndarray, row_of, few_of, loop_of, pla
                 hi.append(hi_of[node])
                 continue
         elif text[node] and text_room(state) >= text_need[node]:
+            lo.append(lo_of[node])
+            hi.append(hi_of[node])
+            continue
+        loop = loops.get(state)
+        if loop is None:
+            loop = loops[state] = loop_of(state)
+        if loop and not below[node] & ~loop:
             lo.append(lo_of[node])
             hi.append(hi_of[node])
             continue

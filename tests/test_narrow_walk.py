@@ -25,7 +25,7 @@ PATTERNS = [
     r'"(ab|[^"\\a][^"\\]*)"',                    # a key trie: ASCII first letters differ, the rest do not
     r'[a-zà-ÿ ]{0,12}\.',                        # some non-ASCII characters only
     r'\{"name":"[^"\\]*","n":-?\d{1,3}\}',       # a small object
-    r'"[^"\\]*10\.[0-9]+/[^"\\]*"',             # an unanchored pattern: search states, none dies
+    r'"[^"\\]*10\.[0-9]+/[^"\\]*"',             # an unanchored pattern: search states loop on most bytes
     r'"[^"\\]*,[^"\\]*,[^"\\]*"',              # two commas somewhere: states count them
     r'"https?://[a-z0-9.-]+(/[a-zA-Z0-9._~-]*)*"',  # loops on host and path bytes: subtrees whole
 ]
@@ -82,15 +82,6 @@ def test_narrow_rows_match_brute_force(smollm2_vocab, pattern):
     index = TokenIndex(dfa, vocab, eager=False)
     for s in _reachable(dfa, 8, random.Random(1)):
         _assert_brute_force(index, vocab, s, pattern)
-
-
-def test_search_states_allow_plain_tokens_whole(smollm2_vocab):
-    """Inside a string under an unanchored pattern no plain text dies, though each
-    character moves the search on: the room is the cap there, not zero."""
-    index = TokenIndex(_lazy_dfa(PATTERNS[7]), smollm2_vocab, eager=False)
-    inside = index.dfa.step(0, b'"')
-    assert index._plain_run(inside) >= 64 and index._text_run(inside) == index._text_cap
-    assert index._plain_run(index.dfa.step(inside, b"10.")) >= 64
 
 
 def test_states_that_loop_on_a_byte_set_are_narrow(smollm2_vocab):
