@@ -459,9 +459,10 @@ class TokenIndex:
         node whose tokens are no longer is allowed whole. A free string loops (the
         cap); the inside of a ``maxLength`` string counts down. The room falls by one
         along the chain, so each state on it is memoised; past ``cap`` states the
-        chain is cut, and only its first half keeps its (lower-bound) rooms, which
-        stay above any token. ``memo(state)``: a known room, else -1;
-        ``memo(state, room)`` records one."""
+        chain is cut, and only its first half keeps its rooms, as lower bounds of at
+        least half the cap (before, the whole cut chain was given the cap, so a
+        string of 257 to ~300 characters allowed tokens longer than its last room).
+        ``memo(state)``: a known room, else -1; ``memo(state, room)`` records one."""
         path, on_path = [], set()
         room = -1
         while len(path) < cap:
