@@ -460,8 +460,9 @@ class TokenIndex:
         cap); the inside of a ``maxLength`` string counts down. The room falls by one
         along the chain, so each state on it is memoised; past ``cap`` states the
         chain is cut, and only its first half keeps its rooms, as lower bounds of at
-        least half the cap (before, the whole cut chain was given the cap, so a
-        string of 257 to ~300 characters allowed tokens longer than its last room).
+        least half the cap (before, the whole cut chain was given the cap, so in a
+        string with ``maxLength`` 257 to ~300 the positions just before 256 allowed
+        tokens longer than their room).
         ``memo(state)``: a known room, else -1; ``memo(state, room)`` records one."""
         path, on_path = [], set()
         room = -1
