@@ -111,7 +111,7 @@ def loop_bytes(row: list[int], state: int, class_masks: list[int]) -> int:
     """The bytes on which ``state`` loops to itself (bit b: byte b; ``class_masks``:
     each byte class's bytes so): any text of them keeps it where it is, so a trie
     node with only such bytes below it is allowed whole (a URI's path, a pattern like
-    ``^[a-z0-9-]+$``, a free string). None (0) for a state with few live classes."""
+    ``^[a-z0-9-]+$``, a free string); 0 for a state with few live classes."""
     if len(row) - row.count(-1) <= _FEW_LOOP_CLASSES:  # a narrow state: not worth it
         return 0
     mask = 0
