@@ -24,8 +24,9 @@ Two modes, chosen by the size of the automaton:
 * **eager** (``num_states <= EAGER_LIMIT``, not lazily determinised): every row at
   construction, in batched walks;
 * **lazy**: a state's row the first time it is asked for. A missed state where few
-  (node, state) pairs stay alive is walked depth-first in plain Python
-  (``fsm.narrow``, tens to hundreds of µs), its row alone. A wider one takes the
+  (node, state) pairs stay alive is walked depth-first, its row alone: compiled
+  where numba is installed (``fsm.narrow_compiled``), else in plain Python
+  (``fsm.narrow``, tens to hundreds of µs). A wider one takes the
   batched walk below, and (but for the very first row: the first mask's latency)
   goes on with the rows of the states its tokens lead to, breadth-first, until a
   work budget is spent: the walk's fixed numpy cost is shared, and decoding goes
@@ -51,7 +52,9 @@ from .arrays import spans
 from .dfa import DFA
 from .gc_pause import gc_paused
 from .lazy import GrowthDeferred
-from .narrow import NARROW_BUDGET, TrieLists, class_bytes, few_moves, loop_bytes, narrow_walk
+from .narrow import NARROW_BUDGET, TrieLists, class_bytes, few_moves, loop_bytes, narrow_walk, start_pairs
+from .narrow_compiled import AVAILABLE as COMPILED_AVAILABLE
+from .narrow_compiled import NEED_LOOP, NEED_ROOM, CompiledWalk, TrieTable
 from .nfa import MAX_GROWN_NFA_STATES
 from .trie import LONG_RUN, PLAIN_BYTES, RunTrie, Trie, set_bits, split_vocabulary
 
@@ -184,8 +187,13 @@ class TokenIndex:
         >>> index.next_state(0, tok)   # -1 if tok is not allowed
     """
 
-    def __init__(self, dfa: DFA, vocab, eager: bool | None = None):
+    def __init__(self, dfa: DFA, vocab, eager: bool | None = None, compiled: bool | None = None):
         self.dfa = dfa
+        if compiled and not COMPILED_AVAILABLE:
+            raise ImportError("compiled=True needs numba: pip install 'guided[fast]'")
+        #: Narrow walks run compiled (``fsm.narrow_compiled``; default: where numba is installed).
+        self.compiled = COMPILED_AVAILABLE if compiled is None else compiled
+        self._walker: CompiledWalk | None = None
         self.vocab = vocab
         self.vocab_size = vocab.size
         self.words = bitmask_words(vocab.size)
@@ -196,7 +204,7 @@ class TokenIndex:
         byte_level = self._split.byte_level
         text_roots = byte_level.roots[byte_level.text_node[byte_level.roots]]
         self._text_cap = int(byte_level.chars[text_roots].max(initial=0)) + 1
-        self._utf8_classes: list[list[list[int]]] | None = None
+        self._utf8_classes: list[list[itemgetter]] | None = None
         self._plain_list = np.unique(dfa.byte_to_class[np.frombuffer(PLAIN_BYTES, dtype=np.uint8)]).tolist()
         # A row's targets on the plain classes, as a tuple (at C speed).
         self._plain_targets = itemgetter(*self._plain_list, self._plain_list[0])
@@ -205,6 +213,7 @@ class TokenIndex:
         self._row_ids: dict[bytes, int] = {}
         self._row_of_runs: dict[tuple, int] = {}  # a narrow walk's runs -> row id
         self._symbol_class: np.ndarray | None = None  # the DFA's class of each trie symbol
+        self._class_list: list[int] = []  # the same as a list
         self._row_lists: dict[int, list[int]] = {}
         self._few_of: dict[int, list | None] = {}  # _few_moves
         self._loop_of: dict[int, int] = {}  # _loop_bytes
@@ -266,23 +275,49 @@ class TokenIndex:
             split.lists = TrieLists(split)
         if self._symbol_class is None:
             self._symbol_class = np.append(self.dfa.byte_to_class, [0, 0, 0]).astype(np.int64)
+            self._class_list = self._symbol_class.tolist()
             self._class_bytes = class_bytes(self.dfa.byte_to_class)
             self._class_masks = [sum(1 << b for b in bs) for bs in self._class_bytes]
-        got = narrow_walk(split.lists, self._symbol_class, self._row_list, self._few_moves, self._loop_bytes,
-                          self._plain_run, self._text_run, self._utf8_target, state, NARROW_BUDGET)
+        if self.compiled:
+            got = self._compiled_walk(split, state)
+        else:
+            got = narrow_walk(split.lists, self._symbol_class, self._row_list, self._few_moves, self._loop_bytes,
+                              self._plain_run, self._text_run, self._utf8_target, state, NARROW_BUDGET)
         if got is None:
             return False
-        lo, hi = got
+        lo, hi = np.asarray(got[0], dtype=np.int64), np.asarray(got[1], dtype=np.int64)
+        order = np.lexsort((hi, lo))
+        lo, hi = lo[order], hi[order]
         acc = self.dfa.is_accepting(state)
-        key = (tuple(sorted(zip(lo, hi))), acc)
+        key = (lo.tobytes(), hi.tobytes(), acc)
         rid = self._row_of_runs.get(key)
         if rid is None:
-            row = self._row_from_runs(split, np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64), acc)
+            row = self._row_from_runs(split, lo, hi, acc)
             rid = self._row_of_runs[key] = self._intern(row)
         if self.dfa.num_states > len(self._row_of_state):
             self._grow()
         self._row_of_state[state] = rid
         return True
+
+    def _compiled_walk(self, split: RunTrie, state: int):
+        """``fsm.narrow_compiled``'s walk from ``state``: its runs, or None."""
+        if split.table is None:
+            split.table = TrieTable(split, split.lists.below)
+        if self._walker is None:
+            self._walker = CompiledWalk(split.table, self._symbol_class)
+        lo, hi, pairs = start_pairs(split.lists, self._class_list, self._row_list, self._text_run,
+                                    self._utf8_target, state)
+        return self._walker.walk(self.dfa, pairs, lo, hi, self._fill_fact)
+
+    def _fill_fact(self, state: int, need: int) -> None:
+        """Record the fact a compiled walk set ``state`` aside for."""
+        walker = self._walker
+        if need == NEED_ROOM:
+            walker.facts[state, 0] = self._plain_run(state)
+        elif need == NEED_LOOP:
+            walker.set_loop(state, self._loop_bytes(state))
+        else:
+            walker.facts[state, 1] = self._text_run(state)
 
     def _row_list(self, state: int) -> list[int]:
         """The DFA's row of ``state`` as a list (kept across misses, up to
@@ -531,15 +566,17 @@ class TokenIndex:
     def _find_utf8_target(self, state: int) -> int:
         if self._utf8_classes is None:
             cls = self.dfa.byte_to_class
-            self._utf8_classes = [[np.unique(cls[lo : hi + 1]).tolist() for lo, hi in seq] for seq in _UTF8_SEQUENCES]
+            # Per step of each sequence, its classes' targets out of a row, as a
+            # tuple (at C speed; the first class twice, so one class is a tuple too).
+            self._utf8_classes = [[itemgetter(*(c := np.unique(cls[lo : hi + 1]).tolist()), c[0]) for lo, hi in seq]
+                                  for seq in _UTF8_SEQUENCES]
         target = None
         for seq in self._utf8_classes:
             reached = {state}
-            for classes in seq:
+            for targets_of in seq:
                 nxt = set()
                 for s in reached:
-                    row = self._row_list(s)
-                    nxt.update(row[c] for c in classes)
+                    nxt.update(targets_of(self._row_list(s)))
                 if -1 in nxt:
                     return -1
                 reached = nxt

@@ -162,10 +162,13 @@ class LazyDFA:
     def _closure(self, s: int) -> frozenset[int]:
         got = self._closures.get(s)
         if got is None:
-            eps, live = self._nfa.eps, self._live
+            nfa = self._nfa
+            eps, live, pending, edges = nfa.eps, self._live, nfa.pending, nfa.edges
+            if not eps[s] and s not in pending:  # most states: no epsilon move
+                got = self._closures[s] = frozenset((s,)) if edges[s] or s == self._final else frozenset()
+                return got
             seen = {s}
             stack = [s]
-            pending = self._nfa.pending
             while stack:
                 x = stack.pop()
                 if x in pending:
@@ -177,7 +180,8 @@ class LazyDFA:
                         seen.add(t)
                         stack.append(t)
             # Keep only what matters: states with byte moves, and the end state.
-            got = self._closures[s] = frozenset(x for x in seen if x == self._final or self._nfa.edges[x])
+            edges, final = nfa.edges, self._final  # a fragment built above may have grown them
+            got = self._closures[s] = frozenset([x for x in seen if edges[x] or x == final])
         return got
 
     def _materialize(self, s: int) -> None:

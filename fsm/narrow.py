@@ -1,4 +1,5 @@
-"""A state's token hits by a depth-first walk in plain Python, for *narrow* states.
+"""A state's token hits by a depth-first walk in plain Python, for *narrow* states
+(``fsm.narrow_compiled`` is the same walk compiled, used where numba is installed).
 
 ::
 
@@ -147,6 +148,31 @@ def few_moves(row: list[int], bytes_of_class: list[list[int]]):
     return out
 
 
+def start_pairs(tl: TrieLists, classes: list[int], row_of, text_room, utf8_target, start: int):
+    """Where a walk from ``start`` begins: ``(lo, hi, pairs)``, the runs found
+    before walking and the (node, state) pairs to walk (arguments as
+    ``narrow_walk``'s, ``classes`` as a list). The pairs are the roots, but for text
+    tokens that open with a non-ASCII character: one run when every such character
+    leads to one state with room for the rest (a key or a string whose first letter
+    is constrained only among ASCII ones)."""
+    lo: list[int] = []
+    hi: list[int] = []
+    stack = [(r, start) for r in tl.roots]
+    if tl.text_first_wide >= 0:
+        after = utf8_target(start)
+        if after >= 0 and text_room(after) >= tl.text_rest_chars:
+            lo.append(tl.lo[tl.text_first_wide])
+            hi.append(tl.hi[tl.text_root])
+            stack.remove((tl.text_root, start))
+            row = row_of(start)
+            symbol = tl.symbol
+            for child in range(tl.child_start[tl.text_root], tl.text_first_wide):
+                target = row[classes[symbol[child]]]
+                if target >= 0:
+                    stack.append((child, target))
+    return lo, hi, stack
+
+
 def narrow_walk(tl: TrieLists, classes: np.ndarray, row_of, few_of, loop_of, plain_room, text_room, utf8_target,
                 start: int, budget: int = NARROW_BUDGET):
     """The token runs alive from DFA state ``start``, or ``None`` past ``budget``.
@@ -170,24 +196,9 @@ def narrow_walk(tl: TrieLists, classes: np.ndarray, row_of, few_of, loop_of, pla
     own, lo_of, hi_of, plain, height = tl.own, tl.lo, tl.hi, tl.plain, tl.height
     text, text_need = tl.text, tl.text_need
     symbol, class_np, classes = tl.symbol, classes, classes.tolist()
-    lo, hi = [], []
+    lo, hi, stack = start_pairs(tl, classes, row_of, text_room, utf8_target, start)
     rooms: dict[int, int] = {}
-    stack = [(r, start) for r in tl.roots]
     checks = 0
-    if tl.text_first_wide >= 0:
-        # Text tokens that open with a non-ASCII character: one run when every such
-        # character leads to one state with room for the rest (a key or a string
-        # whose first letter is constrained only among ASCII ones).
-        after = utf8_target(start)
-        if after >= 0 and text_room(after) >= tl.text_rest_chars:
-            lo.append(tl.lo[tl.text_first_wide])
-            hi.append(tl.hi[tl.text_root])
-            stack.remove((tl.text_root, start))
-            row = row_of(start)
-            for child in range(tl.child_start[tl.text_root], tl.text_first_wide):
-                target = row[classes[symbol[child]]]
-                if target >= 0:
-                    stack.append((child, target))
     below = tl.below
     loops: dict[int, int] = {}
     while stack:

@@ -95,7 +95,7 @@ def compile_regex(pattern: str, flags: int = 0) -> DFA:
 
 def regex_to_nfa(pattern: str, nfa: NFA, flags: int = 0, *, char_fragment=None, char_dfa=None,
                  search: bool = False) -> tuple[int, int]:
-    """Add ``pattern`` to an existing NFA as a fragment (used by spec compilers).
+    r"""Add ``pattern`` to an existing NFA as a fragment (used by spec compilers).
 
     ``char_fragment(ranges)`` builds the fragment for one character from a code
     point set (default: its UTF-8 bytes; a JSON compiler passes the character's
@@ -129,7 +129,7 @@ def regex_to_nfa(pattern: str, nfa: NFA, flags: int = 0, *, char_fragment=None, 
 
 
 def _searched_core(items: list, anchored_start: bool, anchored_end: bool) -> list:
-    """The items of a searched pattern, with a counted repetition that stands at an
+    r"""The items of a searched pattern, with a counted repetition that stands at an
     end left open to any text cut to its minimum: a text holds ``A X{lo,hi}``
     somewhere exactly when it holds ``A X{lo}`` (the shorter match is a prefix of the
     longer one), and the same at the start. ``\w{1,16}`` under search is one word

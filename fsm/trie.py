@@ -200,7 +200,7 @@ class RunTrie:
     """
 
     __slots__ = ("trie", "roots", "plain_node", "text_node", "height", "chars", "text_need", "order", "lo", "hi",
-                 "own", "is_end", "lists", "_rows")
+                 "own", "is_end", "lists", "table", "_rows")
 
     def __init__(self, trie: Trie, plain_marker: int, text_marker: int = -1, bytes_are_symbols: bool = False):
         self.trie = trie
@@ -239,6 +239,7 @@ class RunTrie:
         self.is_end = self.own > 0
         self._rows: dict[tuple[int, int], np.ndarray] = {}
         self.lists = None  # fsm.narrow.TrieLists, made on first use
+        self.table = None  # fsm.narrow_compiled.TrieTable, likewise
 
     def run_bits(self, lo: int, hi: int, words: int) -> np.ndarray:
         """uint32 [words]: the bits of the tokens ``order[lo:hi]`` (large runs are

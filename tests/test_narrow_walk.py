@@ -1,4 +1,5 @@
-"""Rows from the narrow walk (``fsm.narrow``) equal the batched walk's and brute force.
+"""Rows from the narrow walk (``fsm.narrow``) equal the batched walk's and brute force,
+walked in Python and compiled (``fsm.narrow_compiled``, where numba is installed).
 
 The narrow walk takes whole subtrees of the split trie where a state stays alive on
 any plain text or any text characters (``TokenIndex._plain_run`` / ``_text_run``),
@@ -14,6 +15,8 @@ import pytest
 
 from fsm.index import TokenIndex
 from fsm.lazy import LazyDFA
+from fsm.narrow_compiled import AVAILABLE as COMPILED_AVAILABLE
+from fsm.narrow_compiled import CompiledWalk
 from fsm.nfa import NFA
 from fsm.regex import regex_to_nfa
 
@@ -29,6 +32,13 @@ PATTERNS = [
     r'"[^"\\]*,[^"\\]*,[^"\\]*"',              # two commas somewhere: states count them
     r'"https?://[a-z0-9.-]+(/[a-zA-Z0-9._~-]*)*"',  # loops on host and path bytes: subtrees whole
 ]
+
+
+@pytest.fixture(params=["python", pytest.param("compiled", marks=pytest.mark.skipif(
+    not COMPILED_AVAILABLE, reason="numba is not installed (the `fast` extra)"))])
+def compiled(request) -> bool:
+    """Each narrow-walk test runs with the Python walk and the compiled one."""
+    return request.param == "compiled"
 
 
 def _lazy_dfa(pattern: str) -> LazyDFA:
@@ -53,11 +63,11 @@ def _reachable(dfa, limit: int, rng: random.Random) -> list[int]:
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
-def test_narrow_rows_equal_batched_rows(smollm2_vocab, pattern, monkeypatch):
+def test_narrow_rows_equal_batched_rows(smollm2_vocab, pattern, compiled, monkeypatch):
     vocab = smollm2_vocab
     dfa = _lazy_dfa(pattern)
     states = _reachable(dfa, 60, random.Random(0))
-    narrow = TokenIndex(dfa, vocab, eager=False)
+    narrow = TokenIndex(dfa, vocab, eager=False, compiled=compiled)
     narrow_rows = {s: narrow.mask(s).copy() for s in states}
     assert narrow._row_of_runs, "the narrow walk was never used"
     monkeypatch.setattr(TokenIndex, "_narrow_miss", lambda self, state: False)
@@ -76,32 +86,32 @@ def _assert_brute_force(index, vocab, s, label):
 
 
 @pytest.mark.parametrize("pattern", [PATTERNS[0], PATTERNS[2], PATTERNS[4], PATTERNS[7], PATTERNS[8], PATTERNS[9]])
-def test_narrow_rows_match_brute_force(smollm2_vocab, pattern):
+def test_narrow_rows_match_brute_force(smollm2_vocab, pattern, compiled):
     vocab = smollm2_vocab
     dfa = _lazy_dfa(pattern)
-    index = TokenIndex(dfa, vocab, eager=False)
+    index = TokenIndex(dfa, vocab, eager=False, compiled=compiled)
     for s in _reachable(dfa, 8, random.Random(1)):
         _assert_brute_force(index, vocab, s, pattern)
 
 
-def test_states_that_loop_on_a_byte_set_are_narrow(smollm2_vocab):
+def test_states_that_loop_on_a_byte_set_are_narrow(smollm2_vocab, compiled):
     """Inside a URI's host or path the state loops on its characters: subtrees made
     of them are taken whole, so the narrow walk finishes there (it gave up before,
     and a batched walk took ~5 ms) and its row matches brute force."""
     vocab = smollm2_vocab
-    index = TokenIndex(_lazy_dfa(PATTERNS[9]), vocab, eager=False)
+    index = TokenIndex(_lazy_dfa(PATTERNS[9]), vocab, eager=False, compiled=compiled)
     for text in (b'"https://example', b'"http://example.org/docs/'):
         state = index.dfa.step(0, text)
         assert index._narrow_miss(state), text
         _assert_brute_force(index, vocab, state, text)
 
 
-def test_room_near_the_end_of_a_long_counted_string(smollm2_vocab):
+def test_room_near_the_end_of_a_long_counted_string(smollm2_vocab, compiled):
     """Ten characters before the end of a 260-character string, only tokens of at
     most ten characters (or closing it) fit, even after the room of the string's
     start was found (its chain is longer than the search follows)."""
     vocab = smollm2_vocab
-    index = TokenIndex(_lazy_dfa(r'"[^"\\]{0,260}"'), vocab, eager=False)
+    index = TokenIndex(_lazy_dfa(r'"[^"\\]{0,260}"'), vocab, eager=False, compiled=compiled)
     inside = index.dfa.step(0, b'"')
     index.mask(inside)
     late = index.dfa.step(inside, b"a" * 250)
@@ -109,11 +119,11 @@ def test_room_near_the_end_of_a_long_counted_string(smollm2_vocab):
     _assert_brute_force(index, vocab, late, "late in the string")
 
 
-def test_text_shortcut_needs_every_character(smollm2_vocab):
+def test_text_shortcut_needs_every_character(smollm2_vocab, compiled):
     """A string that excludes one non-ASCII character gets no text shortcut, and
     a token holding that character stays forbidden."""
     vocab = smollm2_vocab
-    index = TokenIndex(_lazy_dfa(r'"[^"\\é]*"'), vocab, eager=False)
+    index = TokenIndex(_lazy_dfa(r'"[^"\\é]*"'), vocab, eager=False, compiled=compiled)
     inside = index.dfa.step(0, b'"')
     assert index._utf8_target(inside) == -1 and index._text_run(inside) == 0
     row = index.mask(inside)
@@ -128,7 +138,7 @@ def test_text_shortcut_needs_every_character(smollm2_vocab):
     {"type": "object", "properties": {"id": {"type": "integer"}, "note": {"type": "string", "pattern": "^[a-zé ]+$"}},
      "additionalProperties": {"type": "number"}},
 ])
-def test_narrow_rows_equal_batched_rows_json(smollm2_vocab, schema, monkeypatch):
+def test_narrow_rows_equal_batched_rows_json(smollm2_vocab, schema, compiled, monkeypatch):
     """The same over the lazy automata of JSON schemas (keys, open keys, counted and
     patterned strings)."""
     import guided
@@ -136,9 +146,26 @@ def test_narrow_rows_equal_batched_rows_json(smollm2_vocab, schema, monkeypatch)
     vocab = smollm2_vocab
     dfa = guided.compile(guided.JsonSchema(schema, whitespace="compact"), vocab).dfa
     states = _reachable(dfa, 80, random.Random(2))
-    narrow = TokenIndex(dfa, vocab, eager=False)
+    narrow = TokenIndex(dfa, vocab, eager=False, compiled=compiled)
     narrow_rows = {s: narrow.mask(s).copy() for s in states}
     monkeypatch.setattr(TokenIndex, "_narrow_miss", lambda self, state: False)
     batched = TokenIndex(dfa, vocab, eager=False)
     for s in states:
         assert (batched.mask(s) == narrow_rows[s]).all(), s
+
+
+@pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed (the `fast` extra)")
+def test_compiled_walk_grows_its_buffers(smollm2_vocab, monkeypatch):
+    """With buffers of 8 rows a compiled walk fills them many times over (thousands
+    of runs under ``[a-z]*``, hundreds of pairs on the stack): each time it grows
+    them and goes on where it stopped, losing no run and no set-aside pair."""
+    vocab = smollm2_vocab
+    monkeypatch.setattr(CompiledWalk, "BUFFER", 8)
+    for pattern in (r'[a-z]{0,3}', PATTERNS[8], PATTERNS[0]):
+        index = TokenIndex(_lazy_dfa(pattern), vocab, eager=False, compiled=True)
+        python = TokenIndex(_lazy_dfa(pattern), vocab, eager=False, compiled=False)
+        states = _reachable(index.dfa, 6, random.Random(3))
+        assert all(index._narrow_miss(s) for s in states), pattern
+        for s in states:
+            assert (index.mask(s) == python.mask(s)).all(), (pattern, s)
+        assert len(index._walker._out) > 8
