@@ -251,7 +251,7 @@ def sweep_row(intervals: list[list[tuple[int, int, int]]], n_classes: int, targe
     constant, so the cost follows the number of edges, not the number of byte
     classes. ``active`` counts the intervals open at each cut for every target
     (member states may share targets on overlapping ranges)."""
-    if len(intervals) == 1:  # a third of the rows: one NFA state, usually disjoint moves
+    if len(intervals) == 1:  # most rows: one NFA state, usually with disjoint moves
         row = _single_state_row(intervals[0], n_classes, target_id, known)
         if row is not None:
             return row
@@ -284,13 +284,18 @@ def sweep_row(intervals: list[list[tuple[int, int, int]]], n_classes: int, targe
 
 
 def _single_state_row(moves, n_classes: int, target_id, known: dict) -> list[int] | None:
-    """``sweep_row`` of one NFA state whose moves do not overlap (None if they do)."""
-    row = [-1] * n_classes
+    """``sweep_row`` of one NFA state whose moves do not overlap (None if they do,
+    found before any target state is made: the sweep makes others). Trying this on
+    several states' moves too (17k of 30k such rows decoding MaskBench are
+    disjoint) made compiles ~5% slower: their rows overlap more often."""
+    moves = sorted(moves)
     end = -1
-    for lo, hi, t in sorted(moves):
+    for lo, hi, _ in moves:
         if lo <= end:
             return None
         end = hi
+    row = [-1] * n_classes
+    for lo, hi, t in moves:
         key = frozenset((t,))
         j = known.get(key)
         if j is None:

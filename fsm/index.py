@@ -76,10 +76,6 @@ AHEAD_NFA_MAX = MAX_GROWN_NFA_STATES // 4
 #: this many (else over bytes, see ``TokenIndex._runs``).
 CLASS_TRIE_MAX_CLASSES = 24
 
-# Longer than any token (SmolLM2's longest is 48 bytes): a state that keeps alive
-# this long on plain bytes allows every plain token.
-_PLAIN_RUN_CAP = 256
-
 # Row lists kept for narrow walks, in entries (states x classes): ~8 bytes each.
 _ROW_LIST_ENTRIES = 2_000_000
 
@@ -204,6 +200,13 @@ class TokenIndex:
         byte_level = self._split.byte_level
         text_roots = byte_level.roots[byte_level.text_node[byte_level.roots]]
         self._text_cap = int(byte_level.chars[text_roots].max(initial=0)) + 1
+        # Plain rooms are followed twice as far as the longest plain token (SmolLM2:
+        # 48 bytes) and one more: a cut chain's first half keeps lower bounds of at
+        # least half that, so a state with room allows every plain token either way.
+        # (256 before: a counted string's first room expanded up to 256 lazy states
+        # ahead of the text, which decoding may never reach.)
+        plain_roots = byte_level.roots[byte_level.plain_node[byte_level.roots]]
+        self._plain_cap = 2 * (int(byte_level.height[plain_roots].max(initial=0)) + 1)
         self._utf8_classes: list[list[itemgetter]] | None = None
         self._plain_list = np.unique(dfa.byte_to_class[np.frombuffer(PLAIN_BYTES, dtype=np.uint8)]).tolist()
         # A row's targets on the plain classes, as a tuple (at C speed).
@@ -463,14 +466,14 @@ class TokenIndex:
 
     def _plain_run(self, state: int) -> int:
         """How many plain bytes, whichever they are, keep the DFA alive from
-        ``state`` (at most ``_PLAIN_RUN_CAP``, beyond any token), following the
+        ``state`` (at most ``_plain_cap``, beyond any token), following the
         chain where every plain byte leads to one same state (``_room``; memoised
         in ``_run_of``)."""
         runs = self._run_room()
         got = runs[state]
         if got >= 0:
             return int(got)
-        return self._room(state, self._plain_successor, self._plain_memo, _PLAIN_RUN_CAP)
+        return self._room(state, self._plain_successor, self._plain_memo, self._plain_cap)
 
     def _plain_successor(self, state: int) -> int:
         """The one state every plain byte leads to from ``state``, or -1."""
@@ -496,7 +499,7 @@ class TokenIndex:
         along the chain, so each state on it is memoised; past ``cap`` states the
         chain is cut, and only its first half keeps its rooms, as lower bounds of at
         least half the cap (before, the whole cut chain was given the cap, so in a
-        string with ``maxLength`` 257 to ~300 the positions just before 256 allowed
+        string a little longer than the cap the positions near its end allowed
         tokens longer than their room).
         ``memo(state)``: a known room, else -1; ``memo(state, room)`` records one."""
         path, on_path = [], set()
@@ -565,10 +568,10 @@ class TokenIndex:
 
     def _find_utf8_target(self, state: int) -> int:
         if self._utf8_classes is None:
-            cls = self.dfa.byte_to_class
+            cls = self.dfa.byte_to_class[:256].tolist()  # (np.unique per range: ~0.25 ms an index)
             # Per step of each sequence, its classes' targets out of a row, as a
             # tuple (at C speed; the first class twice, so one class is a tuple too).
-            self._utf8_classes = [[itemgetter(*(c := np.unique(cls[lo : hi + 1]).tolist()), c[0]) for lo, hi in seq]
+            self._utf8_classes = [[itemgetter(*(c := sorted(set(cls[lo : hi + 1]))), c[0]) for lo, hi in seq]
                                   for seq in _UTF8_SEQUENCES]
         target = None
         for seq in self._utf8_classes:

@@ -106,16 +106,21 @@ def test_states_that_loop_on_a_byte_set_are_narrow(smollm2_vocab, compiled):
         _assert_brute_force(index, vocab, state, text)
 
 
-def test_room_near_the_end_of_a_long_counted_string(smollm2_vocab, compiled):
-    """Ten characters before the end of a 260-character string, only tokens of at
-    most ten characters (or closing it) fit, even after the room of the string's
-    start was found (its chain is longer than the search follows)."""
+@pytest.mark.parametrize("length, written", [(260, 250), (120, 110), (120, 40), (120, 60)])
+def test_room_near_the_end_of_a_long_counted_string(smollm2_vocab, compiled, length, written):
+    """Near the end of a long string only tokens that fit the room left (or close
+    it) are allowed, even after the room of the string's start was found (its
+    chain is longer than the search follows, so rooms there are lower bounds). A
+    room is never more than the true one, and never less than what the longest
+    plain token needs unless the true room is smaller."""
     vocab = smollm2_vocab
-    index = TokenIndex(_lazy_dfa(r'"[^"\\]{0,260}"'), vocab, eager=False, compiled=compiled)
+    index = TokenIndex(_lazy_dfa(r'"[^"\\]{0,%d}"' % length), vocab, eager=False, compiled=compiled)
     inside = index.dfa.step(0, b'"')
     index.mask(inside)
-    late = index.dfa.step(inside, b"a" * 250)
-    assert index._plain_run(late) == 10
+    late = index.dfa.step(inside, b"a" * written)
+    room, true_room = index._plain_run(late), length - written
+    enough = index._plain_cap // 2  # one more than the longest plain token
+    assert min(true_room, enough) <= room <= true_room
     _assert_brute_force(index, vocab, late, "late in the string")
 
 
