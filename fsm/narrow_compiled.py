@@ -26,8 +26,9 @@ nor the numpy gather is needed here.
 Cost notes: a round costs ~1 µs of dispatch and ~3 µs of walking on MaskBench (a pair
 takes nanoseconds); Python's side of a round (filling the facts asked for, outside
 subset construction) ~5 µs, and a walk has ~5 rounds. Compiling on first use takes
-~1 s, cached on disk (numba's ``cache=True``) so a later process loads it in ~0.2 s.
-Without numba, ``AVAILABLE`` is False and ``TokenIndex`` walks in Python.
+~1 s, cached on disk (numba's ``cache=True``) so a later process loads it in ~0.5 s
+(numba's import included). Without numba, ``AVAILABLE`` is False and ``TokenIndex``
+walks in Python.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from importlib.util import find_spec
 import numpy as np
 
 #: Whether the compiled walk can be used: numba (the `fast` extra) is installed. It
-#: is imported on the first compiled walk (importing it costs ~0.2 s).
+#: is imported on the first compiled walk (importing it costs ~0.3 s).
 AVAILABLE = find_spec("numba") is not None
 
 #: The compiled walk gives up after checking this many (child, state) pairs (the
@@ -144,7 +145,7 @@ _compiled_kernel = None
 
 def _kernel():
     """``_walk_py`` compiled (~1 s the first time; then loaded from numba's cache on
-    disk, ~0.2 s a process)."""
+    disk, ~0.2 s a process, after numba's import)."""
     global _compiled_kernel
     if _compiled_kernel is None:
         from numba import njit
