@@ -44,6 +44,7 @@ nodes.
 
 from __future__ import annotations
 
+import threading
 from operator import itemgetter
 
 import numpy as np
@@ -190,6 +191,9 @@ class TokenIndex:
         #: Narrow walks run compiled (``fsm.narrow_compiled``; default: where numba is installed).
         self.compiled = COMPILED_AVAILABLE if compiled is None else compiled
         self._walker: CompiledWalk | None = None
+        # Misses take the lazy DFA's lock (one guide may serve several threads: the
+        # compiled walk's buffers and the DFA's growth must not interleave).
+        self._lock = getattr(dfa, "lock", None) or threading.RLock()
         self.vocab = vocab
         self.vocab_size = vocab.size
         self.words = bitmask_words(vocab.size)
@@ -243,18 +247,23 @@ class TokenIndex:
 
     def row_id(self, state: int) -> int:
         """The deduplicated row of ``state``, computing it on first use."""
-        if state >= len(self._row_of_state):
-            self._grow()
-        r = self._row_of_state[state]
-        if r < 0:
-            first = self.num_rows == 0  # the first mask computes nothing more (TTFM)
-            with gc_paused():
-                if not self._narrow_miss(state):
-                    if first:
-                        self._compute([state], first=True)
-                    else:
-                        self._compute_ahead(state)
+        if state < len(self._row_of_state):
             r = self._row_of_state[state]
+            if r >= 0:
+                return int(r)
+        with self._lock:
+            if state >= len(self._row_of_state):
+                self._grow()
+            r = self._row_of_state[state]
+            if r < 0:
+                first = self.num_rows == 0  # the first mask computes nothing more (TTFM)
+                with gc_paused():
+                    if not self._narrow_miss(state):
+                        if first:
+                            self._compute([state], first=True)
+                        else:
+                            self._compute_ahead(state)
+                r = self._row_of_state[state]
         return int(r)
 
     def _grow(self) -> None:

@@ -24,6 +24,7 @@ live (the NFA is pruned first), so "alive" still means "a prefix of some match".
 
 from __future__ import annotations
 
+import threading
 from itertools import chain
 from operator import itemgetter
 
@@ -84,6 +85,9 @@ class LazyDFA:
         self._classes = self.byte_to_class.tolist()
         classes = self._classes  # byte b opens a class (256 counts as one): _co_reachable_new
         self._class_starts = [b in (0, 256) or classes[b - 1] != classes[b] for b in range(257)]
+        #: Held while a row is built (and by a ``TokenIndex`` over this DFA while it
+        #: computes rows): one compiled guide may serve several threads.
+        self.lock = threading.RLock()
         self._add(self._closure(start))
 
     # -- interface shared with DFA ------------------------------------------------------
@@ -217,11 +221,14 @@ class LazyDFA:
         return j
 
     def _expand(self, state: int) -> list[int]:
-        row = sweep_row([self._intervals_of(s) for s in self._sets[state]], self._n_classes, self._target,
-                        self._by_targets)
-        self.transitions[state] = row
-        self._expanded[state] = True
-        return row
+        with self.lock:
+            if self._expanded[state]:  # another thread built it meanwhile
+                return self.transitions[state].tolist()
+            row = sweep_row([self._intervals_of(s) for s in self._sets[state]], self._n_classes, self._target,
+                            self._by_targets)
+            self.transitions[state] = row
+            self._expanded[state] = True
+            return row
 
 
 def _co_reachable(nfa: NFA, final: int) -> list[bool]:

@@ -174,3 +174,43 @@ def test_compiled_walk_grows_its_buffers(smollm2_vocab, monkeypatch):
         for s in states:
             assert (index.mask(s) == python.mask(s)).all(), (pattern, s)
         assert len(index._walker._out) > 8
+
+
+
+def test_threads_share_one_index(smollm2_vocab, compiled):
+    """A compiled guide is cached and may serve several threads: masks computed
+    by four threads at once on one index (misses, lazy DFA growth, the compiled
+    walk's buffers) equal those of an index used by one thread."""
+    import threading
+
+    from grammars.json_schema import compile_json_schema
+
+    vocab = smollm2_vocab
+    schema = {"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 40}, "tags": {"type": "array", "items": {"type": "string"}},
+        "id": {"type": "integer"}, "note": {"type": "string", "pattern": "^[a-zé ]+$"}}}
+    texts = ['{"name":"Zoë Smith","tags":["a","bcdefg"],"id":-12,"note":"é a"}',
+             '{"name":"' + "x" * 39 + '","id":7}', '{"tags":[],"note":"abc"}']
+    prefixes = [t[:k].encode() for t in texts for k in range(len(t))]
+    reference = TokenIndex(compile_json_schema(schema, "compact"), vocab, eager=False, compiled=False)
+    want = {p: reference.mask(reference.dfa.step(0, p)).copy() for p in prefixes}
+    shared = TokenIndex(compile_json_schema(schema, "compact"), vocab, eager=False, compiled=compiled)
+    assert shared.dfa.lazy and shared.dfa is not reference.dfa
+    wrong, errors = [], []
+
+    def work(seed: int) -> None:
+        order = prefixes[:]
+        random.Random(seed).shuffle(order)
+        try:
+            for p in order:
+                if not (shared.mask(shared.dfa.step(0, p)) == want[p]).all():
+                    wrong.append(p)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and not wrong, (errors, wrong[:3])
