@@ -177,7 +177,7 @@ class CompiledWalk:
     Example::
 
         >>> walker = CompiledWalk(table, classes)
-        >>> walker.walk(dfa, pairs, lo, hi, facts_of)   # (lo, hi) runs, or None
+        >>> walker.walk(dfa, pairs, lo, hi, fill)   # (lo, hi) runs, or None
     """
 
     #: Rows of the stack and run buffers to begin with (they double when full).
@@ -262,7 +262,7 @@ class CompiledWalk:
         return out[:, 0].copy(), out[:, 1].copy()
 
 
-def _doubled(a: np.ndarray, at_least: int = 0) -> np.ndarray:
-    grown = np.zeros((max(2 * len(a), at_least), a.shape[1]), dtype=a.dtype)
+def _doubled(a: np.ndarray) -> np.ndarray:
+    grown = np.zeros((2 * len(a), a.shape[1]), dtype=a.dtype)
     grown[: len(a)] = a
     return grown
