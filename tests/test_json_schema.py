@@ -211,14 +211,17 @@ def ordered(value, schema, root=None):
         return value
     if isinstance(value, dict):
         # Keys follow the schema text: the properties of allOf / anyOf / oneOf parts
-        # listed before "properties" come first.
+        # listed before "properties" come first, with those named by an if / then /
+        # else in such a part (the compiler reads a conditional as parts too).
         props = {}
         for keyword in schema:
             parts = [schema] if keyword == "properties" else (
                 [deref(s) for s in schema[keyword]] if keyword in ("allOf", "anyOf", "oneOf") else [])
             for s in parts:
                 if isinstance(s, dict):
-                    props.update({k: v for k, v in s.get("properties", {}).items() if k not in props})
+                    for named in [s] + [deref(s[c]) for c in ("if", "then", "else") if c in s and s is not schema]:
+                        if isinstance(named, dict):
+                            props.update({k: v for k, v in named.get("properties", {}).items() if k not in props})
         out = {k: ordered(value[k], props[k], root) for k in props if k in value}
         extra = schema.get("additionalProperties", True)
         for k in value:
