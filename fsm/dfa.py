@@ -28,6 +28,7 @@ import numpy as np
 
 from .arrays import spans
 from .errors import EmptyLanguageError, RegexTooLargeError
+from .jit import AVAILABLE as COMPILED_AVAILABLE
 from .nfa import NFA
 
 MAX_DFA_STATES = 200_000
@@ -169,11 +170,19 @@ def nfa_byte_classes(nfa: NFA) -> np.ndarray:
     return (np.cumsum(cuts[:256]) - 1).astype(np.int32)
 
 
-def determinize(nfa: NFA, start: int, final: int, limit: int = MAX_DFA_STATES) -> DFA:
+def determinize(nfa: NFA, start: int, final: int, limit: int = MAX_DFA_STATES, compiled: bool | None = None) -> DFA:
     """Subset construction, then dead-state removal and minimisation; more than
-    ``limit`` subsets raise ``RegexTooLargeError``."""
-    trans, classes, sets = subset_table(nfa, start, {final}, limit=limit)
-    accepting = np.array([final in s for s in sets], dtype=bool)
+    ``limit`` subsets raise ``RegexTooLargeError``. The construction is compiled
+    (``fsm.subsets_compiled``) where numba is installed, unless ``compiled=False``."""
+    if COMPILED_AVAILABLE if compiled is None else compiled:
+        if nfa.pending:
+            raise ValueError("an NFA with deferred fragments is determinised by LazyDFA only")
+        from .subsets_compiled import subset_table as compiled_table  # imports numba
+
+        trans, classes, accepting = compiled_table(nfa, start, final, None, limit)
+    else:
+        trans, classes, sets = subset_table(nfa, start, {final}, limit=limit)
+        accepting = np.array([final in s for s in sets], dtype=bool)
     return minimize(trans, classes, accepting)
 
 
@@ -367,12 +376,18 @@ def trim(trans: np.ndarray, byte_to_class: np.ndarray, accepting: np.ndarray) ->
 MOORE_MIN_CELLS = 8192
 
 
-def coarsest_partition(t: np.ndarray, accepting: np.ndarray, sink: int) -> np.ndarray:
+def coarsest_partition(t: np.ndarray, accepting: np.ndarray, sink: int, compiled: bool | None = None) -> np.ndarray:
     """Block id per state of the coarsest partition compatible with the complete
     table ``t`` (``sink``: its all-dead row) that keeps accepting states, other
-    states and the sink apart: states in one block are equivalent."""
+    states and the sink apart: states in one block are equivalent. Compiled
+    (``fsm.partition_compiled``) where numba is installed, unless ``compiled=False``."""
     # Identical columns split nothing differently: keep one of each.
     t = t[:, _unique_columns(t)[0]]
+    if COMPILED_AVAILABLE if compiled is None else compiled:
+        from .partition_compiled import coarsest_partition as compiled_partition  # imports numba
+
+        return compiled_partition(np.ascontiguousarray(t, dtype=np.int64), np.ascontiguousarray(accepting, dtype=bool),
+                                  sink)
     if t.size >= MOORE_MIN_CELLS:
         block = _moore(t, accepting, sink)
         if block is not None:

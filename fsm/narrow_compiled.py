@@ -33,13 +33,9 @@ walks in Python.
 
 from __future__ import annotations
 
-from importlib.util import find_spec
-
 import numpy as np
 
-#: Whether the compiled walk can be used: numba (the `fast` extra) is installed. It
-#: is imported on the first compiled walk (importing it costs ~0.3 s).
-AVAILABLE = find_spec("numba") is not None
+from .jit import AVAILABLE, compiled  # noqa: F401 (AVAILABLE: whether this walk can run)
 
 #: The compiled walk gives up after checking this many (child, state) pairs (the
 #: Python walk: ``fsm.narrow.NARROW_BUDGET``). Checks cost nanoseconds here; what a
@@ -140,20 +136,6 @@ def _walk_py(nodes, below, classes, trans, facts, loops, stack, sp, out, n_out, 
     return outcome, sp, n_out, n_asks, checks
 
 
-_compiled_kernel = None
-
-
-def _kernel():
-    """``_walk_py`` compiled (~1 s the first time; then loaded from numba's cache on
-    disk, ~0.2 s a process, after numba's import)."""
-    global _compiled_kernel
-    if _compiled_kernel is None:
-        from numba import njit
-
-        _compiled_kernel = njit(cache=True, nogil=True)(_walk_py)
-    return _compiled_kernel
-
-
 class TrieTable:
     """A ``RunTrie``'s node arrays as one int64 table (one argument per call: numba
     checks each argument's type on every call) plus ``below`` as uint64 [n, 4]."""
@@ -184,7 +166,7 @@ class CompiledWalk:
     BUFFER = 4096
 
     def __init__(self, table: TrieTable, classes: np.ndarray) -> None:
-        self._walk = _kernel()
+        self._walk = compiled(_walk_py)
         self.table = table
         self.classes = np.ascontiguousarray(classes, dtype=np.int64)
         self.facts = np.full((64, 3), -1, dtype=np.int64)

@@ -18,6 +18,7 @@ import numpy as np
 
 from .dfa import DFA, MAX_DFA_STATES, co_reachable, minimize
 from .errors import EmptyLanguageError, RegexTooLargeError
+from .jit import AVAILABLE as COMPILED_AVAILABLE
 from .nfa import NFA
 
 MAX_PRODUCT_STATES = 200_000
@@ -39,10 +40,29 @@ def _product(a: DFA, b: DFA, accept, both: bool = False,
     """Reachable pairs of (a-state, b-state), either side may be dead (-1); with
     ``both`` (an intersection, where such a pair can never accept) neither may.
     Returns the pairs' transition table, byte classes and accepting flags; more
-    than ``limit`` pairs raise ``RegexTooLargeError``."""
+    than ``limit`` pairs raise ``RegexTooLargeError``. Compiled
+    (``fsm.product_compiled``) where numba is installed."""
+    if COMPILED_AVAILABLE:
+        return _product_compiled(a, b, accept, both, limit)
     if a.num_states * b.num_states <= SMALL_PRODUCT:
         return _product_by_pair(a, b, accept, both, limit)
     return _product_by_level(a, b, accept, both, limit)
+
+
+def _product_compiled(a: DFA, b: DFA, accept, both: bool, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_product`` by ``fsm.product_compiled`` (the pairs of ``_product_by_pair``)."""
+    from .product_compiled import product_pairs  # imports numba
+
+    ca, cb, byte_to_class = _common_classes(a, b)
+    ta = np.ascontiguousarray(a.transitions[:, ca], dtype=np.int64)
+    tb = np.ascontiguousarray(b.transitions[:, cb], dtype=np.int64)
+    table, sa, sb = product_pairs(ta, tb, both, limit)
+    if not len(table):
+        raise RegexTooLargeError(f"combined automaton exceeds {limit} states")
+    # accept() of each pair's sides; index -1: a dead side never accepts.
+    outcome = np.array([[accept(x, y) for y in (False, True)] for x in (False, True)], dtype=bool)
+    return table, byte_to_class, outcome[np.append(a.accepting, False)[sa].astype(np.int64),
+                                         np.append(b.accepting, False)[sb].astype(np.int64)]
 
 
 def _product_by_level(a: DFA, b: DFA, accept, both: bool, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,0 +1,27 @@
+"""numba, where it is installed (the `fast` extra): whether it is, and compiling a kernel.
+
+The compiled kernels (``fsm.narrow_compiled``, ``fsm.lazy_compiled``) are plain Python
+functions over numpy arrays, compiled on first use and cached on disk by numba
+(``cache=True``): the first process pays ~1 s a kernel, later ones load it. Without
+numba, ``AVAILABLE`` is False and the Python code they mirror runs instead.
+"""
+
+from __future__ import annotations
+
+from importlib.util import find_spec
+
+#: Whether compiled kernels can be used: numba is installed. It is imported on the
+#: first compiled call (importing it costs ~0.3 s), not by ``import guided``.
+AVAILABLE = find_spec("numba") is not None
+
+_compiled: dict = {}
+
+
+def compiled(fn):
+    """``fn`` compiled with numba (once per process; ``ImportError`` without numba)."""
+    got = _compiled.get(fn)
+    if got is None:
+        from numba import njit
+
+        got = _compiled[fn] = njit(cache=True, nogil=True)(fn)
+    return got

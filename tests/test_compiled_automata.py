@@ -1,0 +1,152 @@
+"""The compiled determinisation (with numba) agrees with the Python one: the subset
+construction (``fsm.subsets_compiled``) builds the same table as ``fsm.dfa.subset_table``
+(the same states, numbered alike, the same byte classes and accepting states) and
+refuses the same patterns; Hopcroft's algorithm (``fsm.partition_compiled``) finds the
+same coarsest partition as ``fsm.dfa``'s Hopcroft and Moore refinements; the product of
+two DFAs (``fsm.product_compiled``) has the same pairs, numbered alike, as
+``fsm.ops._product_by_pair``."""
+
+import numpy as np
+import pytest
+
+from fsm.dfa import coarsest_partition, determinize, subset_table
+from fsm.errors import RegexTooLargeError
+from fsm.jit import AVAILABLE
+from fsm.nfa import NFA
+from fsm.regex import regex_to_nfa
+
+pytestmark = pytest.mark.skipif(not AVAILABLE, reason="numba is not installed (the `fast` extra)")
+
+PATTERNS = [
+    r'"([^"\\]|\\.)*"',                        # a JSON string: escapes, a loop
+    r"[a-z]{2,5}x|ab+c",                       # overlapping alternatives: subsets of several states
+    r'\{"name":"[^"\\]*","n":-?\d{1,3}\}',     # a small object
+    r"(a|b)*abb(a|b){0,6}",                    # many target sets of several states (remembered)
+    r"\d{1,3}(\.\d+)?([eE][+-]?\d+)?",         # a number
+    r"[\u0100-\uffff]{1,4}é|\w+@\w+\.com",     # multi-byte characters, many byte classes
+    r"(a|b)*a(a|b){9}",                        # 2,048 states: the state buffers grow
+    "x(" + "|".join(a + b for a in "abcdefghijklmnopqrstuvwxyz" for b in "abcdefghijkl") + ")",  # a wide row
+    r"",                                       # the empty string only
+]
+
+
+def _python_and_compiled(pattern: str, limit: int = 10**6):
+    from fsm import subsets_compiled
+
+    nfa = NFA()
+    start, end = regex_to_nfa(pattern, nfa)
+    trans, classes, sets = subset_table(nfa, start, {end}, limit=limit)
+    accepting = np.array([end in s for s in sets], dtype=bool)
+    return (trans, classes, accepting), subsets_compiled.subset_table(nfa, start, end, None, limit)
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_compiled_table_equals_the_python_table(pattern):
+    (trans, classes, accepting), (c_trans, c_classes, c_accepting) = _python_and_compiled(pattern)
+    assert trans.dtype == c_trans.dtype and classes.dtype == c_classes.dtype
+    assert np.array_equal(trans, c_trans)
+    assert np.array_equal(classes, c_classes)
+    assert np.array_equal(accepting, c_accepting)
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_compiled_determinize_equals_python_determinize(pattern):
+    nfa = NFA()
+    start, end = regex_to_nfa(pattern, nfa)
+    fast = determinize(nfa, start, end, compiled=True)
+    slow = determinize(nfa, start, end, compiled=False)
+    assert np.array_equal(fast.transitions, slow.transitions)
+    assert np.array_equal(fast.byte_to_class, slow.byte_to_class)
+    assert np.array_equal(fast.accepting, slow.accepting)
+
+
+def _canonical(block: np.ndarray) -> list[int]:
+    """Block ids renumbered by first appearance (partitions compare equal then)."""
+    ids: dict[int, int] = {}
+    return [ids.setdefault(b, len(ids)) for b in block.tolist()]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_compiled_partition_equals_python_partitions(seed):
+    """Random complete tables with few distinct behaviours (so blocks merge), small
+    ones (Python: Hopcroft) and large ones (Python: Moore)."""
+    rng = np.random.default_rng(seed)
+    n = [40, 300, 3000][seed % 3]
+    k = [2, 5, 9][seed // 4 % 3]
+    kinds = max(2, n // 10)  # states copy one of a few rows, up to which state they lead to
+    sink = n
+    base = rng.integers(0, n + 1, size=(kinds, k))
+    t = base[rng.integers(0, kinds, size=n)]
+    t = np.where(rng.random(t.shape) < 0.05, rng.integers(0, n + 1, size=t.shape), t)
+    t = np.vstack([t, np.full((1, k), sink)])
+    accepting = np.append(rng.random(n) < 0.3, False)
+    # (Seeds 5, 8 and 11 make tables of at least MOORE_MIN_CELLS: Python uses Moore's.)
+    fast = coarsest_partition(t, accepting, sink, compiled=True)
+    slow = coarsest_partition(t, accepting, sink, compiled=False)
+    assert _canonical(fast) == _canonical(slow)
+    assert len(set(fast.tolist())) < n  # some states merged: the test is not trivial
+
+
+def test_compiled_determinize_matches_like_python():
+    """Both minimise to the same automaton, which agrees with ``re.fullmatch``."""
+    import re
+
+    pattern = r"(ab|a[b-d]c)*d?"
+    nfa = NFA()
+    start, end = regex_to_nfa(pattern, nfa)
+    fast = determinize(nfa, start, end, compiled=True)
+    slow = determinize(nfa, start, end, compiled=False)
+    assert np.array_equal(fast.transitions, slow.transitions)
+    assert np.array_equal(fast.accepting, slow.accepting)
+    for text in ["", "ab", "abc", "acc", "ababd", "abd", "adc", "d", "dd", "abacc"]:
+        assert fast.matches(text.encode()) == bool(re.fullmatch(pattern, text)), text
+
+
+def test_compiled_construction_refuses_past_the_limit_like_python():
+    with pytest.raises(RegexTooLargeError) as python_error:
+        _python_and_compiled(r"(a|b)*a(a|b){9}", limit=1000)
+    from fsm import subsets_compiled
+
+    nfa = NFA()
+    start, end = regex_to_nfa(r"(a|b)*a(a|b){9}", nfa)
+    with pytest.raises(RegexTooLargeError) as compiled_error:
+        subsets_compiled.subset_table(nfa, start, end, None, 1000)
+    assert str(compiled_error.value) == str(python_error.value) == "pattern needs more than 1000 DFA states"
+
+
+def test_deferred_fragments_are_refused():
+    nfa = NFA(lazy=True)
+    start, end = nfa.deferred(lambda: nfa.byte_string(b"x"), {ord("x"), ord("x") + 1})
+    with pytest.raises(ValueError, match="LazyDFA only"):
+        determinize(nfa, start, end, compiled=True)
+
+
+OPERANDS = [r"[a-z]{2,9}@[a-z]+\.com", r"\w{3,40}", r"(ab|cd)*e?", r"[^x]{0,30}", r"[\u0100-\uffff]{1,4}é|\w+"]
+OPERATIONS = {"and": (lambda x, y: x and y, True), "or": (lambda x, y: x or y, False),
+              "and not": (lambda x, y: x and not y, False)}
+
+
+@pytest.mark.parametrize("operation", sorted(OPERATIONS))
+@pytest.mark.parametrize("left", range(len(OPERANDS)))
+def test_compiled_product_equals_the_python_product(left, operation):
+    from fsm import ops
+    from fsm.regex import compile_regex
+
+    accept, both = OPERATIONS[operation]
+    a = compile_regex(OPERANDS[left])
+    for right in OPERANDS:
+        b = compile_regex(right)
+        slow = ops._product_by_pair(a, b, accept, both, 10**6)
+        fast = ops._product_compiled(a, b, accept, both, 10**6)
+        for x, y in zip(slow, fast):
+            assert x.dtype == y.dtype and np.array_equal(x, y), (OPERANDS[left], operation, right)
+
+
+def test_compiled_product_refuses_past_the_limit_like_python():
+    from fsm import ops
+    from fsm.regex import compile_regex
+
+    a, b = compile_regex(r"\w{3,40}"), compile_regex(r"[^x]{0,30}")
+    for product in (ops._product_by_pair, ops._product_compiled):
+        with pytest.raises(RegexTooLargeError, match="combined automaton exceeds 5 states"):
+            product(a, b, lambda x, y: x and y, True, 5)
