@@ -159,14 +159,18 @@ def class_byte_ranges(dfa) -> list[list[tuple[int, int]]]:
     return out
 
 
-def nfa_byte_classes(nfa: NFA) -> np.ndarray:
-    """Bytes that no NFA edge tells apart share a class."""
+def nfa_byte_classes(nfa: NFA, moves: np.ndarray | None = None) -> np.ndarray:
+    """Bytes that no NFA edge tells apart share a class. ``moves``: the NFA's byte
+    moves from ``NFA.flat``, where the caller has them."""
     cuts = np.zeros(257, dtype=bool)
     cuts[0] = True
     cuts[list(nfa.cuts)] = True  # what deferred fragments will need
-    # C-level iteration over the edge tuples (a Python loop cost ~50 ms per 100k edges).
-    cuts[np.fromiter(map(itemgetter(0), chain.from_iterable(nfa.edges)), dtype=np.int64)] = True
-    cuts[np.fromiter(map(itemgetter(1), chain.from_iterable(nfa.edges)), dtype=np.int64) + 1] = True
+    if moves is not None:
+        cuts[moves[:, 0]] = True
+        cuts[moves[:, 1] + 1] = True
+    else:  # C-level iteration over the edge tuples (a Python loop: ~50 ms per 100k edges)
+        cuts[np.fromiter(map(itemgetter(0), chain.from_iterable(nfa.edges)), dtype=np.int64)] = True
+        cuts[np.fromiter(map(itemgetter(1), chain.from_iterable(nfa.edges)), dtype=np.int64) + 1] = True
     return (np.cumsum(cuts[:256]) - 1).astype(np.int32)
 
 
@@ -597,22 +601,28 @@ def _quotient(t: np.ndarray, block: np.ndarray, accepting: np.ndarray, byte_to_c
     """One state per block, numbered in BFS order from the start (a canonical
     numbering); byte classes recomputed for the merged automaton."""
     sink_block = int(block[-1])
-    block_list = block.tolist()
-    rows = t.tolist()
-    order = {block_list[0]: 0}
-    reps = [0]
-    qi = 0
-    while qi < len(reps):
-        for nxt in rows[reps[qi]]:
-            b = block_list[nxt]
-            if b != sink_block and b not in order:
-                order[b] = len(order)
-                reps.append(nxt)
-        qi += 1
-    remap = np.full(int(block.max()) + 1, -1, dtype=np.int32)
-    for b, i in order.items():
-        remap[b] = i
-    reps_arr = np.array(reps)
+    if COMPILED_AVAILABLE:
+        from .partition_compiled import quotient_order  # imports numba
+
+        remap, reps_arr = quotient_order(np.ascontiguousarray(t, dtype=np.int64), block.astype(np.int64), sink_block)
+        remap = remap.astype(np.int32)
+    else:
+        block_list = block.tolist()
+        rows = t.tolist()
+        order = {block_list[0]: 0}
+        reps = [0]
+        qi = 0
+        while qi < len(reps):
+            for nxt in rows[reps[qi]]:
+                b = block_list[nxt]
+                if b != sink_block and b not in order:
+                    order[b] = len(order)
+                    reps.append(nxt)
+            qi += 1
+        remap = np.full(int(block.max()) + 1, -1, dtype=np.int32)
+        for b, i in order.items():
+            remap[b] = i
+        reps_arr = np.array(reps)
     new_t = remap[block[t[reps_arr]]]  # [n, classes]; the sink block maps to -1
     acc = accepting[reps_arr]
     table, classes = _merged_classes(new_t, byte_to_class)

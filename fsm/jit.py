@@ -1,9 +1,12 @@
 """numba, where it is installed (the `fast` extra): whether it is, and compiling a kernel.
 
-The compiled kernels (``fsm.narrow_compiled``, ``fsm.lazy_compiled``) are plain Python
-functions over numpy arrays, compiled on first use and cached on disk by numba
-(``cache=True``): the first process pays ~1 s a kernel, later ones load it. Without
-numba, ``AVAILABLE`` is False and the Python code they mirror runs instead.
+Compiled kernels are functions over numpy arrays, compiled on first use and cached on
+disk by numba (``cache=True``): the first process pays about a second a kernel, later
+ones load it. ``fsm.narrow_compiled`` keeps its kernel a plain Python function (its
+module is imported either way) and compiles it with ``compiled``;
+``fsm.subsets_compiled``, ``fsm.partition_compiled`` and ``fsm.product_compiled``
+decorate theirs and are imported only where ``AVAILABLE``. Without numba the Python
+code they mirror runs instead.
 """
 
 from __future__ import annotations

@@ -25,8 +25,6 @@ live (the NFA is pruned first), so "alive" still means "a prefix of some match".
 from __future__ import annotations
 
 import threading
-from itertools import chain
-from operator import itemgetter
 
 import numpy as np
 
@@ -66,10 +64,11 @@ class LazyDFA:
     growth_limit: int | None = None
 
     def __init__(self, nfa: NFA, start: int, final: int):
-        live = _co_reachable(nfa, final)
+        flat = nfa.flat() if len(nfa) > SMALL_SEARCH_EDGES else None  # (shared by both passes)
+        live = _co_reachable(nfa, final, flat)
         if not live[start]:
             raise EmptyLanguageError("the pattern matches no string at all")
-        self.byte_to_class = nfa_byte_classes(nfa)
+        self.byte_to_class = nfa_byte_classes(nfa, flat[2] if flat is not None else None)
         self._n_classes = int(self.byte_to_class[-1]) + 1
         self._nfa = nfa
         self._live = live
@@ -231,11 +230,11 @@ class LazyDFA:
             return row
 
 
-def _co_reachable(nfa: NFA, final: int) -> list[bool]:
+def _co_reachable(nfa: NFA, final: int, flat: tuple | None = None) -> list[bool]:
     """NFA states from which ``final`` can be reached (a deferred fragment counts as
-    leading from its start to its end)."""
+    leading from its start to its end). ``flat``: ``nfa.flat()``, for a large NFA."""
     n = len(nfa)
-    if n <= SMALL_SEARCH_EDGES:  # small: plain Python beats the numpy set-up
+    if flat is None:  # small: plain Python beats the numpy set-up
         back = nfa.predecessors()
         live = [False] * n
         live[final] = True
@@ -246,17 +245,14 @@ def _co_reachable(nfa: NFA, final: int) -> list[bool]:
                     live[s] = True
                     stack.append(s)
         return live
+    # Large: the NFA's arrays (a Python loop cost ~130 ms per large schema), then the
+    # search in numpy.
+    counts, eps, moves = flat
     states = np.arange(n)
-    # Large: C-level iteration over the edge lists (a Python loop cost ~130 ms per
-    # large schema), then the search in numpy.
-    eps_count = np.fromiter(map(len, nfa.eps), dtype=np.int64, count=n)
-    edge_count = np.fromiter(map(len, nfa.edges), dtype=np.int64, count=n)
     pending = list(nfa.pending.items())
-    src = np.concatenate([np.repeat(states, eps_count), np.repeat(states, edge_count),
+    src = np.concatenate([np.repeat(states, counts[:, 0]), np.repeat(states, counts[:, 1]),
                           np.array([s for s, _ in pending], dtype=np.int64)])
-    dst = np.concatenate([np.fromiter(chain.from_iterable(nfa.eps), dtype=np.int64),
-                          np.fromiter(map(itemgetter(2), chain.from_iterable(nfa.edges)), dtype=np.int64),
-                          np.array([e for _, (_, e) in pending], dtype=np.int64)])
+    dst = np.concatenate([eps, moves[:, 2], np.array([e for _, (_, e) in pending], dtype=np.int64)])
     targets = np.zeros(n, dtype=bool)
     targets[final] = True
     return co_reachable(src, dst, targets).tolist()

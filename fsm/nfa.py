@@ -8,6 +8,9 @@ compiler; nothing here knows about regex syntax.
 from __future__ import annotations
 
 import functools
+from itertools import chain
+
+import numpy as np
 
 from .errors import RegexTooLargeError
 from .utf8 import utf8_sequences
@@ -158,6 +161,20 @@ class NFA:
         for s, (_, e) in self.pending.items():
             back[e].append(s)
         return back
+
+    def flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The NFA in arrays: per state ``(epsilon moves, byte moves)`` counted, the
+        epsilon targets one state after another, the byte moves ``(lo, hi, target)``
+        likewise. C-level iteration over the lists (a Python loop costs several
+        times more), one pass over each."""
+        n = len(self.eps)
+        counts = np.empty((n, 2), dtype=np.int64)
+        counts[:, 0] = np.fromiter(map(len, self.eps), dtype=np.int64, count=n)
+        counts[:, 1] = np.fromiter(map(len, self.edges), dtype=np.int64, count=n)
+        eps = np.fromiter(chain.from_iterable(self.eps), dtype=np.int64, count=int(counts[:, 0].sum()))
+        moves = np.fromiter(chain.from_iterable(chain.from_iterable(self.edges)), dtype=np.int64,
+                            count=3 * int(counts[:, 1].sum())).reshape(-1, 3)
+        return counts, eps, moves
 
     def successors(self, first: int = 0) -> list[list[int]]:
         """Per state from ``first`` on, the states an epsilon or byte move leads to

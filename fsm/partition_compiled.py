@@ -129,3 +129,27 @@ def coarsest_partition(t, accepting, sink):
                 work[n_work] = nb
                 n_work += 1
     return block
+
+
+@njit(cache=True, nogil=True)
+def quotient_order(t, block, sink_block):
+    """``fsm.dfa._quotient``'s breadth-first numbering of the blocks from the start
+    state's: ``(number per block, -1 where unreached or the sink's; one state per
+    numbered block, in order)``."""
+    order = np.full(block.max() + 1, -1, dtype=np.int64)
+    reps = np.empty(block.max() + 1, dtype=np.int64)
+    order[block[0]] = 0
+    reps[0] = 0
+    n = 1
+    i = 0
+    while i < n:
+        r = reps[i]
+        for c in range(t.shape[1]):
+            nxt = t[r, c]
+            b = block[nxt]
+            if b != sink_block and order[b] < 0:
+                order[b] = n
+                reps[n] = nxt
+                n += 1
+        i += 1
+    return order, reps[:n]

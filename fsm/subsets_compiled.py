@@ -19,11 +19,10 @@ half a microsecond a state, and the byte classes come from the same copy.
 
 from __future__ import annotations
 
-from itertools import chain
-
 import numpy as np
 from numba import njit
 
+from .dfa import nfa_byte_classes
 from .errors import RegexTooLargeError
 
 # Columns per NFA state: its closure's slice of ``cl`` (-1: not known yet), its moves'
@@ -323,36 +322,12 @@ def _rows(first, start, nf, ep, cl, mv, df, sub, table, trans, counts, scratch, 
     return _DONE, d
 
 
-def copy_nfa(nfa) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The NFA in arrays: per state (epsilon count, byte move count), the epsilon
-    targets one state after another, the byte moves ``(lo, hi, target)`` likewise.
-    C-level iteration over the lists (a Python loop costs several times more)."""
-    n = len(nfa)
-    counts = np.empty((n, 2), dtype=np.int64)
-    counts[:, 0] = np.fromiter(map(len, nfa.eps), dtype=np.int64, count=n)
-    counts[:, 1] = np.fromiter(map(len, nfa.edges), dtype=np.int64, count=n)
-    eps = np.fromiter(chain.from_iterable(nfa.eps), dtype=np.int64, count=int(counts[:, 0].sum()))
-    moves = np.fromiter(chain.from_iterable(chain.from_iterable(nfa.edges)), dtype=np.int64,
-                        count=3 * int(counts[:, 1].sum())).reshape(-1, 3)
-    return counts, eps, moves
-
-
-def byte_classes(moves: np.ndarray, cuts) -> np.ndarray:
-    """``fsm.dfa.nfa_byte_classes`` from copied moves (``copy_nfa``)."""
-    at = np.zeros(257, dtype=bool)
-    at[0] = True
-    at[list(cuts)] = True
-    at[moves[:, 0]] = True
-    at[moves[:, 1] + 1] = True
-    return (np.cumsum(at[:256]) - 1).astype(np.int32)
-
-
 def subset_table(nfa, start: int, final: int, classes: np.ndarray | None, limit: int):
     """``fsm.dfa.subset_table`` (one final state): ``(transitions, byte classes,
     accepting)``; the NFA must have no deferred fragments."""
-    counts, eps, moves = copy_nfa(nfa)
+    counts, eps, moves = nfa.flat()
     if classes is None:
-        classes = byte_classes(moves, nfa.cuts)
+        classes = nfa_byte_classes(nfa, moves)
     n = len(nfa)
     nf = np.full((n, 8), -1, dtype=np.int64)
     ends = np.cumsum(counts, axis=0)

@@ -60,6 +60,27 @@ def test_compiled_determinize_equals_python_determinize(pattern):
     assert np.array_equal(fast.accepting, slow.accepting)
 
 
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_compiled_minimisation_equals_python_minimisation(pattern, monkeypatch):
+    """The whole of ``minimize`` (Hopcroft's partition, then the quotient's
+    breadth-first numbering), compiled and in Python."""
+    from fsm import dfa as dfa_module
+
+    nfa = NFA()
+    start, end = regex_to_nfa(pattern, nfa)
+    trans, classes, sets = subset_table(nfa, start, {end})
+    accepting = np.array([end in s for s in sets], dtype=bool)
+    got = []
+    for compiled in (True, False):
+        monkeypatch.setattr(dfa_module, "COMPILED_AVAILABLE", compiled)
+        dfa_module._minimized.clear()
+        got.append(dfa_module.minimize(trans, classes, accepting))
+    fast, slow = got
+    assert np.array_equal(fast.transitions, slow.transitions)
+    assert np.array_equal(fast.byte_to_class, slow.byte_to_class)
+    assert np.array_equal(fast.accepting, slow.accepting)
+
+
 def _canonical(block: np.ndarray) -> list[int]:
     """Block ids renumbered by first appearance (partitions compare equal then)."""
     ids: dict[int, int] = {}

@@ -408,14 +408,19 @@ def test_unminimised_intersection_of_disjoint_languages_is_an_error():
         intersect(compile_regex("a+"), compile_regex("b+"), minimal=False)
 
 
-@pytest.mark.parametrize("by", ["pair", "level"])
+@pytest.mark.parametrize("by", ["pair", "level", "compiled"])
 def test_products_agree_with_both_patterns_on_random_pairs(by, monkeypatch):
     """``intersect`` / ``union`` / ``difference`` accept exactly the strings the two
     patterns' ``re.fullmatch`` say they should, whether the product is built pair by
-    pair (small operands) or a level at a time in numpy (large ones)."""
+    pair (small operands), a level at a time in numpy (large ones), or compiled (with
+    numba)."""
     import fsm.ops
+    from fsm.jit import AVAILABLE
     from fsm.ops import difference, intersect, union
 
+    if by == "compiled" and not AVAILABLE:
+        pytest.skip("numba is not installed (the `fast` extra)")
+    monkeypatch.setattr(fsm.ops, "COMPILED_AVAILABLE", by == "compiled")
     monkeypatch.setattr(fsm.ops, "SMALL_PRODUCT", 10**9 if by == "pair" else 0)
 
     rng = random.Random(11)
