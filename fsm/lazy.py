@@ -64,7 +64,8 @@ class LazyDFA:
     growth_limit: int | None = None
 
     def __init__(self, nfa: NFA, start: int, final: int):
-        flat = nfa.flat() if len(nfa) > SMALL_SEARCH_EDGES else None  # (shared by both passes)
+        # A large NFA is read into arrays once, for its liveness and its byte classes.
+        flat = nfa.flat() if len(nfa) > SMALL_SEARCH_EDGES else None
         live = _co_reachable(nfa, final, flat)
         if not live[start]:
             raise EmptyLanguageError("the pattern matches no string at all")
