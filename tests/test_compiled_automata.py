@@ -49,15 +49,17 @@ def test_compiled_table_equals_the_python_table(pattern):
     assert np.array_equal(accepting, c_accepting)
 
 
+def _assert_same_dfa(fast, slow) -> None:
+    assert np.array_equal(fast.transitions, slow.transitions)
+    assert np.array_equal(fast.byte_to_class, slow.byte_to_class)
+    assert np.array_equal(fast.accepting, slow.accepting)
+
+
 @pytest.mark.parametrize("pattern", PATTERNS)
 def test_compiled_determinize_equals_python_determinize(pattern):
     nfa = NFA()
     start, end = regex_to_nfa(pattern, nfa)
-    fast = determinize(nfa, start, end, compiled=True)
-    slow = determinize(nfa, start, end, compiled=False)
-    assert np.array_equal(fast.transitions, slow.transitions)
-    assert np.array_equal(fast.byte_to_class, slow.byte_to_class)
-    assert np.array_equal(fast.accepting, slow.accepting)
+    _assert_same_dfa(determinize(nfa, start, end, compiled=True), determinize(nfa, start, end, compiled=False))
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
@@ -75,10 +77,7 @@ def test_compiled_minimisation_equals_python_minimisation(pattern, monkeypatch):
         monkeypatch.setattr(dfa_module, "COMPILED_AVAILABLE", compiled)
         dfa_module._minimized.clear()
         got.append(dfa_module.minimize(trans, classes, accepting))
-    fast, slow = got
-    assert np.array_equal(fast.transitions, slow.transitions)
-    assert np.array_equal(fast.byte_to_class, slow.byte_to_class)
-    assert np.array_equal(fast.accepting, slow.accepting)
+    _assert_same_dfa(*got)
 
 
 def _canonical(block: np.ndarray) -> list[int]:
@@ -116,9 +115,7 @@ def test_compiled_determinize_matches_like_python():
     nfa = NFA()
     start, end = regex_to_nfa(pattern, nfa)
     fast = determinize(nfa, start, end, compiled=True)
-    slow = determinize(nfa, start, end, compiled=False)
-    assert np.array_equal(fast.transitions, slow.transitions)
-    assert np.array_equal(fast.accepting, slow.accepting)
+    _assert_same_dfa(fast, determinize(nfa, start, end, compiled=False))
     for text in ["", "ab", "abc", "acc", "ababd", "abd", "adc", "d", "dd", "abacc"]:
         assert fast.matches(text.encode()) == bool(re.fullmatch(pattern, text)), text
 
