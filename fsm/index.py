@@ -54,7 +54,7 @@ from .dfa import DFA
 from .gc_pause import gc_paused
 from .lazy import GrowthDeferred
 from .narrow import NARROW_BUDGET, TrieLists, class_bytes, few_moves, loop_bytes, narrow_walk, start_pairs
-from .narrow_compiled import AVAILABLE as COMPILED_AVAILABLE
+from .jit import AVAILABLE as COMPILED_AVAILABLE
 from .narrow_compiled import NEED_LOOP, NEED_ROOM, CompiledWalk, TrieTable
 from .nfa import MAX_GROWN_NFA_STATES
 from .trie import LONG_RUN, PLAIN_BYTES, RunTrie, Trie, set_bits, split_vocabulary

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .jit import AVAILABLE, compiled  # noqa: F401 (AVAILABLE: whether this walk can run)
+from .jit import compiled
 
 #: The compiled walk gives up after checking this many (child, state) pairs (the
 #: Python walk: ``fsm.narrow.NARROW_BUDGET``). Checks cost nanoseconds here; what a

@@ -29,7 +29,8 @@ from .errors import RegexTooLargeError
 # slice of ``mv`` (class intervals), its epsilon moves' slice of ``ep``, the DFA state
 # its closure alone is (-1: none yet), whether it has byte moves.
 _CL_LO, _CL_HI, _MV_LO, _MV_HI, _EP_LO, _EP_HI, _SINGLE, _MOVES = range(8)
-# Columns per DFA state: its subset's slice of ``sub``, whether it accepts.
+# Columns per DFA state: its subset's slice of ``sub``, whether it accepts (the
+# slice first, as for target sets: ``_rehash`` serves both).
 _SUB_LO, _SUB_HI, _ACCEPT = range(3)
 # Columns per remembered target set (``sweep_row``'s ``known``): its slice of
 # ``titems``, its DFA state.
@@ -41,8 +42,6 @@ _N_DFA, _N_SUB, _N_CL, _FINAL, _MAX, _NEED, _STAMP, _N_T, _N_TITEMS = range(9)
  _TOO_LARGE) = range(9)
 # A sweep event: class << 42 | opens << 41 | NFA target.
 _SHIFT, _OPEN, _TARGET = 42, 1 << 41, (1 << 41) - 1
-# FNV-1a over a subset's sorted members.
-_FNV_OFFSET, _FNV_PRIME = np.uint64(14695981039346656037), np.uint64(1099511628211)
 
 
 @njit(cache=True, nogil=True)
@@ -83,8 +82,8 @@ def _closure(t, nf, ep, cl, counts, seen, mark):
 
 @njit(cache=True, nogil=True)
 def _mix(t):
-    """splitmix64's finaliser: a target set's hash is the sum of its members' (kept
-    as the sweep opens and closes them)."""
+    """splitmix64's finaliser: a set's hash is the sum of its members' (so the sweep
+    keeps its open targets' hash as they open and close)."""
     z = np.uint64(t) + np.uint64(0x9E3779B97F4A7C15)
     z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
@@ -95,9 +94,9 @@ def _mix(t):
 def _intern(items, lo, hi, df, sub, table, counts):
     """The DFA state whose subset is ``items[lo:hi]`` (sorted), made if new; minus an
     outcome (``-_FULL_DFA`` ...) when a buffer must grow first."""
-    h = _FNV_OFFSET
+    h = np.uint64(0)
     for i in range(lo, hi):
-        h = (h ^ np.uint64(items[i])) * _FNV_PRIME
+        h += _mix(items[i])
     mask = table.shape[0] - 1
     pos = np.int64(h & np.uint64(mask))
     while True:
@@ -139,31 +138,18 @@ def _intern(items, lo, hi, df, sub, table, counts):
 
 
 @njit(cache=True, nogil=True)
-def _rehash(df, sub, n, table):
-    """Enter DFA states ``0 .. n-1`` into an empty ``table`` (as ``_intern``)."""
+def _rehash(slices, items, n, table):
+    """Enter sets ``0 .. n-1`` (``items[slices[k, 0]:slices[k, 1]]``: DFA states'
+    subsets, or remembered target sets) into an empty ``table``."""
     mask = table.shape[0] - 1
-    for j in range(n):
-        h = _FNV_OFFSET
-        for i in range(df[j, _SUB_LO], df[j, _SUB_HI]):
-            h = (h ^ np.uint64(sub[i])) * _FNV_PRIME
+    for k in range(n):
+        h = np.uint64(0)
+        for i in range(slices[k, 0], slices[k, 1]):
+            h += _mix(items[i])
         pos = np.int64(h & np.uint64(mask))
         while table[pos] >= 0:
             pos = (pos + 1) & mask
-        table[pos] = j
-
-
-@njit(cache=True, nogil=True)
-def _rehash_targets(tsets, titems, n, ttable):
-    """Enter remembered target sets ``0 .. n-1`` into an empty ``ttable``."""
-    mask = ttable.shape[0] - 1
-    for k in range(n):
-        h = np.uint64(0)
-        for i in range(tsets[k, _T_LO], tsets[k, _T_HI]):
-            h += _mix(titems[i])
-        pos = np.int64(h & np.uint64(mask))
-        while ttable[pos] >= 0:
-            pos = (pos + 1) & mask
-        ttable[pos] = k
+        table[pos] = k
 
 
 @njit(cache=True, nogil=True)
@@ -362,7 +348,7 @@ def subset_table(nfa, start: int, final: int, classes: np.ndarray | None, limit:
         elif outcome == _FULL_T:
             tsets = _grown(tsets, 2 * len(tsets), 0)
             ttable = np.full(2 * len(ttable), -1, dtype=np.int64)
-            _rehash_targets(tsets, titems, int(state[_N_T]), ttable)
+            _rehash(tsets, titems, int(state[_N_T]), ttable)
         else:
             need = int(state[_NEED])
             if outcome == _FULL_SUB:

@@ -15,7 +15,7 @@ import pytest
 
 from fsm.index import TokenIndex
 from fsm.lazy import LazyDFA
-from fsm.narrow_compiled import AVAILABLE as COMPILED_AVAILABLE
+from fsm.jit import AVAILABLE as COMPILED_AVAILABLE
 from fsm.narrow_compiled import CompiledWalk
 from fsm.nfa import NFA
 from fsm.regex import regex_to_nfa
