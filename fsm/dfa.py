@@ -538,8 +538,13 @@ def _drop_dead(trans: np.ndarray, accepting: np.ndarray):
     return trans, accepting & live
 
 
-def live_states(trans: np.ndarray, accepting: np.ndarray) -> np.ndarray:
-    """The states that can reach an accepting one."""
+def live_states(trans: np.ndarray, accepting: np.ndarray, compiled: bool | None = None) -> np.ndarray:
+    """The states that can reach an accepting one (searched compiled where numba is
+    installed, unless ``compiled=False``)."""
+    if COMPILED_AVAILABLE if compiled is None else compiled:
+        from .reach_compiled import live_in_table  # imports numba
+
+        return live_in_table(np.ascontiguousarray(trans), np.asarray(accepting, dtype=np.bool_))
     src, cls = np.nonzero(trans >= 0)
     return co_reachable(src, trans[src, cls], np.asarray(accepting, dtype=bool))
 
@@ -549,11 +554,17 @@ def live_states(trans: np.ndarray, accepting: np.ndarray) -> np.ndarray:
 SMALL_SEARCH_EDGES = 20_000
 
 
-def co_reachable(src: np.ndarray, dst: np.ndarray, targets: np.ndarray) -> np.ndarray:
+def co_reachable(src: np.ndarray, dst: np.ndarray, targets: np.ndarray, compiled: bool | None = None) -> np.ndarray:
     """Which states reach one of ``targets`` (a bool per state) along the edges
     ``src[i] -> dst[i]``, searched backwards over the edges sorted by target: with a
     stack in Python for small graphs, a level of predecessors at a time in numpy for
-    large ones."""
+    large ones (compiled with numba where it is installed: ``fsm.reach_compiled``,
+    unless ``compiled=False``)."""
+    if COMPILED_AVAILABLE if compiled is None else compiled:
+        from .reach_compiled import co_reachable as compiled_search  # imports numba
+
+        return compiled_search(src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False),
+                               np.asarray(targets, dtype=np.bool_))
     n = len(targets)
     order = np.argsort(dst, kind="stable")
     src_by_dst = src[order]

@@ -4,8 +4,8 @@ Compiled kernels are functions over numpy arrays, compiled on first use and cach
 disk by numba (``cache=True``): the first process pays about a second a kernel, later
 ones load it. ``fsm.narrow_compiled`` keeps its kernel a plain Python function (its
 module is imported either way) and compiles it with ``compiled``;
-``fsm.subsets_compiled``, ``fsm.partition_compiled`` and ``fsm.product_compiled``
-decorate theirs and are imported only where ``AVAILABLE``. Without numba the Python
+``fsm.subsets_compiled``, ``fsm.partition_compiled``, ``fsm.product_compiled`` and
+``fsm.reach_compiled`` decorate theirs and are imported only where ``AVAILABLE``. Without numba the Python
 code they mirror runs instead.
 """
 

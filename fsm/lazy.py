@@ -30,6 +30,7 @@ import numpy as np
 
 from .dfa import SMALL_SEARCH_EDGES, co_reachable, nfa_byte_classes, sweep_row
 from .errors import EmptyLanguageError, RegexTooLargeError
+from .jit import AVAILABLE as COMPILED_AVAILABLE
 from .nfa import NFA
 
 UNKNOWN = -2  # a transition not computed yet
@@ -247,8 +248,13 @@ def _co_reachable(nfa: NFA, final: int, flat: tuple | None = None) -> list[bool]
                     stack.append(s)
         return live
     # Large: the NFA's arrays (a Python loop cost ~130 ms per large schema), then the
-    # search in numpy.
+    # search compiled or in numpy.
     counts, eps, moves = flat
+    if COMPILED_AVAILABLE:
+        from .reach_compiled import live_in_nfa  # imports numba
+
+        pending = np.array([(s, e) for s, (_, e) in nfa.pending.items()], dtype=np.int64).reshape(-1, 2)
+        return live_in_nfa(counts, eps, moves, pending, final).tolist()
     states = np.arange(n)
     pending = list(nfa.pending.items())
     src = np.concatenate([np.repeat(states, counts[:, 0]), np.repeat(states, counts[:, 1]),

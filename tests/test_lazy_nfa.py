@@ -240,11 +240,12 @@ def test_huge_max_length_string():
     assert not dfa.matches(b'"' + b"a" * 9 + b'"')
 
 
-def test_nfa_liveness_is_the_same_searched_either_way(monkeypatch):
+def test_nfa_liveness_is_the_same_searched_every_way(monkeypatch):
     """``_co_reachable`` (which NFA states can still reach the end, deferred fragments
     counted as leading to theirs) gives the same answer from its Python loop (small
-    NFAs) and its numpy search (large ones), dead states included."""
+    NFAs), its numpy search and its compiled search (large ones), dead states included."""
     import fsm.lazy
+    from fsm.jit import AVAILABLE
 
     schema = {"type": "object", "properties": {"a": {}, "b": {"type": "array", "items": {"type": "string", "maxLength": 3}}},
               "additionalProperties": {"type": "integer"}}
@@ -258,8 +259,12 @@ def test_nfa_liveness_is_the_same_searched_either_way(monkeypatch):
     assert nfa.pending  # the open value "a" is deferred
     small = fsm.lazy._co_reachable(nfa, e)
     monkeypatch.setattr(fsm.lazy, "SMALL_SEARCH_EDGES", -1)
-    large = fsm.lazy._co_reachable(nfa, e)
+    monkeypatch.setattr(fsm.lazy, "COMPILED_AVAILABLE", False)
+    large = fsm.lazy._co_reachable(nfa, e, nfa.flat())
     assert small == large
+    if AVAILABLE:
+        monkeypatch.setattr(fsm.lazy, "COMPILED_AVAILABLE", True)
+        assert fsm.lazy._co_reachable(nfa, e, nfa.flat()) == small
     assert small[s] and not small[orphan]
 
 

@@ -453,15 +453,20 @@ def test_products_agree_with_both_patterns_on_random_pairs(by, monkeypatch):
     assert checked > 5000
 
 
-@pytest.mark.parametrize("by", ["stack", "level"])
+@pytest.mark.parametrize("by", ["stack", "level", "compiled"])
 def test_live_states_is_reverse_reachability(by, monkeypatch):
-    """``live_states`` against a fixpoint, searching with a Python stack (small
-    automata) or a level at a time in numpy (large ones)."""
+    """``live_states`` and ``co_reachable`` against a fixpoint, searching with a
+    Python stack (small automata), a level at a time in numpy (large ones), or
+    compiled (``fsm.reach_compiled``, where numba is installed)."""
     import numpy as np
 
     import fsm.dfa
-    from fsm.dfa import live_states
+    from fsm.dfa import co_reachable, live_states
+    from fsm.jit import AVAILABLE
 
+    if by == "compiled" and not AVAILABLE:
+        pytest.skip("numba is not installed (the `fast` extra)")
+    monkeypatch.setattr(fsm.dfa, "COMPILED_AVAILABLE", by == "compiled")
     monkeypatch.setattr(fsm.dfa, "SMALL_SEARCH_EDGES", 10**9 if by == "stack" else -1)
 
     rng = np.random.default_rng(3)
@@ -476,6 +481,8 @@ def test_live_states_is_reverse_reachability(by, monkeypatch):
                 if not want[s] and any(t >= 0 and want[t] for t in trans[s]):
                     want[s] = changed = True
         assert (live_states(trans, accepting) == want).all()
+        src, cls = np.nonzero(trans >= 0)
+        assert (co_reachable(src, trans[src, cls], accepting) == want).all()
 
 
 def test_minimize_cache_returns_the_same_automaton_for_the_same_table():
