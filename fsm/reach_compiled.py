@@ -116,3 +116,97 @@ def live_in_nfa(counts, eps, moves, pending, final):
     live = np.zeros(n, dtype=np.bool_)
     live[final] = True
     return _search_back(first, preds, live)
+
+
+@njit(cache=True, nogil=True)
+def reach_bits(counts, eps, moves, pending, bits):
+    """``fsm.nfa.NFA.reach_bits`` over ``NFA.flat``'s arrays: ``bits`` (uint64
+    ``[states, words]``, the seeds) is ORed in place, per state, with the bits of
+    every state it reaches. One iterative pass of Tarjan's strongly connected
+    components, as in the Python method: a component is finished after every
+    component it reaches, so its bits are its members' seeds and their successors'."""
+    n, words = bits.shape
+    # Successors by state: epsilon targets, byte-move targets, a deferred fragment's end.
+    first = np.zeros(n + 1, dtype=np.int64)
+    for s in range(n):
+        first[s + 1] = counts[s, 0] + counts[s, 1]
+    for j in range(len(pending)):
+        first[pending[j, 0] + 1] += 1
+    for s in range(n):
+        first[s + 1] += first[s]
+    succ = np.empty(first[n], dtype=np.int64)
+    fill = first[:-1].copy()
+    e = v = 0
+    for s in range(n):
+        for _ in range(counts[s, 0]):
+            succ[fill[s]] = eps[e]
+            fill[s] += 1
+            e += 1
+        for _ in range(counts[s, 1]):
+            succ[fill[s]] = moves[v, 2]
+            fill[s] += 1
+            v += 1
+    for j in range(len(pending)):
+        s = pending[j, 0]
+        succ[fill[s]] = pending[j, 1]
+        fill[s] += 1
+    finished = n  # the index of a state whose component is done: above any low
+    index = np.full(n, -1, dtype=np.int64)
+    low = np.zeros(n, dtype=np.int64)
+    stack = np.empty(n, dtype=np.int64)
+    work = np.empty(n, dtype=np.int64)  # the depth-first path
+    at = np.empty(n, dtype=np.int64)  # per state on it, its next successor to try
+    acc = np.empty(words, dtype=np.uint64)
+    top = depth = counter = 0
+    for root in range(n):
+        if index[root] >= 0:
+            continue
+        index[root] = low[root] = counter
+        counter += 1
+        stack[top] = root
+        top += 1
+        work[0], at[root], depth = root, first[root], 1
+        while depth:
+            v = work[depth - 1]
+            descended = False
+            while at[v] < first[v + 1]:
+                w = succ[at[v]]
+                at[v] += 1
+                if index[w] < 0:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack[top] = w
+                    top += 1
+                    work[depth], at[w] = w, first[w]
+                    depth += 1
+                    descended = True
+                    break
+                if index[w] < low[v]:
+                    low[v] = index[w]
+            if descended:
+                continue
+            depth -= 1
+            if depth and low[v] < low[work[depth - 1]]:
+                low[work[depth - 1]] = low[v]
+            if low[v] == index[v]:
+                # v roots a component: the states above it on the stack.
+                acc[:] = 0
+                i = top
+                while True:
+                    i -= 1
+                    w = stack[i]
+                    for k in range(words):
+                        acc[k] |= bits[w, k]
+                    for j in range(first[w], first[w + 1]):
+                        x = succ[j]
+                        for k in range(words):
+                            acc[k] |= bits[x, k]
+                    if w == v:
+                        break
+                for j in range(i, top):
+                    w = stack[j]
+                    for k in range(words):
+                        bits[w, k] = acc[k]
+                    index[w] = finished
+                top = i
+    return bits

@@ -190,13 +190,14 @@ class RuleEnds:
 
     def __init__(self, nfa: CallNFA, end: int):
         self.nfa = nfa
-        self.byte_to_class = nfa_byte_classes(nfa)
+        flat = nfa.flat()  # one pass over the NFA's lists, for its byte classes and reach
+        self.byte_to_class = nfa_byte_classes(nfa, flat[2])
         self.n_classes = int(self.byte_to_class[-1]) + 1
         self.ends = [a for a, _, _ in nfa.calls] + [end]
         self.end_bit = {}
         for i, e in enumerate(self.ends):
             self.end_bit[e] = self.end_bit.get(e, 0) | 1 << i
-        self.reach = nfa.reach_bits(self.end_bit)
+        self.reach = nfa.reach_bits(self.end_bit, flat=flat)
         self._calls = len(nfa.calls)
         self._classes = self.byte_to_class.tolist()
         self._closures: dict[int, frozenset[int]] = {}
