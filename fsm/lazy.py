@@ -253,8 +253,7 @@ def _co_reachable(nfa: NFA, final: int, flat: tuple | None = None) -> list[bool]
     if COMPILED_AVAILABLE:
         from .reach_compiled import live_in_nfa  # imports numba
 
-        pending = np.array([(s, e) for s, (_, e) in nfa.pending.items()], dtype=np.int64).reshape(-1, 2)
-        return live_in_nfa(counts, eps, moves, pending, final).tolist()
+        return live_in_nfa(counts, eps, moves, nfa.pending_moves(), final).tolist()
     states = np.arange(n)
     pending = list(nfa.pending.items())
     src = np.concatenate([np.repeat(states, counts[:, 0]), np.repeat(states, counts[:, 1]),

@@ -179,6 +179,11 @@ class NFA:
                             count=3 * int(counts[:, 1].sum())).reshape(-1, 3)
         return counts, eps, moves
 
+    def pending_moves(self) -> np.ndarray:
+        """``[start, end]`` of each deferred fragment, as ``[k, 2]`` integers: the
+        move ``flat`` leaves out (searches count a fragment as leading to its end)."""
+        return np.array([(s, e) for s, (_, e) in self.pending.items()], dtype=np.int64).reshape(-1, 2)
+
     def successors(self, first: int = 0) -> list[list[int]]:
         """Per state from ``first`` on, the states an epsilon or byte move leads to
         (a deferred fragment counts as a move from its start to its end)."""
@@ -263,8 +268,7 @@ class NFA:
         for s, b in seeds.items():
             for k in range(words):
                 bits[s, k] = (b >> (64 * k)) & _WORD
-        pending = np.array([(s, e) for s, (_, e) in self.pending.items()], dtype=np.int64).reshape(-1, 2)
-        bits = reach_bits(*flat, pending, bits)
+        bits = reach_bits(*flat, self.pending_moves(), bits)
         out = bits[:, 0].tolist()
         for k in range(1, words):
             out = [b | w << (64 * k) if w else b for b, w in zip(out, bits[:, k].tolist())]

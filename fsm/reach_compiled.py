@@ -1,6 +1,6 @@
 """``fsm.dfa.co_reachable`` and its two callers' edge lists, compiled with numba
-(imported by ``fsm.dfa`` and ``fsm.lazy`` only where numba is installed: the `fast`
-extra).
+(imported by ``fsm.dfa``, ``fsm.lazy`` and ``fsm.nfa`` only where numba is installed:
+the `fast` extra).
 
 Which states reach a target, searched backwards: the edges are counted into a CSR of
 predecessors by target, then a stack walks it from the targets. Each edge is read a
@@ -8,8 +8,12 @@ fixed number of times, with no per-level set-up: the numpy search in ``fsm.dfa``
 pays ~50 µs of calls per level, and the NFAs of large schemas are thousands of
 levels deep (a long chain of key bytes), so it cost a tenth of their compile time.
 
+``reach_bits`` (``fsm.nfa.NFA.reach_bits``: which ends each state of a grammar rule
+leads to) groups the same edges by source instead and runs Tarjan's algorithm.
+
 Cost notes: ~10 ns an edge. ``live_in_table`` reads a DFA table where it stands and
-``live_in_nfa`` the arrays of ``NFA.flat``, so neither builds an edge list first.
+``live_in_nfa`` the arrays of ``NFA.flat``: their edge lists are made in the kernel,
+not in numpy first.
 """
 
 from __future__ import annotations
@@ -40,28 +44,56 @@ def _search_back(first, preds, live):
 
 
 @njit(cache=True, nogil=True)
-def _by_target(src, dst, n):
-    """``(first, preds)``: the sources of the edges into state d are
-    ``preds[first[d]:first[d + 1]]``."""
+def _grouped(key, value, n):
+    """``(first, values)``: the ``value`` of the edges whose ``key`` is state d are
+    ``values[first[d]:first[d + 1]]``, in edge order (keyed by target: predecessors;
+    by source: successors)."""
     first = np.zeros(n + 1, dtype=np.int64)
-    for d in dst:
+    for d in key:
         first[d + 1] += 1
     for d in range(n):
         first[d + 1] += first[d]
     fill = first[:-1].copy()
-    preds = np.empty(len(src), dtype=np.int64)
-    for i in range(len(src)):
-        d = dst[i]
-        preds[fill[d]] = src[i]
+    values = np.empty(len(value), dtype=np.int64)
+    for i in range(len(value)):
+        d = key[i]
+        values[fill[d]] = value[i]
         fill[d] += 1
-    return first, preds
+    return first, values
+
+
+@njit(cache=True, nogil=True)
+def _nfa_edges(counts, eps, moves, pending):
+    """``(src, dst)`` of every move of an NFA given as ``NFA.flat``'s arrays:
+    epsilons, byte moves, and each deferred fragment (``pending``: ``[start, end]``)
+    as a move from its start to its end."""
+    m = len(eps) + len(moves) + len(pending)
+    src = np.empty(m, dtype=np.int64)
+    dst = np.empty(m, dtype=np.int64)
+    i = e = v = 0
+    for s in range(len(counts)):
+        for _ in range(counts[s, 0]):
+            src[i] = s
+            dst[i] = eps[e]
+            i += 1
+            e += 1
+        for _ in range(counts[s, 1]):
+            src[i] = s
+            dst[i] = moves[v, 2]
+            i += 1
+            v += 1
+    for j in range(len(pending)):
+        src[i] = pending[j, 0]
+        dst[i] = pending[j, 1]
+        i += 1
+    return src, dst
 
 
 @njit(cache=True, nogil=True)
 def co_reachable(src, dst, targets):
     """Which states reach one of ``targets`` (a bool per state) along the edges
     ``src[i] -> dst[i]``."""
-    first, preds = _by_target(src, dst, len(targets))
+    first, preds = _grouped(dst, src, len(targets))
     return _search_back(first, preds, targets.copy())
 
 
@@ -84,7 +116,7 @@ def live_in_table(trans, accepting):
                 src[i] = s
                 dst[i] = t
                 i += 1
-    first, preds = _by_target(src, dst, n)
+    first, preds = _grouped(dst, src, n)
     return _search_back(first, preds, accepting.copy())
 
 
@@ -93,26 +125,8 @@ def live_in_nfa(counts, eps, moves, pending, final):
     """The states of an NFA (``NFA.flat``'s arrays; ``pending``: ``[start, end]`` of
     each deferred fragment, a move from its start to its end) that reach ``final``."""
     n = len(counts)
-    m = len(eps) + len(moves) + len(pending)
-    src = np.empty(m, dtype=np.int64)
-    dst = np.empty(m, dtype=np.int64)
-    i = e = v = 0
-    for s in range(n):
-        for _ in range(counts[s, 0]):
-            src[i] = s
-            dst[i] = eps[e]
-            i += 1
-            e += 1
-        for _ in range(counts[s, 1]):
-            src[i] = s
-            dst[i] = moves[v, 2]
-            i += 1
-            v += 1
-    for j in range(len(pending)):
-        src[i] = pending[j, 0]
-        dst[i] = pending[j, 1]
-        i += 1
-    first, preds = _by_target(src, dst, n)
+    src, dst = _nfa_edges(counts, eps, moves, pending)
+    first, preds = _grouped(dst, src, n)
     live = np.zeros(n, dtype=np.bool_)
     live[final] = True
     return _search_back(first, preds, live)
@@ -126,30 +140,8 @@ def reach_bits(counts, eps, moves, pending, bits):
     components, as in the Python method: a component is finished after every
     component it reaches, so its bits are its members' seeds and their successors'."""
     n, words = bits.shape
-    # Successors by state: epsilon targets, byte-move targets, a deferred fragment's end.
-    first = np.zeros(n + 1, dtype=np.int64)
-    for s in range(n):
-        first[s + 1] = counts[s, 0] + counts[s, 1]
-    for j in range(len(pending)):
-        first[pending[j, 0] + 1] += 1
-    for s in range(n):
-        first[s + 1] += first[s]
-    succ = np.empty(first[n], dtype=np.int64)
-    fill = first[:-1].copy()
-    e = v = 0
-    for s in range(n):
-        for _ in range(counts[s, 0]):
-            succ[fill[s]] = eps[e]
-            fill[s] += 1
-            e += 1
-        for _ in range(counts[s, 1]):
-            succ[fill[s]] = moves[v, 2]
-            fill[s] += 1
-            v += 1
-    for j in range(len(pending)):
-        s = pending[j, 0]
-        succ[fill[s]] = pending[j, 1]
-        fill[s] += 1
+    src, dst = _nfa_edges(counts, eps, moves, pending)
+    first, succ = _grouped(src, dst, n)
     finished = n  # the index of a state whose component is done: above any low
     index = np.full(n, -1, dtype=np.int64)
     low = np.zeros(n, dtype=np.int64)
