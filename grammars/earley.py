@@ -329,8 +329,9 @@ def productive_symbols(cfg: CFG) -> frozenset[int]:
     return _fixpoint(cfg, range(cfg.num_terminals), cfg.lazy)
 
 
-def trim(cfg: CFG) -> CFG:
-    """Drop rules that use an unproductive symbol or cannot be reached from the start.
+def trim(cfg: CFG, good: frozenset[int] | None = None) -> CFG:
+    """Drop rules that use an unproductive symbol or cannot be reached from the start
+    (``good``: ``productive_symbols(cfg)``, where the caller has it).
 
     After trimming, every item an Earley set holds can still be completed, so the
     set's ``expected`` terminals are exactly the ones a valid input may continue with.
@@ -338,7 +339,8 @@ def trim(cfg: CFG) -> CFG:
     lazy rules are told which symbols stay (``LazyRules.keep``).
     """
     lazy = cfg.lazy
-    good = productive_symbols(cfg)
+    if good is None:
+        good = productive_symbols(cfg)
     rules = [(lhs, rhs) for lhs, rhs in cfg.rules if lhs in good and all(x in good for x in rhs)]
     by_lhs: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
     for lhs, rhs in rules:

@@ -333,8 +333,9 @@ def _grammar(bodies: dict, families: dict[str, ObjectFamily]) -> CompiledGrammar
         firsts = {symbol(("n", name, None)): family for name, family in families.items()}
         lazy = ObjectNodes(firsts, len(terminals) + len(nt_ids))
     cfg = CFG(len(terminals), static, start, lazy)
-    if start not in productive_symbols(cfg):
+    good = productive_symbols(cfg)
+    if start not in good:
         raise UnsatisfiableSchemaError("no finite JSON document satisfies the schema (the recursion never ends)", "#")
     names = [f"T{i}" for i in range(len(terminals))]
     rule_names = {i: f"{r}@{p}" for (r, p), i in nt_ids.items()}
-    return CompiledGrammar(names, terminals, trim(cfg), frozenset(), rule_names)
+    return CompiledGrammar(names, terminals, trim(cfg, good), frozenset(), rule_names)

@@ -111,7 +111,8 @@ def compile_lark(text: str, start: str = "start") -> CompiledGrammar:
     rules = tuple((symbol(r.origin), tuple(symbol(s) for s in r.expansion)) for r in parsed.rules)
     cfg = CFG(len(names), rules, start_id)
     rule_names = {i: n for n, i in nt_id.items()}
-    if start_id not in productive_symbols(cfg):
+    good = productive_symbols(cfg)
+    if start_id not in good:
         raise GrammarError(
             f"the grammar's language is empty: rule {start!r} can never be completed "
             "(every alternative needs a rule that recurses without a way out)"
@@ -120,4 +121,4 @@ def compile_lark(text: str, start: str = "start") -> CompiledGrammar:
     # As lark's lexers do: a higher priority wins a tie, then a string literal over a
     # regex (the keyword "select" over NAME), so keywords are never read as names.
     ranks = [(t.priority, type(t.pattern).__name__ == "PatternStr") for t in parsed.terminals]
-    return CompiledGrammar(names, dfas, trim(cfg), ignore, rule_names, ranks)
+    return CompiledGrammar(names, dfas, trim(cfg, good), ignore, rule_names, ranks)
