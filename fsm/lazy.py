@@ -18,8 +18,11 @@ built into the NFA when a closure first reaches them, so the NFA grows with what
 decoding visits; byte classes were fixed in advance from the fragments' ``cuts``.
 
 Cost notes: one row costs the union of its NFA states' moves plus a closure per
-target, in Python (tens of microseconds for JSON-sized subsets). Every state is
-live (the NFA is pruned first), so "alive" still means "a prefix of some match".
+target: in Python 7 µs for a one-state subset and 20-30 µs for a few states (JSON
+sizes), ~1 µs plus a call's overhead with numba (``fsm.subsets_compiled.LazySubsets``,
+the same states numbered alike; it reads the NFA as arrays, ~65 ns a state once,
+and the states of each deferred fragment as it is built). Every state is live (the
+NFA is pruned first), so "alive" still means "a prefix of some match".
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ MAX_LAZY_DFA_STATES = 1_000_000
 
 
 class LazyDFA:
-    """Subset construction on demand over a pruned NFA.
+    """Subset construction on demand over a pruned NFA; compiled where numba is
+    installed, unless ``compiled=False``.
 
     Example::
 
@@ -64,9 +68,11 @@ class LazyDFA:
     #: ahead of decoding may grow the NFA only so far).
     growth_limit: int | None = None
 
-    def __init__(self, nfa: NFA, start: int, final: int):
-        # A large NFA is read into arrays once, for its liveness and its byte classes.
-        flat = nfa.flat() if len(nfa) > SMALL_SEARCH_EDGES else None
+    def __init__(self, nfa: NFA, start: int, final: int, compiled: bool | None = None):
+        compiled = COMPILED_AVAILABLE if compiled is None else compiled
+        # A large NFA is read into arrays once, for its liveness and its byte classes
+        # (and any NFA, for the compiled construction).
+        flat = nfa.flat() if compiled or len(nfa) > SMALL_SEARCH_EDGES else None
         live = _co_reachable(nfa, final, flat)
         if not live[start]:
             raise EmptyLanguageError("the pattern matches no string at all")
@@ -81,7 +87,8 @@ class LazyDFA:
         self._by_targets: dict[frozenset[int], int] = {}  # _target
         self._sets: list[frozenset[int]] = []
         self._accepting: list[bool] = []
-        self.transitions = np.full((64, self._n_classes), UNKNOWN, dtype=np.int32)
+        self._num_states = 0  # asked for at every step of a walk: kept as an int
+        self._transitions = np.full((64, self._n_classes), UNKNOWN, dtype=np.int32)
         self._expanded = np.zeros(64, dtype=bool)
         self._classes = self.byte_to_class.tolist()
         classes = self._classes  # byte b opens a class (256 counts as one): _co_reachable_new
@@ -89,13 +96,27 @@ class LazyDFA:
         #: Held while a row is built (and by a ``TokenIndex`` over this DFA while it
         #: computes rows): one compiled guide may serve several threads.
         self.lock = threading.RLock()
-        self._add(self._closure(start))
+        #: The construction compiled (``fsm.subsets_compiled.LazySubsets``), or None:
+        #: the Python one below.
+        self._fast = None
+        if compiled:
+            from .subsets_compiled import LazySubsets  # imports numba
+
+            self._fast = LazySubsets(nfa, start, final, live, self.byte_to_class, flat, MAX_LAZY_DFA_STATES)
+            self._fast_row(-1)
+        else:
+            self._add(self._closure(start))
 
     # -- interface shared with DFA ------------------------------------------------------
 
     @property
     def num_states(self) -> int:
-        return len(self._sets)
+        return self._num_states
+
+    @property
+    def transitions(self) -> np.ndarray:
+        """Per state, its target per byte class (-1: dead; ``UNKNOWN``: not built)."""
+        return self._fast.b.trans if self._fast is not None else self._transitions
 
     @property
     def nfa_size(self) -> int:
@@ -108,9 +129,13 @@ class LazyDFA:
 
     @property
     def accepting(self) -> np.ndarray:
+        if self._fast is not None:
+            return self._fast.b.df[: self.num_states, 2].astype(bool)
         return np.array(self._accepting, dtype=bool)
 
     def is_accepting(self, state: int) -> bool:
+        if self._fast is not None:
+            return bool(self._fast.b.df[state, 2])
         return self._accepting[state]
 
     def next_states(self, state: int) -> list[int]:
@@ -130,7 +155,7 @@ class LazyDFA:
 
     def matches(self, data: bytes) -> bool:
         s = self.step(0, data)
-        return s >= 0 and self._accepting[s]
+        return s >= 0 and self.is_accepting(s)
 
     def has_successors(self, state: int) -> bool:
         return any(t >= 0 for t in self.next_states(state))
@@ -203,13 +228,20 @@ class LazyDFA:
                 raise RegexTooLargeError(f"automaton needs more than {MAX_LAZY_DFA_STATES} states")
             j = self._ids[subset] = len(self._sets)
             self._sets.append(subset)
+            self._num_states = j + 1
             self._accepting.append(self._final in subset)
-            if j >= self.transitions.shape[0]:
-                grown = np.full((2 * self.transitions.shape[0], self._n_classes), UNKNOWN, dtype=np.int32)
-                grown[: self.transitions.shape[0]] = self.transitions
-                self.transitions = grown
-                self._expanded = np.concatenate([self._expanded, np.zeros(len(self._expanded), dtype=bool)])
+            if j >= self._transitions.shape[0]:
+                grown = np.full((2 * self._transitions.shape[0], self._n_classes), UNKNOWN, dtype=np.int32)
+                grown[: self._transitions.shape[0]] = self._transitions
+                self._transitions = grown
+            self._fit_expanded()
         return j
+
+    def _fit_expanded(self) -> None:
+        if self.num_states > len(self._expanded):
+            grown = np.zeros(max(2 * len(self._expanded), self.num_states), dtype=bool)
+            grown[: len(self._expanded)] = self._expanded
+            self._expanded = grown
 
     def _target(self, targets: frozenset[int]) -> int:
         """The state a set of NFA targets leads to (``sweep_row`` memoises it)."""
@@ -225,11 +257,33 @@ class LazyDFA:
         with self.lock:
             if self._expanded[state]:  # another thread built it meanwhile
                 return self.transitions[state].tolist()
+            if self._fast is not None:
+                self._fast_row(state)
+                self._expanded[state] = True
+                return self._fast.b.trans[state].tolist()
             row = sweep_row([self._intervals_of(s) for s in self._sets[state]], self._n_classes, self._target,
                             self._by_targets)
-            self.transitions[state] = row
+            self._transitions[state] = row
             self._expanded[state] = True
             return row
+
+    def _fast_row(self, state: int) -> None:
+        """``state``'s row by the compiled construction (-1: the start state),
+        building the deferred fragments its closures meet."""
+        fast = self._fast
+        try:
+            while True:
+                pending = fast.row(state)
+                if pending < 0:
+                    break
+                if self.growth_limit is not None and len(self._nfa) >= self.growth_limit:
+                    raise GrowthDeferred(pending)  # the state stays unexpanded
+                n0 = len(self._nfa)
+                self._materialize(pending)
+                fast.add_states(self._nfa, n0, pending, self._live)
+        finally:  # states made before a buffer had to grow stay made
+            self._num_states = fast.b.num_states
+            self._fit_expanded()
 
 
 def _co_reachable(nfa: NFA, final: int, flat: tuple | None = None) -> list[bool]:

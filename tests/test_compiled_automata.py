@@ -168,3 +168,84 @@ def test_compiled_product_refuses_past_the_limit_like_python():
     for product in (ops._product_by_pair, ops._product_compiled):
         with pytest.raises(RegexTooLargeError, match="combined automaton exceeds 5 states"):
             product(a, b, lambda x, y: x and y, True, 5)
+
+
+# Lazy determinisation: specs whose NFAs hold deferred fragments (counted repetitions
+# built as reached, open JSON values, "any other key" tries, copies of large items).
+LAZY_REGEXES = ["a{0,1000}", "(ab|c){70,90}", r"[\u0100-\uffff]{1,4}é|\w+@\w+\.com", "[a-z]{2,5}x|ab+c",
+                r"x[0-9]{100,}y"]
+LAZY_SCHEMAS = [
+    {},
+    {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string", "maxLength": 90}},
+     "additionalProperties": True},
+    {"type": "array", "items": {"type": "object", "properties": {f"p{i}": {"type": "string", "maxLength": 40}
+                                                                 for i in range(30)}}, "maxItems": 6},
+    {"type": "string", "maxLength": 300},
+]
+
+
+def _lazy_pair(spec, monkeypatch):
+    """The same spec's LazyDFA built the Python way and the compiled way."""
+    from functools import partial
+
+    from fsm.lazy import LazyDFA
+    from grammars import json_schema
+
+    out = []
+    for compiled in (False, True):
+        if isinstance(spec, str):
+            nfa = NFA(lazy=True)
+            s, e = regex_to_nfa(spec, nfa)
+            out.append(LazyDFA(nfa, s, e, compiled=compiled))
+        else:
+            monkeypatch.setattr(json_schema, "LazyDFA", partial(LazyDFA, compiled=compiled))
+            out.append(json_schema.compile_json_schema(spec, "compact", key_order="any"))
+    return out
+
+
+def _explore(dfa, limit: int = 1500) -> None:
+    """Expand states breadth-first from the start, ``limit`` rows at most."""
+    seen, queue = {0}, [0]
+    for state in queue[:limit]:
+        for t in dfa.next_states(state):
+            if t >= 0 and t not in seen:
+                seen.add(t)
+                queue.append(t)
+
+
+@pytest.mark.parametrize("spec", LAZY_REGEXES + LAZY_SCHEMAS, ids=lambda s: str(s)[:40])
+def test_compiled_lazy_rows_equal_the_python_rows(spec, monkeypatch):
+    """``LazyDFA``'s compiled construction (``fsm.subsets_compiled.LazySubsets``)
+    makes the states the Python one makes, numbered alike, building the same
+    deferred fragments on the way."""
+    slow, fast = _lazy_pair(spec, monkeypatch)
+    assert fast._fast is not None and slow._fast is None
+    for dfa in (slow, fast):
+        _explore(dfa)
+    n = slow.num_states
+    assert n == fast.num_states and n > 1
+    assert np.array_equal(slow.transitions[:n], fast.transitions[:n])
+    assert np.array_equal(slow.accepting, fast.accepting)
+    assert np.array_equal(slow._expanded[:n], fast._expanded[:n])
+    assert slow.nfa_size == fast.nfa_size
+
+
+def test_compiled_lazy_growth_limit_leaves_the_state_unexpanded(monkeypatch):
+    """Past ``growth_limit`` a row that needs a deferred fragment raises
+    ``GrowthDeferred`` and stays unbuilt, in both constructions alike; without the
+    limit it is built."""
+    from fsm.lazy import GrowthDeferred
+
+    rows = []
+    for dfa in _lazy_pair("a{0,1000}", monkeypatch):
+        dfa.growth_limit = dfa.nfa_size
+        state, steps = 0, 0
+        with pytest.raises(GrowthDeferred):
+            while True:
+                state = dfa.step(state, b"a")
+                steps += 1
+        assert not dfa._expanded[state]
+        dfa.growth_limit = None
+        assert dfa.matches(b"a" * 1000) and not dfa.matches(b"a" * 1001)
+        rows.append((steps, dfa.num_states, dfa.transitions[: dfa.num_states].copy()))
+    assert rows[0][:2] == rows[1][:2] and np.array_equal(rows[0][2], rows[1][2])
