@@ -79,7 +79,7 @@ class LazyDFA:
         self.byte_to_class = nfa_byte_classes(nfa, flat[2] if flat is not None else None)
         self._n_classes = int(self.byte_to_class[-1]) + 1
         self._nfa = nfa
-        self._live = live
+        self._live = live if not compiled else None  # compiled: LazySubsets keeps its own
         self._final = final
         self._moves: dict[int, list[tuple[int, int, int]]] = {}
         self._closures: dict[int, frozenset[int]] = {}
@@ -279,8 +279,8 @@ class LazyDFA:
                 if self.growth_limit is not None and len(self._nfa) >= self.growth_limit:
                     raise GrowthDeferred(pending)  # the state stays unexpanded
                 n0 = len(self._nfa)
-                self._materialize(pending)
-                fast.add_states(self._nfa, n0, pending, self._live)
+                self._nfa.materialize(pending)
+                fast.add_states(self._nfa, n0, pending)  # (its liveness too)
         finally:  # states made before a buffer had to grow stay made
             self._num_states = fast.b.num_states
             self._fit_expanded()

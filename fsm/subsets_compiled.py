@@ -445,6 +445,9 @@ class LazySubsets:
         self.start = start
         self.classes = classes.astype(np.int64)
         self.live = np.array(live, dtype=bool)
+        # byte b opens a class (256 counts as one): ranges built later must keep to them
+        self.class_starts = np.ones(257, dtype=bool)
+        self.class_starts[1:256] = classes[1:] != classes[:-1]
         nf, ep, mv = nfa_arrays(counts, eps, moves, self.classes, self.live)
         nf[list(nfa.pending), _PENDING] = 1
         self.n_ep, self.n_mv = len(ep), len(mv)
@@ -465,30 +468,146 @@ class LazySubsets:
                 return int(b.counts[_NEED])
             b.grow(outcome)
 
-    def add_states(self, nfa, first: int, built: int, live: list[bool]) -> None:
-        """Take in the NFA states numbered from ``first`` on (``live`` covers them),
-        made by building the deferred fragment that starts at ``built``, which now
-        has an epsilon move into them."""
+    def add_states(self, nfa, first: int, built: int) -> None:
+        """Take in the NFA states numbered from ``first`` on, made by building the
+        deferred fragment that starts at ``built`` (which now has an epsilon move
+        into them): their liveness, then their arrays, in one kernel call."""
         b = self.b
         n = len(nfa)
-        self.live = _appended(self.live, first, np.array(live[first:n], dtype=bool))
         counts, eps, moves = nfa.flat(first)
-        # The fragment's start state: its epsilon moves, at the end of the new ones.
-        counts = np.concatenate([counts, [[len(nfa.eps[built]), 0]]])
-        eps = np.concatenate([eps, np.array(nfa.eps[built], dtype=np.int64)])
-        nf, ep, mv = nfa_arrays(counts, eps, moves, self.classes, self.live, first, self.n_ep, self.n_mv)
-        b.nf = _grown(b.nf, max(n, 2 * len(b.nf)) if n > len(b.nf) else n, 0)
-        b.nf[first:n] = nf[:-1]
-        b.nf[built, _EP_LO], b.nf[built, _EP_HI] = nf[-1, _EP_LO], nf[-1, _EP_HI]
-        b.nf[built, _PENDING] = 0
-        b.nf[[s for s in nfa.pending if s >= first], _PENDING] = 1
-        b.ep = _appended(b.ep, self.n_ep, ep)
-        b.mv = _appended(b.mv, self.n_mv, mv)
-        self.n_ep += len(ep)
-        self.n_mv += len(mv)
-        if n > len(b.cnt):
-            size = max(n, 2 * len(b.cnt))
+        built_eps = np.array(nfa.eps[built], dtype=np.int64)
+        new_pending = []  # deferred fragments the build made: the newest starts
+        for s in reversed(nfa.pending):
+            if s < first:
+                break
+            new_pending.append((s, nfa.pending[s][1]))
+        pending = np.array(new_pending, dtype=np.int64).reshape(-1, 2)
+        if n > len(b.nf):
+            size = max(n, 2 * len(b.nf))
+            b.nf = _grown(b.nf, size, 0)
+            self.live = _grown(self.live, size, False)
             b.cnt, b.seen, b.mark = (_grown(a, size, 0) for a in (b.cnt, b.seen, b.mark))
+        b.ep = _grown(b.ep, max(2 * len(b.ep), self.n_ep + len(eps) + len(built_eps)), 0) \
+            if self.n_ep + len(eps) + len(built_eps) > len(b.ep) else b.ep
+        b.mv = _grown(b.mv, max(2 * len(b.mv), self.n_mv + len(moves)), 0) \
+            if self.n_mv + len(moves) > len(b.mv) else b.mv
+        got = _take_in(first, counts, eps, moves, built, built_eps, pending, self.classes, self.class_starts,
+                       self.live, b.nf, b.ep, self.n_ep, b.mv, self.n_mv)
+        if got[0] < 0:
+            lo, hi = int(moves[-got[0] - 1, 0]), int(moves[-got[0] - 1, 1])
+            raise AssertionError(f"deferred fragment uses byte range {lo}-{hi} missing from its cuts")
+        self.n_ep, self.n_mv = int(got[0]), int(got[1])
+
+
+@njit(cache=True, nogil=True)
+def _take_in(first, counts, eps, moves, built, built_eps, pending, classes, class_starts, live, nf, ep, n_ep, mv,
+             n_mv):
+    """``LazySubsets.add_states``' work: the new states' liveness (``fsm.lazy.
+    _co_reachable_new``: a new state is live when a move, or its deferred fragment,
+    leads to a live state), their ``nf`` rows and live moves appended to ``ep`` and
+    ``mv`` (room made by the caller), ``built``'s epsilon moves given a new slice.
+    Returns the new ``(n_ep, n_mv)``, or ``(-1 - k, 0)`` when move ``k``'s byte range
+    cuts through a byte class (fixed before the fragment was built, from its
+    declared cuts: such a range would make the automaton wrong)."""
+    out = np.zeros(2, dtype=np.int64)
+    for k in range(moves.shape[0]):
+        if not (class_starts[moves[k, 0]] and class_starts[moves[k, 1] + 1]):
+            out[0] = -1 - k
+            return out
+    n = counts.shape[0]
+    end_of = np.full(n, -1, dtype=np.int64)  # a new deferred start: its fragment's end
+    for k in range(pending.shape[0]):
+        end_of[pending[k, 0] - first] = pending[k, 1]
+    # Predecessors among the new states (counted, then listed), and the new states
+    # with a move into an old live state: where the backward search starts.
+    n_pred = np.zeros(n + 1, dtype=np.int64)
+    stack = np.empty(n, dtype=np.int64)
+    sp = 0
+    for phase in range(2):
+        at = np.zeros(n, dtype=np.int64)
+        if phase == 1:
+            for i in range(n):
+                n_pred[i + 1] += n_pred[i]
+            pred = np.empty(n_pred[n], dtype=np.int64)
+        e = m = 0
+        for i in range(n):
+            found = False
+            for k in range(e, e + counts[i, 0]):
+                t = eps[k]
+                if t >= first:
+                    if phase == 0:
+                        n_pred[t - first + 1] += 1
+                    else:
+                        pred[n_pred[t - first] + at[t - first]] = i
+                        at[t - first] += 1
+                elif live[t]:
+                    found = True
+            for k in range(m, m + counts[i, 1]):
+                t = moves[k, 2]
+                if t >= first:
+                    if phase == 0:
+                        n_pred[t - first + 1] += 1
+                    else:
+                        pred[n_pred[t - first] + at[t - first]] = i
+                        at[t - first] += 1
+                elif live[t]:
+                    found = True
+            t = end_of[i]
+            if t >= first:
+                if phase == 0:
+                    n_pred[t - first + 1] += 1
+                else:
+                    pred[n_pred[t - first] + at[t - first]] = i
+                    at[t - first] += 1
+            elif t >= 0 and live[t]:
+                found = True
+            e += counts[i, 0]
+            m += counts[i, 1]
+            if phase == 1 and found:
+                live[first + i] = True
+                stack[sp] = i
+                sp += 1
+    while sp > 0:
+        sp -= 1
+        i = stack[sp]
+        for k in range(n_pred[i], n_pred[i + 1]):
+            j = pred[k]
+            if not live[first + j]:
+                live[first + j] = True
+                stack[sp] = j
+                sp += 1
+    # The new states' rows, their live moves appended.
+    e = m = 0
+    for i in range(n):
+        s = first + i
+        nf[s, _CL_LO] = nf[s, _CL_HI] = nf[s, _SINGLE] = -1
+        nf[s, _EP_LO] = n_ep
+        for k in range(e, e + counts[i, 0]):
+            if live[eps[k]]:
+                ep[n_ep] = eps[k]
+                n_ep += 1
+        nf[s, _EP_HI] = n_ep
+        nf[s, _MV_LO] = n_mv
+        for k in range(m, m + counts[i, 1]):
+            if live[moves[k, 2]]:
+                mv[n_mv, 0] = classes[moves[k, 0]]
+                mv[n_mv, 1] = classes[moves[k, 1]]
+                mv[n_mv, 2] = moves[k, 2]
+                n_mv += 1
+        nf[s, _MV_HI] = n_mv
+        nf[s, _MOVES] = 1 if counts[i, 1] > 0 else 0
+        nf[s, _PENDING] = 1 if end_of[i] >= 0 else 0
+        e += counts[i, 0]
+        m += counts[i, 1]
+    nf[built, _EP_LO] = n_ep
+    for k in range(built_eps.shape[0]):
+        if live[built_eps[k]]:
+            ep[n_ep] = built_eps[k]
+            n_ep += 1
+    nf[built, _EP_HI] = n_ep
+    nf[built, _PENDING] = 0
+    out[0], out[1] = n_ep, n_mv
+    return out
 
 
 def _appended(a: np.ndarray, used: int, new: np.ndarray) -> np.ndarray:
