@@ -5,8 +5,9 @@ disk by numba (``cache=True``): the first process pays about a second a kernel, 
 ones load it. ``fsm.narrow_compiled`` keeps its kernel a plain Python function (its
 module is imported either way) and compiles it with ``compiled``;
 ``fsm.subsets_compiled``, ``fsm.partition_compiled``, ``fsm.product_compiled`` and
-``fsm.reach_compiled`` decorate theirs and are imported only where ``AVAILABLE``. Without numba the Python
-code they mirror runs instead.
+``fsm.reach_compiled`` decorate theirs and are imported only where ``AVAILABLE``
+(``grammars.units_compiled`` compiles its walk with ``compiled``, as the narrow
+walk does). Without numba the Python code they mirror runs instead.
 """
 
 from __future__ import annotations

@@ -130,12 +130,12 @@ class LazyDFA:
     @property
     def accepting(self) -> np.ndarray:
         if self._fast is not None:
-            return self._fast.b.df[: self.num_states, 2].astype(bool)
+            return self._fast.accepting()
         return np.array(self._accepting, dtype=bool)
 
     def is_accepting(self, state: int) -> bool:
         if self._fast is not None:
-            return bool(self._fast.b.df[state, 2])
+            return self._fast.is_accepting(state)
         return self._accepting[state]
 
     def next_states(self, state: int) -> list[int]:

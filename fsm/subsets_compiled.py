@@ -454,6 +454,13 @@ class LazySubsets:
         self.b = Buffers(nf, ep, mv, int(classes[-1]) + 1, final, limit, -2,
                          f"automaton needs more than {limit} states")
 
+    def accepting(self) -> np.ndarray:
+        """Whether each DFA state made so far accepts."""
+        return self.b.df[: self.b.num_states, _ACCEPT].astype(bool)
+
+    def is_accepting(self, d: int) -> bool:
+        return bool(self.b.df[d, _ACCEPT])
+
     def row(self, d: int) -> int:
         b = self.b
         while True:

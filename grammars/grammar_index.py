@@ -30,9 +30,11 @@ terminals back to back with no separator, where the first could swallow the seco
 first bytes (``NAME NAME``), can reach a state where nothing fits.
 
 Cost notes: one lexer state's view is one walk over the vocabulary's trie (over
-byte classes where the lexer has few), cached for the life of the guide: ~0.1-0.4
-ms inside a key or a literal, where few nodes stay live, ~2-5 ms inside an open
-string, where most of the ~100k do. A mask is a copy of the inside row, plus, per
+byte classes where the lexer has few), cached for the life of the guide: in numpy
+~0.1-0.4 ms inside a key or a literal, where few nodes stay live, ~2-5 ms inside an
+open string, where most of the ~100k do; compiled (``grammars.units_compiled``,
+depth first over live pairs) microseconds for a key and ~0.1 ms for an open string,
+plus the lexer rows it needs. A mask is a copy of the inside row, plus, per
 group of completed terminals, a memoised parser scan and a few gathers.
 """
 
@@ -45,6 +47,7 @@ import numpy as np
 from fsm.arrays import spans
 from fsm.gc_pause import gc_paused
 from fsm.index import CLASS_TRIE_MAX_CLASSES, bitmask_words, pack_bits
+from fsm.jit import AVAILABLE as COMPILED_AVAILABLE
 from fsm.trie import VocabularyBytes, class_trie_of, vocabulary_bytes
 
 from .earley import EarleyParser, EarleySet
@@ -121,23 +124,36 @@ class _UnitTrie:
     """The trie a grammar walks its units (tokens, or pieces) over. For a lexer with
     few byte classes, the units' class trie: a few thousand nodes, built per guide,
     walked whole level by level (``_walk_levels``). Otherwise their byte trie (a
-    class trie would be barely smaller), walked over live nodes only
-    (``_walk_units``) with its subtree runs, computed once per vocabulary."""
+    class trie would be barely smaller), walked over live nodes only with its
+    subtree runs, computed once per vocabulary: depth first, compiled
+    (``grammars.units_compiled``), where numba is installed (unless
+    ``compiled=False``), else level by level in numpy (``_walk_units``)."""
 
-    __slots__ = ("trie", "depth", "runs", "symbol_class")
+    __slots__ = ("trie", "depth", "runs", "symbol_class", "walker")
 
-    def __init__(self, units: VocabularyBytes, byte_to_class: np.ndarray):
+    def __init__(self, units: VocabularyBytes, byte_to_class: np.ndarray, compiled: bool | None = None):
+        self.walker = None
         if int(byte_to_class.max()) + 1 <= CLASS_TRIE_MAX_CLASSES:
             self.trie = class_trie_of(units.trie, byte_to_class)
             self.depth, self.runs, self.symbol_class = _node_depth(self.trie), None, None
         else:
             self.trie, self.depth, self.runs = units.trie, None, units.runs
             self.symbol_class = byte_to_class[np.maximum(units.trie.symbol, 0)]
+            if COMPILED_AVAILABLE if compiled is None else compiled:
+                from .units_compiled import CompiledUnitWalk  # imports numba
+
+                self.walker = CompiledUnitWalk(self.trie, self.symbol_class, self.runs[3])
 
     def walk(self, lexer: Lexer, start: int):
         """``(inside, units, accept, offset)``: see ``_walk_units``."""
         if self.runs is None:
             return _walk_levels(self.trie, self.depth, lexer, start)
+        if self.walker is not None:
+            ends, exits = self.walker.walk(lexer, start)
+            order, lo, _, own = self.runs
+            inside = np.zeros(len(self.trie.token_node), dtype=bool)
+            inside[order[spans(lo[ends], own[ends])]] = True
+            return (inside, *_exit_units(self, lexer, exits[:, 0], exits[:, 1], exits[:, 2]))
         return _walk_units(self, lexer, start)
 
 
@@ -238,12 +254,18 @@ def _walk_units(units: _UnitTrie, lexer: Lexer, start: int):
     if not exit_nodes:
         empty = np.zeros(0, dtype=np.int64)
         return inside, empty, empty, empty
-    nodes, states, depths = (np.concatenate(x) for x in (exit_nodes, exit_states, exit_depths))
+    return (inside, *_exit_units(units, lexer, *(np.concatenate(x) for x in (exit_nodes, exit_states, exit_depths))))
+
+
+def _exit_units(units: _UnitTrie, lexer: Lexer, nodes, states, depths):
+    """``(units, accept, offset)`` of the exits (dead child, lexer state before it,
+    depth): the units below each child where the lexer state accepts some terminals."""
+    order, lo, hi, _ = units.runs
     accept = lexer.accept_id_array()[states]
     keep = accept > 0
     nodes, accept, depths = nodes[keep], accept[keep], depths[keep]
     n = hi[nodes] - lo[nodes]
-    return inside, order[spans(lo[nodes], n)], np.repeat(accept, n), np.repeat(depths, n)
+    return order[spans(lo[nodes], n)], np.repeat(accept, n), np.repeat(depths, n)
 
 
 class _Exits:

@@ -171,21 +171,62 @@ class Lexer:
         return row
 
     def _expand(self, state: int) -> list[int]:
-        tables, table_of, bit = self._tables, self._table_of, self._bit
-        bucket: list[list[tuple[int, int]]] = [[] for _ in range(self.num_classes)]
-        for t, s in self._members[state]:
-            k = table_of[t]
-            moves = self._global_rows[k].get(s)
-            if moves is None:
-                moves = self._global_row(k, s)
-            live, b = tables[k].live_bits, bit[t]
-            for c, m in enumerate(moves):
-                if m >= 0 and (live is None or live[m] & b):
-                    bucket[c].append((t, m))
-        row = [self._intern(tuple(nxt)) if nxt else -1 for nxt in bucket]
+        # A state's members mostly share one table state (terminals of one text
+        # region, ~8 per state on recursive JSON Schemas): their moves are read once
+        # per (table, state), and each class is keyed by (move, members still live
+        # there as bits). Each distinct key is interned once, in class order, so
+        # states are numbered as if each class were interned in turn.
+        members = self._members[state]
+        if not members:
+            row = [-1] * self.num_classes
+            self._rows[state] = row
+            self.transitions[state] = row
+            return row
+        group_at: dict[tuple[int, int], int] = {}
+        group_of, moves_of, live_of, bits_of = [], [], [], []
+        for t, s in members:
+            k = self._table_of[t]
+            g = group_at.get((k, s))
+            if g is None:
+                g = group_at[(k, s)] = len(moves_of)
+                moves = self._global_rows[k].get(s)
+                moves_of.append(moves if moves is not None else self._global_row(k, s))
+                live_of.append(self._tables[k].live_bits)
+                bits_of.append(0)
+            bits_of[g] |= self._bit[t]
+            group_of.append(g)
+        memo: dict = {}
+        row = []
+        if len(moves_of) == 1:
+            live, bits = live_of[0], bits_of[0]
+            for m in moves_of[0]:
+                if m < 0:
+                    row.append(-1)
+                    continue
+                key = (m, bits if live is None else live[m] & bits)
+                r = memo.get(key)
+                if r is None:
+                    r = memo[key] = self._intern_live(members, group_of, key[:1], key[1:])
+                row.append(r)
+        else:
+            for ms in zip(*moves_of):
+                alive = tuple(0 if m < 0 else bits if live is None else live[m] & bits
+                              for m, live, bits in zip(ms, live_of, bits_of))
+                key = (ms, alive)
+                r = memo.get(key)
+                if r is None:
+                    r = memo[key] = self._intern_live(members, group_of, ms, alive)
+                row.append(r)
         self._rows[state] = row
         self.transitions[state] = row
         return row
+
+    def _intern_live(self, members, group_of: list[int], moves: tuple, alive: tuple) -> int:
+        """The state of the members whose group moves (``moves[g]``) with their bit
+        still in ``alive[g]``; -1 when none does."""
+        bit = self._bit
+        nxt = tuple((t, moves[g]) for (t, _), g in zip(members, group_of) if moves[g] >= 0 and alive[g] & bit[t])
+        return self._intern(nxt) if nxt else -1
 
     def _global_row(self, k: int, s: int) -> list[int]:
         """Table ``k``'s row of state ``s`` over the lexer's byte classes."""

@@ -189,15 +189,23 @@ def test_masks_equal_brute_force_stepping(json_guide, smollm2_tokenizer):
     assert m.is_accepting()
 
 
-@pytest.mark.parametrize("class_trie_max, dense_from", [(10**6, 0), (0, 10**9), (0, 0)],
-                         ids=["class_trie_levels", "byte_trie_live_pairs", "byte_trie_then_levels"])
+@pytest.mark.parametrize("class_trie_max, dense_from, compiled",
+                         [(10**6, 0, False), (0, 10**9, False), (0, 0, False), (0, 0, True)],
+                         ids=["class_trie_levels", "byte_trie_live_pairs", "byte_trie_then_levels",
+                              "byte_trie_compiled_depth_first"])
 def test_lexer_state_walks_give_the_brute_force_masks(smollm2_vocab, smollm2_tokenizer, class_trie_max, dense_from,
-                                                      monkeypatch):
+                                                      compiled, monkeypatch):
     """A lexer state's view is walked over a small class trie level by level, or over
-    the byte trie's live (node, state) pairs, going on over whole levels once many
-    pairs live; every way gives the brute-force masks."""
+    the byte trie's live (node, state) pairs (in numpy, going on over whole levels
+    once many pairs live; or compiled, depth first: ``grammars.units_compiled``);
+    every way gives the brute-force masks."""
+    from fsm.jit import AVAILABLE
+
+    if compiled and not AVAILABLE:
+        pytest.skip("numba is not installed (the `fast` extra)")
     monkeypatch.setattr(gi, "CLASS_TRIE_MAX_CLASSES", class_trie_max)
     monkeypatch.setattr(gi, "_DENSE_FROM", dense_from)
+    monkeypatch.setattr(gi, "COMPILED_AVAILABLE", compiled)
     spec = guided.Grammar(JSON_GRAMMAR)
     guide = GrammarGuide(compile_lark(spec.lark_text, spec.start), smollm2_vocab)  # not the cached one
     doc = '{"description": ["hello world", -1.5e3, true], "k2": {"items": null}, "name": "ab\\n"}'

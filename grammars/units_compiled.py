@@ -1,0 +1,100 @@
+"""``grammars.grammar_index._walk_units`` as a depth-first walk compiled with numba
+(used where it is installed: the `fast` extra).
+
+::
+
+    byte trie of units (tokens, or pieces)      lexer state L
+    root ─"─> n1 ─a─> n2 ─b─> ...               pairs (node, state) pushed while
+              │       └─c─> dead: an exit       the lexer takes the node's byte;
+              └─ a token ends at n1: inside     a dead child's subtree leaves at
+                                                its parent's depth
+
+The numpy walk pays ~20 array calls per trie level whatever the frontier's size, so
+a lexer state inside a key or a literal (a few live pairs) costs 0.3-1 ms. Here each
+pair costs nanoseconds; a pair whose lexer state has no row yet is set aside, its
+row is built in Python (``Lexer.ensure_rows``), and the walk resumes.
+
+Cost notes: a walk visits each live (node, state) pair once, and lists each dead
+child (``child_end - child_start`` checks per live pair). The buffers hold one
+entry per trie node at most (a trie has one state per node in a walk), allocated
+once per trie.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fsm.jit import compiled
+
+UNKNOWN = -2  # grammars.lexer: a row not built yet
+
+
+def _walk_py(child_start, child_end, node_class, own, trans, stack, sp, runs, n_runs, exits, n_exits, asks):
+    """One round from the (node, state, depth) triples on ``stack[:sp]``: returns
+    ``(sp, n_runs, n_exits, n_asks)``. ``runs``: nodes where a unit ends inside the
+    lexeme (their own units); ``exits``: (dead child, parent's state, parent's
+    depth) at depths > 0; ``asks``: states whose rows must be built (their triples
+    back on the stack after them)."""
+    n_asks = 0
+    top = 0  # triples set aside go back to the bottom of the stack
+    while sp > top:
+        sp -= 1
+        node, state, depth = stack[sp, 0], stack[sp, 1], stack[sp, 2]
+        if trans[state, 0] == UNKNOWN:
+            asks[n_asks] = state
+            n_asks += 1
+            stack[sp, 0], stack[sp, 1], stack[sp, 2] = stack[top, 0], stack[top, 1], stack[top, 2]
+            stack[top, 0], stack[top, 1], stack[top, 2] = node, state, depth
+            top += 1
+            sp += 1
+            continue
+        for child in range(child_start[node], child_end[node]):
+            target = trans[state, node_class[child]]
+            if target >= 0:
+                if own[child] > 0:
+                    runs[n_runs] = child
+                    n_runs += 1
+                if child_end[child] > child_start[child]:
+                    stack[sp, 0], stack[sp, 1], stack[sp, 2] = child, target, depth + 1
+                    sp += 1
+            elif depth > 0:
+                exits[n_exits, 0], exits[n_exits, 1], exits[n_exits, 2] = child, state, depth
+                n_exits += 1
+    return top, n_runs, n_exits, n_asks
+
+
+class CompiledUnitWalk:
+    """The compiled walk over one unit trie (its buffers kept across walks).
+
+    Example::
+
+        >>> walker = CompiledUnitWalk(trie, symbol_class, own)
+        >>> runs, exits = walker.walk(lexer, start)
+    """
+
+    def __init__(self, trie, symbol_class: np.ndarray, own: np.ndarray):
+        self._walk = compiled(_walk_py)
+        self.child_start = np.ascontiguousarray(trie.child_start, dtype=np.int64)
+        self.child_end = np.ascontiguousarray(trie.child_end, dtype=np.int64)
+        self.node_class = np.ascontiguousarray(symbol_class, dtype=np.int64)
+        self.own = np.ascontiguousarray(own, dtype=np.int64)
+        n = trie.num_nodes + 1
+        self.stack = np.zeros((n, 3), dtype=np.int64)
+        self.runs = np.zeros(n, dtype=np.int64)
+        self.exits = np.zeros((n, 3), dtype=np.int64)
+        self.asks = np.zeros(n, dtype=np.int64)
+
+    def walk(self, lexer, start: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(runs, exits)`` from lexer state ``start``: the nodes whose own units
+        stay inside the lexeme, and the exits as ``[k, 3]`` (node, lexer state,
+        depth)."""
+        self.stack[0] = (0, start, 0)
+        sp, n_runs, n_exits = 1, 0, 0
+        while sp:
+            sp, n_runs, n_exits, n_asks = self._walk(self.child_start, self.child_end, self.node_class, self.own,
+                                                     lexer.transitions, self.stack, sp, self.runs, n_runs,
+                                                     self.exits, n_exits, self.asks)
+            if not n_asks:
+                break
+            lexer.ensure_rows(self.asks[:n_asks])
+        return self.runs[:n_runs], self.exits[:n_exits]
