@@ -26,6 +26,8 @@ through every instance, mask time summed 7.26 -> 6.27 s and p95 247 -> 195 µs.
 
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
 from numba import njit
 
@@ -340,29 +342,29 @@ def subset_table(nfa, start: int, final: int, classes: np.ndarray | None, limit:
     return b.trans[:n_dfa], classes, b.df[:n_dfa, _ACCEPT].astype(bool)
 
 
-def nfa_arrays(counts, eps, moves, classes, live=None, first: int = 0, ep_base: int = 0, mv_base: int = 0):
+def nfa_arrays(counts, eps, moves, classes, live=None, room: int = 0):
     """The per-state table ``nf`` and the epsilon and move arrays of ``NFA.flat``'s
-    states (numbered from ``first``), for the kernels; slices start at ``ep_base``
-    and ``mv_base``. With ``live`` (bool per NFA state), moves into dead states are
-    left out (``LazyDFA`` works on the NFA pruned of them); a state keeps counting as
-    having byte moves, as ``LazyDFA._closure`` counts it."""
+    states, for the kernels (``nf`` with ``room`` rows more, for states to come).
+    With ``live`` (bool per NFA state), moves into dead states are left out
+    (``LazyDFA`` works on the NFA pruned of them); a state keeps counting as having
+    byte moves, as ``LazyDFA._closure`` counts it."""
     n = len(counts)
     if live is not None:
-        own = np.arange(first, first + n)
+        own = np.arange(n)
         keep = live[eps]
-        e_counts = np.bincount(np.repeat(own, counts[:, 0])[keep] - first, minlength=n)
+        e_counts = np.bincount(np.repeat(own, counts[:, 0])[keep], minlength=n)
         eps = eps[keep]
         keep = live[moves[:, 2]]
-        m_counts = np.bincount(np.repeat(own, counts[:, 1])[keep] - first, minlength=n)
+        m_counts = np.bincount(np.repeat(own, counts[:, 1])[keep], minlength=n)
         moves = moves[keep]
     else:
         e_counts, m_counts = counts[:, 0], counts[:, 1]
-    nf = np.full((n, 9), -1, dtype=np.int64)
-    nf[:, _EP_HI] = np.cumsum(e_counts) + ep_base
-    nf[:, _EP_LO] = nf[:, _EP_HI] - e_counts
-    nf[:, _MV_HI] = np.cumsum(m_counts) + mv_base
-    nf[:, _MV_LO] = nf[:, _MV_HI] - m_counts
-    nf[:, _MOVES] = counts[:, 1] > 0
+    nf = np.full((n + room, 9), -1, dtype=np.int64)
+    nf[:n, _EP_HI] = np.cumsum(e_counts)
+    nf[:n, _EP_LO] = nf[:n, _EP_HI] - e_counts
+    nf[:n, _MV_HI] = np.cumsum(m_counts)
+    nf[:n, _MV_LO] = nf[:n, _MV_HI] - m_counts
+    nf[:n, _MOVES] = counts[:, 1] > 0
     nf[:, _PENDING] = 0
     mv = np.stack([classes[moves[:, 0]], classes[moves[:, 1]], moves[:, 2]], axis=1).astype(np.int64)
     return nf, eps.astype(np.int64, copy=False), mv
@@ -444,13 +446,18 @@ class LazySubsets:
         counts, eps, moves = flat
         self.start = start
         self.classes = classes.astype(np.int64)
-        self.live = np.array(live, dtype=bool)
+        # Room for the states deferred fragments will add (a first fragment would
+        # otherwise copy every array, ~0.35 ms on a 100k-state NFA, while decoding).
+        room = max(1024, len(live) // 8)
+        self.live = np.zeros(len(live) + room, dtype=bool)
+        self.live[: len(live)] = live
         # byte b opens a class (256 counts as one): ranges built later must keep to them
         self.class_starts = np.ones(257, dtype=bool)
         self.class_starts[1:256] = classes[1:] != classes[:-1]
-        nf, ep, mv = nfa_arrays(counts, eps, moves, self.classes, self.live)
+        nf, ep, mv = nfa_arrays(counts, eps, moves, self.classes, self.live[: len(live)], room)
         nf[list(nfa.pending), _PENDING] = 1
         self.n_ep, self.n_mv = len(ep), len(mv)
+        ep, mv = _grown(ep, len(ep) + 4 * room, 0), _grown(mv, len(mv) + 2 * room, 0)
         self.b = Buffers(nf, ep, mv, int(classes[-1]) + 1, final, limit, -2,
                          f"automaton needs more than {limit} states")
 
@@ -478,98 +485,108 @@ class LazySubsets:
     def add_states(self, nfa, first: int, built: int) -> None:
         """Take in the NFA states numbered from ``first`` on, made by building the
         deferred fragment that starts at ``built`` (which now has an epsilon move
-        into them): their liveness, then their arrays, in one kernel call."""
+        into them): their liveness, then their arrays, in one kernel call.
+
+        Their lists are read into one array by one ``fromiter`` over C-level
+        iterators (``_take_in`` unpacks it): a fragment is ~100 states, where the
+        fixed cost of each numpy call, cold between decoding steps, is what counts
+        (``NFA.flat`` and a few small arrays cost ~130 µs a fragment)."""
         b = self.b
         n = len(nfa)
-        counts, eps, moves = nfa.flat(first)
-        built_eps = np.array(nfa.eps[built], dtype=np.int64)
+        eps, edges = nfa.eps[first:], nfa.edges[first:]
         new_pending = []  # deferred fragments the build made: the newest starts
         for s in reversed(nfa.pending):
             if s < first:
                 break
             new_pending.append((s, nfa.pending[s][1]))
-        pending = np.array(new_pending, dtype=np.int64).reshape(-1, 2)
+        built_eps = nfa.eps[built]
+        packed = np.fromiter(chain(map(len, eps), map(len, edges), chain.from_iterable(eps),
+                                   chain.from_iterable(chain.from_iterable(edges)), built_eps,
+                                   chain.from_iterable(new_pending)), dtype=np.int64)
         if n > len(b.nf):
             size = max(n, 2 * len(b.nf))
             b.nf = _grown(b.nf, size, 0)
             self.live = _grown(self.live, size, False)
             b.cnt, b.seen, b.mark = (_grown(a, size, 0) for a in (b.cnt, b.seen, b.mark))
-        b.ep = _grown(b.ep, max(2 * len(b.ep), self.n_ep + len(eps) + len(built_eps)), 0) \
-            if self.n_ep + len(eps) + len(built_eps) > len(b.ep) else b.ep
-        b.mv = _grown(b.mv, max(2 * len(b.mv), self.n_mv + len(moves)), 0) \
-            if self.n_mv + len(moves) > len(b.mv) else b.mv
-        got = _take_in(first, counts, eps, moves, built, built_eps, pending, self.classes, self.class_starts,
-                       self.live, b.nf, b.ep, self.n_ep, b.mv, self.n_mv)
+        if self.n_ep + len(packed) > len(b.ep):  # room for every epsilon move, at most len(packed)
+            b.ep = _grown(b.ep, max(2 * len(b.ep), self.n_ep + len(packed)), 0)
+        if self.n_mv + len(packed) // 3 > len(b.mv):
+            b.mv = _grown(b.mv, max(2 * len(b.mv), self.n_mv + len(packed) // 3), 0)
+        got = _take_in(first, n - first, packed, len(built_eps), len(new_pending), built, self.classes,
+                       self.class_starts, self.live, b.nf, b.ep, self.n_ep, b.mv, self.n_mv)
         if got[0] < 0:
-            lo, hi = int(moves[-got[0] - 1, 0]), int(moves[-got[0] - 1, 1])
-            raise AssertionError(f"deferred fragment uses byte range {lo}-{hi} missing from its cuts")
+            raise AssertionError(f"deferred fragment uses byte range {got[1]}-{got[2]} missing from its cuts")
         self.n_ep, self.n_mv = int(got[0]), int(got[1])
 
 
 @njit(cache=True, nogil=True)
-def _take_in(first, counts, eps, moves, built, built_eps, pending, classes, class_starts, live, nf, ep, n_ep, mv,
-             n_mv):
+def _take_in(first, n, packed, n_built, n_pending, built, classes, class_starts, live, nf, ep, n_ep, mv, n_mv):
     """``LazySubsets.add_states``' work: the new states' liveness (``fsm.lazy.
     _co_reachable_new``: a new state is live when a move, or its deferred fragment,
     leads to a live state), their ``nf`` rows and live moves appended to ``ep`` and
     ``mv`` (room made by the caller), ``built``'s epsilon moves given a new slice.
-    Returns the new ``(n_ep, n_mv)``, or ``(-1 - k, 0)`` when move ``k``'s byte range
-    cuts through a byte class (fixed before the fragment was built, from its
-    declared cuts: such a range would make the automaton wrong)."""
-    out = np.zeros(2, dtype=np.int64)
-    for k in range(moves.shape[0]):
+
+    ``packed``: the ``n`` states' epsilon-move counts, byte-move counts, epsilon
+    targets, byte moves ``(lo, hi, target)``, then ``built``'s epsilon targets
+    (``n_built``) and the new deferred fragments' ``(start, end)`` (``n_pending``).
+    Returns the new ``(n_ep, n_mv, 0)``, or ``(-1, lo, hi)`` for a byte range that
+    cuts through a byte class (fixed before the fragment was built, from its declared
+    cuts: such a range would make the automaton wrong)."""
+    out = np.zeros(3, dtype=np.int64)
+    e_count = packed[0:n]
+    m_count = packed[n : 2 * n]
+    n_e = 0
+    n_m = 0
+    for i in range(n):
+        n_e += e_count[i]
+        n_m += m_count[i]
+    eps = packed[2 * n : 2 * n + n_e]
+    at = 2 * n + n_e
+    moves = packed[at : at + 3 * n_m].reshape((n_m, 3))
+    at += 3 * n_m
+    built_eps = packed[at : at + n_built]
+    at += n_built
+    pending = packed[at : at + 2 * n_pending].reshape((n_pending, 2))
+    for k in range(n_m):
         if not (class_starts[moves[k, 0]] and class_starts[moves[k, 1] + 1]):
-            out[0] = -1 - k
+            out[0], out[1], out[2] = -1, moves[k, 0], moves[k, 1]
             return out
-    n = counts.shape[0]
     end_of = np.full(n, -1, dtype=np.int64)  # a new deferred start: its fragment's end
-    for k in range(pending.shape[0]):
+    for k in range(n_pending):
         end_of[pending[k, 0] - first] = pending[k, 1]
     # Predecessors among the new states (counted, then listed), and the new states
     # with a move into an old live state: where the backward search starts.
     n_pred = np.zeros(n + 1, dtype=np.int64)
+    pred = np.empty(n_e + n_m + n_pending, dtype=np.int64)
     stack = np.empty(n, dtype=np.int64)
     sp = 0
     for phase in range(2):
-        at = np.zeros(n, dtype=np.int64)
+        filled = np.zeros(n, dtype=np.int64)
         if phase == 1:
             for i in range(n):
                 n_pred[i + 1] += n_pred[i]
-            pred = np.empty(n_pred[n], dtype=np.int64)
         e = m = 0
         for i in range(n):
             found = False
-            for k in range(e, e + counts[i, 0]):
-                t = eps[k]
-                if t >= first:
-                    if phase == 0:
-                        n_pred[t - first + 1] += 1
-                    else:
-                        pred[n_pred[t - first] + at[t - first]] = i
-                        at[t - first] += 1
-                elif live[t]:
-                    found = True
-            for k in range(m, m + counts[i, 1]):
-                t = moves[k, 2]
-                if t >= first:
-                    if phase == 0:
-                        n_pred[t - first + 1] += 1
-                    else:
-                        pred[n_pred[t - first] + at[t - first]] = i
-                        at[t - first] += 1
-                elif live[t]:
-                    found = True
-            t = end_of[i]
-            if t >= first:
-                if phase == 0:
-                    n_pred[t - first + 1] += 1
+            for k in range(e_count[i] + m_count[i] + 1):
+                # epsilon targets, then byte-move targets, then the fragment's end
+                if k < e_count[i]:
+                    t = eps[e + k]
+                elif k < e_count[i] + m_count[i]:
+                    t = moves[m + k - e_count[i], 2]
                 else:
-                    pred[n_pred[t - first] + at[t - first]] = i
-                    at[t - first] += 1
-            elif t >= 0 and live[t]:
-                found = True
-            e += counts[i, 0]
-            m += counts[i, 1]
+                    t = end_of[i]
+                if t >= first:
+                    j = t - first
+                    if phase == 0:
+                        n_pred[j + 1] += 1
+                    else:
+                        pred[n_pred[j] + filled[j]] = i
+                        filled[j] += 1
+                elif t >= 0 and live[t]:
+                    found = True
+            e += e_count[i]
+            m += m_count[i]
             if phase == 1 and found:
                 live[first + i] = True
                 stack[sp] = i
@@ -589,25 +606,25 @@ def _take_in(first, counts, eps, moves, built, built_eps, pending, classes, clas
         s = first + i
         nf[s, _CL_LO] = nf[s, _CL_HI] = nf[s, _SINGLE] = -1
         nf[s, _EP_LO] = n_ep
-        for k in range(e, e + counts[i, 0]):
+        for k in range(e, e + e_count[i]):
             if live[eps[k]]:
                 ep[n_ep] = eps[k]
                 n_ep += 1
         nf[s, _EP_HI] = n_ep
         nf[s, _MV_LO] = n_mv
-        for k in range(m, m + counts[i, 1]):
+        for k in range(m, m + m_count[i]):
             if live[moves[k, 2]]:
                 mv[n_mv, 0] = classes[moves[k, 0]]
                 mv[n_mv, 1] = classes[moves[k, 1]]
                 mv[n_mv, 2] = moves[k, 2]
                 n_mv += 1
         nf[s, _MV_HI] = n_mv
-        nf[s, _MOVES] = 1 if counts[i, 1] > 0 else 0
+        nf[s, _MOVES] = 1 if m_count[i] > 0 else 0
         nf[s, _PENDING] = 1 if end_of[i] >= 0 else 0
-        e += counts[i, 0]
-        m += counts[i, 1]
+        e += e_count[i]
+        m += m_count[i]
     nf[built, _EP_LO] = n_ep
-    for k in range(built_eps.shape[0]):
+    for k in range(n_built):
         if live[built_eps[k]]:
             ep[n_ep] = built_eps[k]
             n_ep += 1
@@ -615,14 +632,6 @@ def _take_in(first, counts, eps, moves, built, built_eps, pending, classes, clas
     nf[built, _PENDING] = 0
     out[0], out[1] = n_ep, n_mv
     return out
-
-
-def _appended(a: np.ndarray, used: int, new: np.ndarray) -> np.ndarray:
-    """``a[:used]`` followed by ``new`` (``a`` grown by doubling when full)."""
-    if used + len(new) > len(a):
-        a = _grown(a, max(2 * len(a), used + len(new)), 0)
-    a[used : used + len(new)] = new
-    return a
 
 
 def _grown(a: np.ndarray, size: int, fill: int) -> np.ndarray:
