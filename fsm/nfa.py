@@ -165,19 +165,17 @@ class NFA:
             back[e].append(s)
         return back
 
-    def flat(self, first: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The NFA in arrays (its states from ``first`` on): per state ``(epsilon
-        moves, byte moves)`` counted, the epsilon targets one state after another, the
-        byte moves ``(lo, hi, target)`` likewise. C-level iteration over the lists (a
-        Python loop costs several times more), one pass over each."""
-        eps_lists = self.eps[first:] if first else self.eps
-        edge_lists = self.edges[first:] if first else self.edges
-        n = len(eps_lists)
+    def flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The NFA in arrays: per state ``(epsilon moves, byte moves)`` counted, the
+        epsilon targets one state after another, the byte moves ``(lo, hi, target)``
+        likewise. C-level iteration over the lists (a Python loop costs several
+        times more), one pass over each."""
+        n = len(self.eps)
         counts = np.empty((n, 2), dtype=np.int64)
-        counts[:, 0] = np.fromiter(map(len, eps_lists), dtype=np.int64, count=n)
-        counts[:, 1] = np.fromiter(map(len, edge_lists), dtype=np.int64, count=n)
-        eps = np.fromiter(chain.from_iterable(eps_lists), dtype=np.int64, count=int(counts[:, 0].sum()))
-        moves = np.fromiter(chain.from_iterable(chain.from_iterable(edge_lists)), dtype=np.int64,
+        counts[:, 0] = np.fromiter(map(len, self.eps), dtype=np.int64, count=n)
+        counts[:, 1] = np.fromiter(map(len, self.edges), dtype=np.int64, count=n)
+        eps = np.fromiter(chain.from_iterable(self.eps), dtype=np.int64, count=int(counts[:, 0].sum()))
+        moves = np.fromiter(chain.from_iterable(chain.from_iterable(self.edges)), dtype=np.int64,
                             count=3 * int(counts[:, 1].sum())).reshape(-1, 3)
         return counts, eps, moves
 
