@@ -26,8 +26,9 @@ next letter) looks each one up by bisection, since children come in byte order; 
 state with many is one numpy gather (~20 µs). A leaf child adds its tokens without
 being pushed. Warm (rows known), a walk costs ~16 µs at the median and ~75 µs on
 average over a 40-schema MaskBench sample (was ~52 and ~118 µs with a gather at every
-root). Cold, half of a miss or more goes into what the walk makes the lazy DFA
-build (subset construction for the states it reaches, ~30 µs each).
+root). Cold, the walk makes the lazy DFA build the states it reaches: ~30 µs each
+by the Python subset construction (half of a miss or more), a few µs compiled
+(``fsm.subsets_compiled.LazySubsets``).
 """
 
 from __future__ import annotations
