@@ -91,7 +91,7 @@ class LazyDFA:
         self._transitions = np.full((64, self._n_classes), UNKNOWN, dtype=np.int32)
         self._expanded = np.zeros(64, dtype=bool)
         self._classes = self.byte_to_class.tolist()
-        classes = self._classes  # byte b opens a class (256 counts as one): _co_reachable_new
+        classes = self._classes  # byte b opens a class (256 counts as one): checked on deferred fragments
         self._class_starts = [b in (0, 256) or classes[b - 1] != classes[b] for b in range(257)]
         #: Held while a row is built (and by a ``TokenIndex`` over this DFA while it
         #: computes rows): one compiled guide may serve several threads.
@@ -102,7 +102,8 @@ class LazyDFA:
         if compiled:
             from .subsets_compiled import LazySubsets  # imports numba
 
-            self._fast = LazySubsets(nfa, start, final, live, self.byte_to_class, flat, MAX_LAZY_DFA_STATES)
+            self._fast = LazySubsets(nfa, start, final, live, self.byte_to_class, self._class_starts, flat,
+                                     MAX_LAZY_DFA_STATES)
             self._fast_row(-1)
         else:
             self._add(self._closure(start))
@@ -260,7 +261,7 @@ class LazyDFA:
             if self._fast is not None:
                 self._fast_row(state)
                 self._expanded[state] = True
-                return self._fast.b.trans[state].tolist()
+                return self.transitions[state].tolist()
             row = sweep_row([self._intervals_of(s) for s in self._sets[state]], self._n_classes, self._target,
                             self._by_targets)
             self._transitions[state] = row

@@ -438,12 +438,13 @@ class LazySubsets:
 
     Example::
 
-        >>> fast = LazySubsets(nfa, start, final, live, classes, nfa.flat(), limit)
+        >>> fast = LazySubsets(nfa, start, final, live, classes, class_starts, nfa.flat(), limit)
         >>> fast.row(-1), fast.row(0)       # the start state, then its row
         (-1, -1)
     """
 
-    def __init__(self, nfa, start: int, final: int, live: list[bool], classes: np.ndarray, flat, limit: int):
+    def __init__(self, nfa, start: int, final: int, live: list[bool], classes: np.ndarray, class_starts: list[bool],
+                 flat, limit: int):
         counts, eps, moves = flat
         self.start = start
         self.classes = classes.astype(np.int64)
@@ -453,8 +454,7 @@ class LazySubsets:
         self.live = np.zeros(len(live) + room, dtype=bool)
         self.live[: len(live)] = live
         # byte b opens a class (256 counts as one): ranges built later must keep to them
-        self.class_starts = np.ones(257, dtype=bool)
-        self.class_starts[1:256] = classes[1:] != classes[:-1]
+        self.class_starts = np.array(class_starts, dtype=bool)
         nf, ep, mv = nfa_arrays(counts, eps, moves, self.classes, self.live[: len(live)], room)
         nf[list(nfa.pending), _PENDING] = 1
         self.n_ep, self.n_mv = len(ep), len(mv)
