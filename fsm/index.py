@@ -53,11 +53,12 @@ from .arrays import spans
 from .dfa import DFA
 from .gc_pause import gc_paused
 from .lazy import GrowthDeferred
-from .narrow import NARROW_BUDGET, TrieLists, class_bytes, few_moves, loop_bytes, narrow_walk, start_pairs
+from .narrow import NARROW_BUDGET, TrieLists, class_bytes, few_moves, loop_bytes, narrow_walk
 from .jit import AVAILABLE as COMPILED_AVAILABLE
-from .narrow_compiled import NEED_LOOP, NEED_ROOM, CompiledWalk, TrieTable
+from .narrow_compiled import CompiledWalk, TrieTable
 from .nfa import MAX_GROWN_NFA_STATES
 from .trie import LONG_RUN, PLAIN_BYTES, RunTrie, Trie, set_bits, split_vocabulary
+from .utf8 import UTF8_SEQUENCES
 
 #: Automata with at most this many states get every row at compile time.
 EAGER_LIMIT = 256
@@ -84,20 +85,6 @@ _UNSET = object()
 
 # States per batched walk in build_all (bounds the [states x end nodes] bit sets).
 _BATCH_STATES = 1024
-
-
-# The well-formed UTF-8 sequences of one non-ASCII character, as byte ranges
-# (Unicode's table 3-7: no overlong forms, no surrogates).
-_UTF8_SEQUENCES = (
-    ((0xC2, 0xDF), (0x80, 0xBF)),
-    ((0xE0, 0xE0), (0xA0, 0xBF), (0x80, 0xBF)),
-    ((0xE1, 0xEC), (0x80, 0xBF), (0x80, 0xBF)),
-    ((0xED, 0xED), (0x80, 0x9F), (0x80, 0xBF)),
-    ((0xEE, 0xEF), (0x80, 0xBF), (0x80, 0xBF)),
-    ((0xF0, 0xF0), (0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)),
-    ((0xF1, 0xF3), (0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)),
-    ((0xF4, 0xF4), (0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)),
-)
 
 
 def bitmask_words(vocab_size: int) -> int:
@@ -298,14 +285,17 @@ class TokenIndex:
         if got is None:
             return False
         lo, hi = np.asarray(got[0], dtype=np.int64), np.asarray(got[1], dtype=np.int64)
-        order = np.lexsort((hi, lo))
-        lo, hi = lo[order], hi[order]
         acc = self.dfa.is_accepting(state)
-        key = (lo.tobytes(), hi.tobytes(), acc)
-        rid = self._row_of_runs.get(key)
-        if rid is None:
-            row = self._row_from_runs(split, lo, hi, acc)
-            rid = self._row_of_runs[key] = self._intern(row)
+        if self.compiled:  # bits set compiled cost less than sorting the runs for a key (thousands, at times)
+            rid = self._intern(self._row_from_runs(split, lo, hi, acc))
+        else:
+            order = np.lexsort((hi, lo))
+            lo, hi = lo[order], hi[order]
+            key = (lo.tobytes(), hi.tobytes(), acc)
+            rid = self._row_of_runs.get(key)
+            if rid is None:
+                row = self._row_from_runs(split, lo, hi, acc)
+                rid = self._row_of_runs[key] = self._intern(row)
         if self.dfa.num_states > len(self._row_of_state):
             self._grow()
         self._row_of_state[state] = rid
@@ -316,20 +306,9 @@ class TokenIndex:
         if split.table is None:
             split.table = TrieTable(split, split.lists.below)
         if self._walker is None:
-            self._walker = CompiledWalk(split.table, self._symbol_class)
-        lo, hi, pairs = start_pairs(split.lists, self._class_list, self._row_list, self._text_run,
-                                    self._utf8_target, state)
-        return self._walker.walk(self.dfa, pairs, lo, hi, self._fill_fact)
-
-    def _fill_fact(self, state: int, need: int) -> None:
-        """Record the fact a compiled walk set ``state`` aside for."""
-        walker = self._walker
-        if need == NEED_ROOM:
-            walker.facts[state, 0] = self._plain_run(state)
-        elif need == NEED_LOOP:
-            walker.set_loop(state, self._loop_bytes(state))
-        else:
-            walker.facts[state, 1] = self._text_run(state)
+            self._walker = CompiledWalk(split.table, split.lists, self._symbol_class, self.dfa, self._plain_list,
+                                        self._plain_cap, self._text_cap)
+        return self._walker.walk(self.dfa, state)
 
     def _row_list(self, state: int) -> list[int]:
         """The DFA's row of ``state`` as a list (kept across misses, up to
@@ -453,11 +432,17 @@ class TokenIndex:
     def _row_from_runs(self, split: RunTrie, lo: np.ndarray, hi: np.ndarray, accepting: bool) -> np.ndarray:
         row = np.zeros(self.words, dtype=np.uint32)
         big = hi - lo >= LONG_RUN
-        for a, b in zip(lo[big].tolist(), hi[big].tolist()):
-            row |= split.run_bits(a, b, self.words)
-        lo, count = lo[~big], (hi - lo)[~big]
-        if len(count):
-            set_bits(row, split.order[spans(lo, count)])
+        if self.compiled:
+            from .walk_compiled import runs_row  # imports numba
+
+            ids, bank = split.bank_rows(lo[big].tolist(), hi[big].tolist(), self.words)
+            runs_row(row, split.order, lo, hi, LONG_RUN, bank, ids)
+        else:
+            for a, b in zip(lo[big].tolist(), hi[big].tolist()):
+                row |= split.run_bits(a, b, self.words)
+            lo, count = lo[~big], (hi - lo)[~big]
+            if len(count):
+                set_bits(row, split.order[spans(lo, count)])
         row = row.view(np.int32)
         return row | self.eos_row if accepting else row
 
@@ -581,7 +566,7 @@ class TokenIndex:
             # Per step of each sequence, its classes' targets out of a row, as a
             # tuple (at C speed; the first class twice, so one class is a tuple too).
             self._utf8_classes = [[itemgetter(*(c := sorted(set(cls[lo : hi + 1]))), c[0]) for lo, hi in seq]
-                                  for seq in _UTF8_SEQUENCES]
+                                  for seq in UTF8_SEQUENCES]
         target = None
         for seq in self._utf8_classes:
             reached = {state}

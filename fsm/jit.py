@@ -2,12 +2,12 @@
 
 Compiled kernels are functions over numpy arrays, compiled on first use and cached on
 disk by numba (``cache=True``): the first process pays about a second a kernel, later
-ones load it. ``fsm.narrow_compiled`` keeps its kernel a plain Python function (its
-module is imported either way) and compiles it with ``compiled``;
-``fsm.subsets_compiled``, ``fsm.partition_compiled``, ``fsm.product_compiled`` and
-``fsm.reach_compiled`` decorate theirs and are imported only where ``AVAILABLE``
-(``grammars.units_compiled`` compiles its walk with ``compiled``, as the narrow
-walk does). Without numba the Python code they mirror runs instead.
+ones load it. ``fsm.walk_compiled`` (the narrow walk's kernels), ``fsm.subsets_compiled``,
+``fsm.partition_compiled``, ``fsm.product_compiled`` and ``fsm.reach_compiled``
+decorate theirs and are imported only where ``AVAILABLE``;
+``grammars.units_compiled`` keeps its walk a plain Python function (its module is
+imported either way) and compiles it with ``compiled``. Without numba the Python
+code they mirror runs instead.
 """
 
 from __future__ import annotations

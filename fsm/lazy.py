@@ -89,7 +89,6 @@ class LazyDFA:
         self._accepting: list[bool] = []
         self._num_states = 0  # asked for at every step of a walk: kept as an int
         self._transitions = np.full((64, self._n_classes), UNKNOWN, dtype=np.int32)
-        self._expanded = np.zeros(64, dtype=bool)
         self._classes = self.byte_to_class.tolist()
         classes = self._classes  # byte b opens a class (256 counts as one): checked on deferred fragments
         self._class_starts = [b in (0, 256) or classes[b - 1] != classes[b] for b in range(257)]
@@ -139,19 +138,28 @@ class LazyDFA:
             return self._fast.is_accepting(state)
         return self._accepting[state]
 
+    def is_expanded(self, state: int) -> bool:
+        """Whether ``state``'s row is built (a row is written whole: a built one has
+        no ``UNKNOWN``; compiled walks build rows themselves)."""
+        return self.transitions[state, 0] != UNKNOWN
+
     def next_states(self, state: int) -> list[int]:
-        if not self._expanded[state]:
+        row = self.transitions[state]
+        if row[0] == UNKNOWN:
             return self._expand(state)
-        return self.transitions[state].tolist()
+        return row.tolist()
 
     def step(self, state: int, data: bytes) -> int:
-        classes = self._classes
+        classes, trans = self._classes, self.transitions
         for b in data:
-            if not self._expanded[state]:
+            nxt = int(trans[state, classes[b]])
+            if nxt == UNKNOWN:  # the row is not built yet
                 self._expand(state)
-            state = int(self.transitions[state, classes[b]])
-            if state < 0:
+                trans = self.transitions  # (grown, maybe)
+                nxt = int(trans[state, classes[b]])
+            if nxt < 0:
                 return -1
+            state = nxt
         return state
 
     def matches(self, data: bytes) -> bool:
@@ -163,10 +171,10 @@ class LazyDFA:
 
     def ensure_rows(self, states) -> None:
         """Compute the rows of ``states`` that are not known yet."""
-        missing = states[~self._expanded[states]]
+        missing = states[self.transitions[states, 0] == UNKNOWN]
         if len(missing):
             for s in np.unique(missing).tolist():
-                if not self._expanded[s]:
+                if not self.is_expanded(s):
                     self._expand(s)
 
     def __del__(self) -> None:
@@ -177,7 +185,7 @@ class LazyDFA:
             nfa.release()
 
     def __repr__(self) -> str:
-        expanded = int(self._expanded[: self.num_states].sum())
+        expanded = int((self.transitions[: self.num_states, 0] != UNKNOWN).sum())
         return f"LazyDFA(states={self.num_states}, expanded={expanded}, byte_classes={self._n_classes})"
 
     # -- subset construction, one state at a time -----------------------------------
@@ -235,14 +243,7 @@ class LazyDFA:
                 grown = np.full((2 * self._transitions.shape[0], self._n_classes), UNKNOWN, dtype=np.int32)
                 grown[: self._transitions.shape[0]] = self._transitions
                 self._transitions = grown
-            self._fit_expanded()
         return j
-
-    def _fit_expanded(self) -> None:
-        if self.num_states > len(self._expanded):
-            grown = np.zeros(max(2 * len(self._expanded), self.num_states), dtype=bool)
-            grown[: len(self._expanded)] = self._expanded
-            self._expanded = grown
 
     def _target(self, targets: frozenset[int]) -> int:
         """The state a set of NFA targets leads to (``sweep_row`` memoises it)."""
@@ -256,16 +257,14 @@ class LazyDFA:
 
     def _expand(self, state: int) -> list[int]:
         with self.lock:
-            if self._expanded[state]:  # another thread built it meanwhile
+            if self.is_expanded(state):  # another thread built it meanwhile
                 return self.transitions[state].tolist()
             if self._fast is not None:
                 self._fast_row(state)
-                self._expanded[state] = True
                 return self.transitions[state].tolist()
             row = sweep_row([self._intervals_of(s) for s in self._sets[state]], self._n_classes, self._target,
                             self._by_targets)
             self._transitions[state] = row
-            self._expanded[state] = True
             return row
 
     def _fast_row(self, state: int) -> None:
@@ -283,8 +282,17 @@ class LazyDFA:
                 self._nfa.materialize(pending)
                 fast.add_states(self._nfa, n0, pending)  # (its liveness too)
         finally:  # states made before a buffer had to grow stay made
-            self._num_states = fast.b.num_states
-            self._fit_expanded()
+            self.sync_states()
+
+    def compiled_builder(self):
+        """The compiled construction's buffers (``fsm.subsets_compiled.Buffers``),
+        for a kernel that builds rows itself (``fsm.walk_compiled``), or None."""
+        return self._fast.b if self._fast is not None else None
+
+    def sync_states(self) -> None:
+        """Take in the states the compiled construction made (``_fast_row``, or a
+        compiled walk that builds rows itself: ``fsm.walk_compiled``)."""
+        self._num_states = self._fast.b.num_states
 
 
 def _co_reachable(nfa: NFA, final: int, flat: tuple | None = None) -> list[bool]:

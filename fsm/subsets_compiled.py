@@ -360,13 +360,14 @@ def nfa_arrays(counts, eps, moves, classes, live=None, room: int = 0):
         moves = moves[keep]
     else:
         e_counts, m_counts = counts[:, 0], counts[:, 1]
-    nf = np.full((n + room, 9), -1, dtype=np.int64)
+    nf = np.zeros((n + room, 9), dtype=np.int64)  # (the room's pages stay untouched until used)
+    nf[:n] = -1
     nf[:n, _EP_HI] = np.cumsum(e_counts)
     nf[:n, _EP_LO] = nf[:n, _EP_HI] - e_counts
     nf[:n, _MV_HI] = np.cumsum(m_counts)
     nf[:n, _MV_LO] = nf[:n, _MV_HI] - m_counts
     nf[:n, _MOVES] = counts[:, 1] > 0
-    nf[:, _PENDING] = 0
+    nf[:n, _PENDING] = 0
     mv = np.stack([classes[moves[:, 0]], classes[moves[:, 1]], moves[:, 2]], axis=1).astype(np.int64)
     return nf, eps.astype(np.int64, copy=False), mv
 
@@ -397,6 +398,12 @@ class Buffers:
         """``_rows``' and ``_row``'s arguments after the first (the state)."""
         return (self.nf, self.ep, self.cl, self.mv, self.df, self.sub, self.table, self.trans, self.counts,
                 self.scratch, self.cnt, self.seen, self.mark, self.tsets, self.titems, self.ttable)
+
+    def builder_args(self) -> tuple:
+        """``kernel_args`` but ``trans``, as one tuple (``fsm.walk_compiled`` builds
+        rows with them)."""
+        return (self.nf, self.ep, self.cl, self.mv, self.df, self.sub, self.table, self.counts, self.scratch,
+                self.cnt, self.seen, self.mark, self.tsets, self.titems, self.ttable)
 
     def grow(self, outcome: int) -> None:
         """Make room for what ``outcome`` (``_FULL_*``) says is missing."""
@@ -639,6 +646,9 @@ def _grown(a: np.ndarray, size: int, fill: int) -> np.ndarray:
     """``a`` with room for ``size`` rows (the new ones ``fill``)."""
     if size <= len(a):
         return a
-    grown = np.full((size, *a.shape[1:]), fill, dtype=a.dtype)
+    if fill == 0:  # zeroed pages are mapped as they are touched
+        grown = np.zeros((size, *a.shape[1:]), dtype=a.dtype)
+    else:
+        grown = np.full((size, *a.shape[1:]), fill, dtype=a.dtype)
     grown[: len(a)] = a
     return grown

@@ -18,6 +18,7 @@ cannot tell their bytes apart).
 
 from __future__ import annotations
 
+import threading
 import weakref
 
 import numpy as np
@@ -180,7 +181,7 @@ def is_text_token(data: bytes) -> bool:
 _PLAIN_SET = frozenset(bytes([b]) for b in PLAIN_BYTES)
 
 
-#: Runs of at least this many tokens have their bits cached (``RunTrie.run_bits``);
+#: Runs of at least this many tokens have their bits kept (``RunTrie.bank_rows``);
 #: shorter ones are cheaper to set position by position.
 LONG_RUN = 256
 
@@ -200,7 +201,7 @@ class RunTrie:
     """
 
     __slots__ = ("trie", "roots", "plain_node", "text_node", "height", "chars", "text_need", "order", "lo", "hi",
-                 "own", "is_end", "lists", "table", "_rows")
+                 "own", "is_end", "lists", "table", "bank", "_bank_of", "_bank_lock")
 
     def __init__(self, trie: Trie, plain_marker: int, text_marker: int = -1, bytes_are_symbols: bool = False):
         self.trie = trie
@@ -237,20 +238,45 @@ class RunTrie:
             self.text_need[whole] = self.chars[whole]
         self.order, self.lo, self.hi, self.own = subtree_runs(t)
         self.is_end = self.own > 0
-        self._rows: dict[tuple[int, int], np.ndarray] = {}
+        #: The bits of long runs (rows of ``words`` uint32), kept: a free string's
+        #: subtrees recur in every row that allows them (``bank_rows``).
+        self.bank = np.zeros((0, 0), dtype=np.uint32)
+        self._bank_of: dict[tuple[int, int], int] = {}
+        self._bank_lock = threading.Lock()
         self.lists = None  # fsm.narrow.TrieLists, made on first use
         self.table = None  # fsm.narrow_compiled.TrieTable, likewise
 
     def run_bits(self, lo: int, hi: int, words: int) -> np.ndarray:
-        """uint32 [words]: the bits of the tokens ``order[lo:hi]`` (large runs are
-        cached: a free string's subtrees recur in every row that allows it)."""
-        got = self._rows.get((lo, hi))
-        if got is None:
-            got = np.zeros(words, dtype=np.uint32)
-            set_bits(got, self.order[lo:hi])
-            if hi - lo >= LONG_RUN:
-                self._rows[(lo, hi)] = got
+        """uint32 [words]: the bits of the tokens ``order[lo:hi]`` (long runs are
+        kept in ``bank``)."""
+        if hi - lo >= LONG_RUN:
+            ids, bank = self.bank_rows([lo], [hi], words)
+            return bank[ids[0]]
+        got = np.zeros(words, dtype=np.uint32)
+        set_bits(got, self.order[lo:hi])
         return got
+
+    def bank_rows(self, lo: list[int], hi: list[int], words: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids, bank)``: the rows of ``bank`` holding the bits of the long runs
+        ``order[lo[i]:hi[i]]``, made where missing. A row is filled before its id is
+        published (one trie serves every guide of a vocabulary, in any thread)."""
+        got = self._bank_of
+        ids = [got.get(key) for key in zip(lo, hi)]
+        if None in ids:
+            with self._bank_lock:
+                for i, key in enumerate(zip(lo, hi)):
+                    if ids[i] is None:
+                        ids[i] = got.get(key)
+                    if ids[i] is None:
+                        n = len(got)
+                        if n == len(self.bank):
+                            grown = np.zeros((max(16, 2 * n), words), dtype=np.uint32)
+                            if n:
+                                grown[:n] = self.bank
+                            self.bank = grown
+                        set_bits(self.bank[n], self.order[key[0] : key[1]])
+                        ids[i] = got[key] = n
+        return np.array(ids, dtype=np.int64), self.bank
 
 
 def subtree_runs(t: Trie) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -41,10 +41,10 @@ def compiled(request) -> bool:
     return request.param == "compiled"
 
 
-def _lazy_dfa(pattern: str) -> LazyDFA:
+def _lazy_dfa(pattern: str, compiled_rows: bool | None = None) -> LazyDFA:
     nfa = NFA()
     start, end = regex_to_nfa(pattern, nfa)
-    return LazyDFA(nfa, start, end)
+    return LazyDFA(nfa, start, end, compiled=compiled_rows)
 
 
 def _reachable(dfa, limit: int, rng: random.Random) -> list[int]:
@@ -68,8 +68,11 @@ def test_narrow_rows_equal_batched_rows(smollm2_vocab, pattern, compiled, monkey
     dfa = _lazy_dfa(pattern)
     states = _reachable(dfa, 60, random.Random(0))
     narrow = TokenIndex(dfa, vocab, eager=False, compiled=compiled)
+    walked = []
+    miss = TokenIndex._narrow_miss
+    monkeypatch.setattr(TokenIndex, "_narrow_miss", lambda self, state: walked.append(miss(self, state)) or walked[-1])
     narrow_rows = {s: narrow.mask(s).copy() for s in states}
-    assert narrow._row_of_runs, "the narrow walk was never used"
+    assert any(walked), "the narrow walk was never used"
     monkeypatch.setattr(TokenIndex, "_narrow_miss", lambda self, state: False)
     batched = TokenIndex(dfa, vocab, eager=False)
     for s in states:
@@ -92,6 +95,21 @@ def test_narrow_rows_match_brute_force(smollm2_vocab, pattern, compiled):
     index = TokenIndex(dfa, vocab, eager=False, compiled=compiled)
     for s in _reachable(dfa, 8, random.Random(1)):
         _assert_brute_force(index, vocab, s, pattern)
+
+
+@pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed (the `fast` extra)")
+@pytest.mark.parametrize("pattern", [PATTERNS[0], PATTERNS[2], PATTERNS[3], PATTERNS[6]])
+def test_compiled_walk_over_rows_built_in_python(smollm2_vocab, pattern):
+    """The compiled walk builds a lazy DFA's rows itself where its construction is
+    compiled; over one built in Python it asks for each row it lacks (a round
+    each). Both give brute force's rows."""
+    vocab = smollm2_vocab
+    for compiled_rows in (True, False):
+        dfa = _lazy_dfa(pattern, compiled_rows)
+        index = TokenIndex(dfa, vocab, eager=False, compiled=True)
+        for s in _reachable(dfa, 8, random.Random(1)):
+            _assert_brute_force(index, vocab, s, (pattern, compiled_rows))
+        assert index._walker is not None
 
 
 def test_states_that_loop_on_a_byte_set_are_narrow(smollm2_vocab, compiled):
@@ -121,6 +139,10 @@ def test_room_near_the_end_of_a_long_counted_string(smollm2_vocab, compiled, len
     room, true_room = index._plain_run(late), length - written
     enough = index._plain_cap // 2  # one more than the longest plain token
     assert min(true_room, enough) <= room <= true_room
+    if compiled:  # the compiled walk's own room (fsm.walk_compiled), alike
+        index.mask(late)
+        room = index._walker.facts[late, 0]
+        assert min(true_room, enough) <= room <= true_room
     _assert_brute_force(index, vocab, late, "late in the string")
 
 
@@ -142,6 +164,9 @@ def test_text_shortcut_needs_every_character(smollm2_vocab, compiled):
      "required": ["name"]},
     {"type": "object", "properties": {"id": {"type": "integer"}, "note": {"type": "string", "pattern": "^[a-zé ]+$"}},
      "additionalProperties": {"type": "number"}},
+    # open values and extra keys: deferred fragments built in the middle of walks
+    {"type": "object", "properties": {"e": {}, "n": {"type": "string", "maxLength": 30}},
+     "additionalProperties": {"type": "array"}},
 ])
 def test_narrow_rows_equal_batched_rows_json(smollm2_vocab, schema, compiled, monkeypatch):
     """The same over the lazy automata of JSON schemas (keys, open keys, counted and

@@ -1,0 +1,331 @@
+"""The kernels of ``fsm.narrow_compiled``'s walk: the walk itself and every fact it
+needs about a DFA state, in one compiled call (imported only where numba is
+installed: the `fast` extra).
+
+::
+
+    walk_round: pop (node, state) ─ a fact missing? ─> computed here, memoised in ``facts``:
+        take a subtree whole by room or self-loop        row       fsm.subsets_compiled._row
+        push live children, add token ends               loop      its self-loop bytes
+                                                         rooms     chains of rows (``_room``)
+                                                         UTF-8     rows of each sequence
+        a row the construction cannot build here (a deferred fragment to build, a
+        buffer to grow, or a DFA with no compiled construction) sets the pair aside
+        and asks Python for it ──> ``LazyDFA.next_states``; the next round resumes
+
+The rules are Python's: ``fsm.narrow.narrow_walk`` and ``start_pairs`` for the walk,
+``TokenIndex._plain_run``, ``_text_run``, ``_utf8_target`` and ``fsm.narrow.loop_bytes``
+for the facts (the tests compare the runs of both walks).
+
+Cost notes: before, each fact a walk lacked was a round trip: the kernel set the
+pair aside and Python computed the fact, building rows through ``LazyDFA`` at ~7 µs
+a row (a ~2 µs kernel call plus Python around it) and following room chains and
+UTF-8 sequences over row lists; a miss in a counted string built ~10-40 rows that
+way, ~5-8 µs a new state in all. Here a row costs its construction (~1 µs) and a
+fact a few reads per row; a round ~10 µs plus ~1-2 µs a new state. On 300
+MaskBench schemas stepped through every instance (interleaved with the old walk in
+one process): all masks 5.60 -> 4.41 s, TBM p95 194 -> 120 µs, p99 598 -> 471 µs.
+Helpers are called only for facts not known yet: each call passes ~15 arrays,
+reference-counted one by one, and calling them for every pair made a round cost
+~200 µs. Compiling these kernels takes ~7 s once (cached on disk).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .subsets_compiled import _DONE, _row
+
+UNKNOWN = -2  # a row not built yet (``fsm.lazy.UNKNOWN``)
+
+# Columns of the node table (``fsm.narrow_compiled.TrieTable``).
+_START, _END, _SYMBOL, _OWN, _LO, _HI, _KIND, _HEIGHT, _NEED = range(9)
+_PLAIN, _TEXT = 1, 2  # _KIND
+# Columns of ``facts``, per DFA state: its rooms (-1: not known), whether it loops on
+# some bytes (then ``loops`` holds them), the one state every non-ASCII character
+# leads to (-1: none; -2: not known), the stamp of the room chain it is on.
+ROOM, TEXT_ROOM, LOOP, UTF8, MARK = range(5)
+UNKNOWN_LOOP, NO_LOOP, SOME_LOOP = range(3)
+# Slots of ``params``.
+P_TEXT_ROOT, P_FIRST_WIDE, P_REST_CHARS, P_PLAIN_CAP, P_TEXT_CAP, P_BUDGET, P_BUILD = range(7)
+# Slots of ``ctl``: the state a fact waits on (its row: Python's to build), the last
+# room chain's stamp.
+_ASKED, _STAMP = range(2)
+# A helper's answer when the fact waits on a row Python must build (``ctl[_ASKED]``).
+_ASK = -(1 << 40)
+# Outcomes of a round.
+DONE, FULL, OVER_BUDGET = range(3)
+#: A state with at most this many live byte classes gets no self-loop bytes
+#: (``fsm.narrow._FEW_LOOP_CLASSES``).
+FEW_LOOP_CLASSES = 8
+#: The most states a UTF-8 sequence may reach at one step before the state counts
+#: as having no single target (the target only saves walking characters one by one).
+UTF8_SPREAD = 64
+
+
+@njit(cache=True, nogil=True)
+def _built(s, trans, params, ctl, b):
+    """Whether DFA state ``s``'s row is built, building it here where the DFA's
+    construction is compiled (``params[P_BUILD]``); else ``s`` is asked for."""
+    if trans[s, 0] != UNKNOWN:
+        return True
+    if params[P_BUILD] and _row(s, b[0], b[1], b[2], b[3], b[4], b[5], b[6], trans, b[7], b[8], b[9], b[10], b[11],
+                                b[12], b[13], b[14]) == _DONE:
+        return True
+    ctl[_ASKED] = s
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _ready(s, trans, facts, params, ctl, b):
+    """Whether DFA state ``s`` has a facts row (states the construction made in this
+    round may not: Python makes room) and a built row; else ``s`` is asked for."""
+    if s >= facts.shape[0]:
+        ctl[_ASKED] = s
+        return False
+    return _built(s, trans, params, ctl, b)
+
+
+@njit(cache=True, nogil=True)
+def _loop_known(s, trans, facts, loops, class_words, params, ctl, b):
+    """``facts[s, LOOP]`` (and ``loops[s]``) known, computed if need be; False when
+    ``s``'s row is asked for."""
+    if facts[s, LOOP] != UNKNOWN_LOOP:
+        return True
+    if not _ready(s, trans, facts, params, ctl, b):
+        return False
+    n_classes = trans.shape[1]
+    live = 0
+    for c in range(n_classes):
+        if trans[s, c] >= 0:
+            live += 1
+    some = False
+    if live > FEW_LOOP_CLASSES:
+        for c in range(n_classes):
+            if trans[s, c] == s:
+                for w in range(4):
+                    loops[s, w] |= class_words[c, w]
+                some = True
+    facts[s, LOOP] = SOME_LOOP if some else NO_LOOP
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _plain_successor(s, trans, plain_classes):
+    """The one state every plain byte leads to from ``s`` (-1: none)."""
+    first = trans[s, plain_classes[0]]
+    for i in range(1, plain_classes.shape[0]):
+        if trans[s, plain_classes[i]] != first:
+            return -1
+    return first
+
+
+@njit(cache=True, nogil=True)
+def _utf8(s, trans, facts, u_seq, u_steps, u_classes, sets, params, ctl, b):
+    """The one state every whole non-ASCII character leads to from ``s`` (which is
+    ready), or -1 (``TokenIndex._utf8_target``); ``_ASK`` while a row is asked for."""
+    got = facts[s, UTF8]
+    if got != -2:
+        return got
+    target = -3
+    for q in range(u_seq.shape[0]):
+        cur = 0
+        sets[cur, 0] = s
+        n = 1
+        for st in range(u_seq[q, 0], u_seq[q, 1]):
+            m = 0
+            for i in range(n):
+                x = sets[cur, i]
+                if not _built(x, trans, params, ctl, b):
+                    return _ASK
+                for k in range(u_steps[st, 0], u_steps[st, 1]):
+                    t = trans[x, u_classes[k]]
+                    if t < 0:
+                        facts[s, UTF8] = -1
+                        return -1
+                    seen = False
+                    for j in range(m):
+                        if sets[1 - cur, j] == t:
+                            seen = True
+                            break
+                    if not seen:
+                        if m == UTF8_SPREAD:
+                            facts[s, UTF8] = -1
+                            return -1
+                        sets[1 - cur, m] = t
+                        m += 1
+            cur = 1 - cur
+            n = m
+        if n != 1 or (target != -3 and sets[cur, 0] != target):
+            facts[s, UTF8] = -1
+            return -1
+        target = sets[cur, 0]
+    facts[s, UTF8] = target
+    return target
+
+
+@njit(cache=True, nogil=True)
+def _room(s, col, trans, facts, plain_classes, u_seq, u_steps, u_classes, path, sets, params, ctl, b):
+    """How many plain bytes (``col == ROOM``) or characters of text (``TEXT_ROOM``)
+    keep the DFA alive from ``s``, by ``TokenIndex._room``'s chain rule (memoised
+    alike, cut at the cap alike); ``_ASK`` while a row on the chain is asked for."""
+    cap = params[P_PLAIN_CAP] if col == ROOM else params[P_TEXT_CAP]
+    stamp = ctl[_STAMP] + 1
+    ctl[_STAMP] = stamp
+    n = 0
+    room = -1
+    while n < cap:
+        if not _ready(s, trans, facts, params, ctl, b):
+            return _ASK
+        known = facts[s, col]
+        if known >= 0:
+            room = known
+            break
+        if facts[s, MARK] == stamp:  # back on the chain: nothing on it ever dies
+            room = cap
+            break
+        path[n] = s
+        n += 1
+        facts[s, MARK] = stamp
+        nxt = _plain_successor(s, trans, plain_classes)
+        if col == TEXT_ROOM and nxt >= 0:
+            u = _utf8(s, trans, facts, u_seq, u_steps, u_classes, sets, params, ctl, b)
+            if u == _ASK:
+                return _ASK
+            if u != nxt:
+                nxt = -1
+        if nxt < 0:
+            room = 0
+            n -= 1
+            facts[s, col] = 0
+            break
+        s = nxt
+    if room < 0:  # cut at cap states: the first half keeps lower bounds
+        for d in range(min(n, cap // 2)):
+            facts[path[d], col] = cap - d
+        return facts[path[0], col] if n > 0 else 0
+    for i in range(n - 1, -1, -1):
+        room = min(cap, room + 1)
+        facts[path[i], col] = room
+    return facts[path[0], col] if n > 0 else room
+
+
+@njit(cache=True, nogil=True)
+def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_classes, u_seq, u_steps, u_classes,
+               params, ctl, path, sets, stack, sp, out, n_out, aside, asks, checks, b):
+    """One round: walk the pairs on ``stack[:sp]``; returns (outcome, sp, n_out,
+    n_asks, checks). ``out[:n_out]``: the runs found so far, ``(lo, hi)``; a pair
+    whose facts wait on a row Python must build goes to ``aside``, and back on the
+    stack when the round ends, the row's state to ``asks``. On ``FULL`` the pair
+    being walked is back on the stack too, and the buffers must grow. ``b``: the
+    lazy DFA's construction buffers (``Buffers.builder_args``; used where
+    ``params[P_BUILD]``)."""
+    n_aside = n_asks = 0
+    cap = stack.shape[0]
+    text_root, first_wide = params[P_TEXT_ROOT], params[P_FIRST_WIDE]
+    budget = params[P_BUDGET]
+    outcome = DONE
+    while sp > 0:
+        if n_out + 2 > out.shape[0]:
+            outcome = FULL
+            break
+        sp -= 1
+        node = stack[sp, 0]
+        state = stack[sp, 1]
+        a, b_end = nodes[node, _START], nodes[node, _END]
+        # Facts known are read here, not through the helpers: a call passes ~15
+        # arrays, each reference-counted (a round cost ~200 µs that way).
+        asked = not (state < facts.shape[0] and trans[state, 0] != UNKNOWN) and not _ready(state, trans, facts,
+                                                                                          params, ctl, b)
+        whole = shortcut = False
+        if not asked and node == text_root and first_wide >= 0:
+            # ``start_pairs``' shortcut: text tokens that open with a non-ASCII
+            # character are one run when every such character leads to one state
+            # with room for the rest; the ASCII children are walked.
+            after = _utf8(state, trans, facts, u_seq, u_steps, u_classes, sets, params, ctl, b)
+            asked = after == _ASK
+            if after >= 0:
+                room = _room(after, TEXT_ROOM, trans, facts, plain_classes, u_seq, u_steps, u_classes, path, sets,
+                             params, ctl, b)
+                asked = room == _ASK
+                if not asked and room >= params[P_REST_CHARS]:
+                    out[n_out, 0], out[n_out, 1] = nodes[first_wide, _LO], nodes[text_root, _HI]
+                    n_out += 1
+                    b_end = first_wide
+                    shortcut = True
+        if not asked and not shortcut:
+            kind = nodes[node, _KIND]
+            if kind:  # a plain or text node: whole by its room (in bytes, or characters)
+                col = ROOM if kind == _PLAIN else TEXT_ROOM
+                room = facts[state, col]
+                if room < 0:
+                    room = _room(state, col, trans, facts, plain_classes, u_seq, u_steps, u_classes, path, sets,
+                                 params, ctl, b)
+                asked = room == _ASK
+                whole = not asked and room >= nodes[node, _HEIGHT if kind == _PLAIN else _NEED]
+            if not asked and not whole:
+                if facts[state, LOOP] == UNKNOWN_LOOP:
+                    asked = not _loop_known(state, trans, facts, loops, class_words, params, ctl, b)
+                if not asked and facts[state, LOOP] == SOME_LOOP:
+                    whole = True
+                    for w in range(4):
+                        if below[node, w] & ~loops[state, w]:
+                            whole = False
+                            break
+        if asked:
+            aside[n_aside, 0], aside[n_aside, 1] = node, state
+            n_aside += 1
+            asks[n_asks] = ctl[_ASKED]
+            n_asks += 1
+            continue
+        if whole:
+            out[n_out, 0], out[n_out, 1] = nodes[node, _LO], nodes[node, _HI]
+            n_out += 1
+            continue
+        if sp + n_aside + (b_end - a) > cap or n_out + (b_end - a) + 1 > out.shape[0]:
+            stack[sp, 0], stack[sp, 1] = node, state
+            sp += 1
+            if shortcut:  # its run is taken again
+                n_out -= 1
+            outcome = FULL
+            break
+        own = nodes[node, _OWN]
+        if own:
+            out[n_out, 0], out[n_out, 1] = nodes[node, _LO], nodes[node, _LO] + own
+            n_out += 1
+        checks += b_end - a
+        for child in range(a, b_end):
+            target = trans[state, classes[nodes[child, _SYMBOL]]]
+            if target >= 0:
+                if nodes[child, _START] == nodes[child, _END]:  # a leaf: its own tokens
+                    out[n_out, 0], out[n_out, 1] = nodes[child, _LO], nodes[child, _HI]
+                    n_out += 1
+                else:
+                    stack[sp, 0], stack[sp, 1] = child, target
+                    sp += 1
+        if checks > budget:
+            return OVER_BUDGET, sp, n_out, n_asks, checks
+    for i in range(n_aside):  # fits: pushes kept stack + aside within the stack
+        stack[sp, 0], stack[sp, 1] = aside[i, 0], aside[i, 1]
+        sp += 1
+    return outcome, sp, n_out, n_asks, checks
+
+
+@njit(cache=True, nogil=True)
+def runs_row(row, order, lo, hi, long_run, bank, bank_ids):
+    """Set the bits of the tokens ``order[lo[i]:hi[i]]`` in a uint32 row (a walk's
+    runs): a run of ``long_run`` tokens or more from its ``bank`` row (the next of
+    ``bank_ids``, in order), the others token by token (``np.bitwise_or.at`` over
+    them cost ~50 ns a token, and a numpy OR per long run a few µs)."""
+    k = 0
+    for i in range(lo.shape[0]):
+        if hi[i] - lo[i] >= long_run:
+            r = bank_ids[k]
+            k += 1
+            for w in range(row.shape[0]):
+                row[w] |= bank[r, w]
+        else:
+            for j in range(lo[i], hi[i]):
+                t = order[j]
+                row[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
