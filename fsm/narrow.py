@@ -93,10 +93,18 @@ def bytes_below(t) -> list[int]:
     """For each node of a byte-level trie, the set of bytes on the edges below it
     (bit b: byte b), as a Python int: a state that loops on every one of them
     allows the node's whole subtree (see ``loop_bytes``)."""
+    raw = below_words(t).astype("<u8").tobytes()
+    return [int.from_bytes(raw[32 * i: 32 * i + 32], "little") for i in range(t.num_nodes)]
+
+
+def below_words(t, first_byte_level: int = 2) -> np.ndarray:
+    """``bytes_below`` as uint64 [nodes, 4] (bit b of the set: bit b % 64 of word
+    b // 64), for compiled walks. ``first_byte_level``: the first trie level whose
+    symbols are bytes (2 in a split trie, under its markers; 1 in a plain one)."""
     n = t.num_nodes
     words = np.zeros((n, 4), dtype=np.uint64)
     sym = np.maximum(t.symbol, 0)
-    for d in range(t.depth, 1, -1):  # levels 2 and down carry bytes (level 1: the split's markers)
+    for d in range(t.depth, first_byte_level - 1, -1):
         nodes = np.arange(t.level_start[d], t.level_start[d + 1])
         if not len(nodes):
             continue
@@ -106,8 +114,7 @@ def bytes_below(t) -> list[int]:
         parent = t.parent[nodes]  # a level's nodes come grouped by parent
         first = np.flatnonzero(np.r_[True, parent[1:] != parent[:-1]])
         words[parent[first]] |= np.bitwise_or.reduceat(bits, first, axis=0)
-    raw = words.astype("<u8").tobytes()
-    return [int.from_bytes(raw[32 * i: 32 * i + 32], "little") for i in range(n)]
+    return words
 
 
 def loop_bytes(row: list[int], state: int, class_masks: list[int]) -> int:

@@ -142,17 +142,18 @@ class _UnitTrie:
             if COMPILED_AVAILABLE if compiled is None else compiled:
                 from .units_compiled import CompiledUnitWalk  # imports numba
 
-                self.walker = CompiledUnitWalk(self.trie, self.symbol_class, self.runs[3])
+                self.walker = CompiledUnitWalk(self.trie, self.symbol_class, self.runs[3], byte_to_class)
 
     def walk(self, lexer: Lexer, start: int):
         """``(inside, units, accept, offset)``: see ``_walk_units``."""
         if self.runs is None:
             return _walk_levels(self.trie, self.depth, lexer, start)
         if self.walker is not None:
-            ends, exits = self.walker.walk(lexer, start)
-            order, lo, _, own = self.runs
+            ends, wholes, exits = self.walker.walk(lexer, start)
+            order, lo, hi, own = self.runs
             inside = np.zeros(len(self.trie.token_node), dtype=bool)
             inside[order[spans(lo[ends], own[ends])]] = True
+            inside[order[spans(lo[wholes], hi[wholes] - lo[wholes])]] = True
             return (inside, *_exit_units(self, lexer, exits[:, 0], exits[:, 1], exits[:, 2]))
         return _walk_units(self, lexer, start)
 

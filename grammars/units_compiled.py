@@ -14,27 +14,39 @@ a lexer state inside a key or a literal (a few live pairs) costs 0.3-1 ms. Here 
 pair costs nanoseconds; a pair whose lexer state has no row yet is set aside, its
 row is built in Python (``Lexer.ensure_rows``), and the walk resumes.
 
+A node whose every byte below is a self-loop of its lexer state (``fsm.narrow``'s
+rule: inside an open string, most ASCII subtrees) is taken whole, without walking
+it: it has no exits, and its units all stay inside.
+
 Cost notes: a walk visits each live (node, state) pair once, and lists each dead
-child (``child_end - child_start`` checks per live pair). The buffers hold one
-entry per trie node at most (a trie has one state per node in a walk), allocated
-once per trie.
+child (``child_end - child_start`` checks per live pair). Inside an open string
+that was most of the ~150k nodes of the pieces' trie (~0.5 ms a lexer state); the
+self-loop rule leaves the subtrees holding non-ASCII bytes or a quote. The buffers
+hold one entry per trie node at most (a trie has one state per node in a walk),
+allocated once per trie.
 """
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from fsm.jit import compiled
+from fsm.narrow import below_words, class_bytes
 
 UNKNOWN = -2  # grammars.lexer: a row not built yet
 
 
-def _walk_py(child_start, child_end, node_class, own, trans, stack, sp, runs, n_runs, exits, n_exits, asks):
+def _walk_py(child_start, child_end, node_class, own, trans, below, loops, loop_known, class_words, stack, sp, runs,
+             n_runs, wholes, n_wholes, exits, n_exits, asks):
     """One round from the (node, state, depth) triples on ``stack[:sp]``: returns
-    ``(sp, n_runs, n_exits, n_asks)``. ``runs``: nodes where a unit ends inside the
-    lexeme (their own units); ``exits``: (dead child, parent's state, parent's
-    depth) at depths > 0; ``asks``: states whose rows must be built (their triples
-    back on the stack after them)."""
+    ``(sp, n_runs, n_wholes, n_exits, n_asks)``. ``runs``: nodes where a unit ends
+    inside the lexeme (their own units); ``wholes``: nodes whose whole subtree stays
+    inside (every byte below is a self-loop of their state: ``below``, ``loops``);
+    ``exits``: (dead child, parent's state, parent's depth) at depths > 0; ``asks``:
+    states whose rows must be built (their triples back on the stack after them).
+    ``loop_known`` per lexer state: 0 not yet, 1 no self-loop, 2 some (in ``loops``)."""
     n_asks = 0
     top = 0  # triples set aside go back to the bottom of the stack
     while sp > top:
@@ -48,6 +60,23 @@ def _walk_py(child_start, child_end, node_class, own, trans, stack, sp, runs, n_
             top += 1
             sp += 1
             continue
+        if loop_known[state] == 0:
+            loop_known[state] = 1
+            for c in range(trans.shape[1]):
+                if trans[state, c] == state:
+                    for w in range(4):
+                        loops[state, w] |= class_words[c, w]
+                    loop_known[state] = 2
+        if loop_known[state] == 2:
+            covered = True
+            for w in range(4):
+                if below[node, w] & ~loops[state, w]:
+                    covered = False
+                    break
+            if covered:
+                wholes[n_wholes] = node
+                n_wholes += 1
+                continue
         for child in range(child_start[node], child_end[node]):
             target = trans[state, node_class[child]]
             if target >= 0:
@@ -60,7 +89,7 @@ def _walk_py(child_start, child_end, node_class, own, trans, stack, sp, runs, n_
             elif depth > 0:
                 exits[n_exits, 0], exits[n_exits, 1], exits[n_exits, 2] = child, state, depth
                 n_exits += 1
-    return top, n_runs, n_exits, n_asks
+    return top, n_runs, n_wholes, n_exits, n_asks
 
 
 class CompiledUnitWalk:
@@ -68,33 +97,61 @@ class CompiledUnitWalk:
 
     Example::
 
-        >>> walker = CompiledUnitWalk(trie, symbol_class, own)
-        >>> runs, exits = walker.walk(lexer, start)
+        >>> walker = CompiledUnitWalk(trie, symbol_class, own, lexer.byte_to_class)
+        >>> runs, wholes, exits = walker.walk(lexer, start)
     """
 
-    def __init__(self, trie, symbol_class: np.ndarray, own: np.ndarray):
+    def __init__(self, trie, symbol_class: np.ndarray, own: np.ndarray, byte_to_class: np.ndarray):
         self._walk = compiled(_walk_py)
         self.child_start = np.ascontiguousarray(trie.child_start, dtype=np.int64)
         self.child_end = np.ascontiguousarray(trie.child_end, dtype=np.int64)
         self.node_class = np.ascontiguousarray(symbol_class, dtype=np.int64)
         self.own = np.ascontiguousarray(own, dtype=np.int64)
+        self.below = _below(trie)
+        classes = class_bytes(byte_to_class)
+        self.class_words = np.zeros((len(classes), 4), dtype=np.uint64)
+        for c, bs in enumerate(classes):
+            self.class_words[c] = np.frombuffer(sum(1 << b for b in bs).to_bytes(32, "little"), dtype="<u8")
+        self.loops = np.zeros((0, 4), dtype=np.uint64)
+        self.loop_known = np.zeros(0, dtype=np.int64)
         n = trie.num_nodes + 1
         self.stack = np.zeros((n, 3), dtype=np.int64)
         self.runs = np.zeros(n, dtype=np.int64)
+        self.wholes = np.zeros(n, dtype=np.int64)
         self.exits = np.zeros((n, 3), dtype=np.int64)
         self.asks = np.zeros(n, dtype=np.int64)
 
-    def walk(self, lexer, start: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(runs, exits)`` from lexer state ``start``: the nodes whose own units
-        stay inside the lexeme, and the exits as ``[k, 3]`` (node, lexer state,
-        depth)."""
+    def walk(self, lexer, start: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(runs, wholes, exits)`` from lexer state ``start``: the nodes whose own
+        units stay inside the lexeme, those whose whole subtree does, and the exits
+        as ``[k, 3]`` (node, lexer state, depth)."""
         self.stack[0] = (0, start, 0)
-        sp, n_runs, n_exits = 1, 0, 0
+        sp, n_runs, n_wholes, n_exits = 1, 0, 0, 0
         while sp:
-            sp, n_runs, n_exits, n_asks = self._walk(self.child_start, self.child_end, self.node_class, self.own,
-                                                     lexer.transitions, self.stack, sp, self.runs, n_runs,
-                                                     self.exits, n_exits, self.asks)
+            n_states = len(lexer.transitions)
+            if len(self.loop_known) < n_states:  # the lexer grew: facts for its new states
+                grown = np.zeros((n_states, 4), dtype=np.uint64)
+                grown[: len(self.loops)] = self.loops
+                known = np.zeros(n_states, dtype=np.int64)
+                known[: len(self.loop_known)] = self.loop_known
+                self.loops, self.loop_known = grown, known
+            sp, n_runs, n_wholes, n_exits, n_asks = self._walk(
+                self.child_start, self.child_end, self.node_class, self.own, lexer.transitions, self.below, self.loops,
+                self.loop_known, self.class_words, self.stack, sp, self.runs, n_runs, self.wholes, n_wholes,
+                self.exits, n_exits, self.asks)
             if not n_asks:
                 break
             lexer.ensure_rows(self.asks[:n_asks])
-        return self.runs[:n_runs], self.exits[:n_exits]
+        return self.runs[:n_runs], self.wholes[:n_wholes], self.exits[:n_exits]
+
+
+_BELOW: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _below(trie) -> np.ndarray:
+    """``fsm.narrow.below_words`` of a unit trie (its first level carries bytes),
+    computed once per trie (~0.1 s for the pieces of a 49k vocabulary)."""
+    got = _BELOW.get(trie)
+    if got is None:
+        got = _BELOW[trie] = below_words(trie, first_byte_level=1)
+    return got
