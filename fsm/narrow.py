@@ -142,6 +142,16 @@ def class_bytes(byte_to_class) -> list[list[int]]:
     return out
 
 
+def class_words(byte_to_class) -> np.ndarray:
+    """The bytes of each byte class as uint64 [classes, 4] (``below_words``' layout),
+    for compiled walks' self-loop sets."""
+    classes = class_bytes(byte_to_class)
+    words = np.zeros((len(classes), 4), dtype=np.uint64)
+    for c, bs in enumerate(classes):
+        words[c] = np.frombuffer(sum(1 << b for b in bs).to_bytes(32, "little"), dtype="<u8")
+    return words
+
+
 def few_moves(row: list[int], bytes_of_class: list[list[int]]):
     """``(byte, target)`` for every byte alive in ``row``, or ``None`` when more
     than ``FEW_BYTES`` are (a wide state: its children are checked one by one, or in

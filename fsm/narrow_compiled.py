@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .narrow import class_bytes
+from .narrow import class_words
 from .utf8 import UTF8_SEQUENCES
 
 #: The compiled walk gives up after checking this many (child, state) pairs (the
@@ -78,10 +78,7 @@ class CompiledWalk:
         self.roots = np.array(lists.roots, dtype=np.int64)
         self.classes = np.ascontiguousarray(symbol_class, dtype=np.int64)
         byte_to_class = dfa.byte_to_class
-        self.class_words = np.zeros((dfa.num_classes, 4), dtype=np.uint64)
-        for c, bs in enumerate(class_bytes(byte_to_class)):
-            mask = sum(1 << b for b in bs)
-            self.class_words[c] = np.frombuffer(mask.to_bytes(32, "little"), dtype="<u8")
+        self.class_words = class_words(byte_to_class)
         self.plain_classes = np.array(plain_classes, dtype=np.int64)
         self.u_seq, self.u_steps, self.u_classes = _utf8_tables(byte_to_class)
         self.params = np.zeros(7, dtype=np.int64)

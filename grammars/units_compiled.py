@@ -33,7 +33,7 @@ import weakref
 import numpy as np
 
 from fsm.jit import compiled
-from fsm.narrow import below_words, class_bytes
+from fsm.narrow import below_words, class_words
 
 UNKNOWN = -2  # grammars.lexer: a row not built yet
 
@@ -108,10 +108,7 @@ class CompiledUnitWalk:
         self.node_class = np.ascontiguousarray(symbol_class, dtype=np.int64)
         self.own = np.ascontiguousarray(own, dtype=np.int64)
         self.below = _below(trie)
-        classes = class_bytes(byte_to_class)
-        self.class_words = np.zeros((len(classes), 4), dtype=np.uint64)
-        for c, bs in enumerate(classes):
-            self.class_words[c] = np.frombuffer(sum(1 << b for b in bs).to_bytes(32, "little"), dtype="<u8")
+        self.class_words = class_words(byte_to_class)
         self.loops = np.zeros((0, 4), dtype=np.uint64)
         self.loop_known = np.zeros(0, dtype=np.int64)
         n = trie.num_nodes + 1
