@@ -284,11 +284,18 @@ class TokenIndex:
                               self._plain_run, self._text_run, self._utf8_target, state, NARROW_BUDGET)
         if got is None:
             return False
-        lo, hi = np.asarray(got[0], dtype=np.int64), np.asarray(got[1], dtype=np.int64)
         acc = self.dfa.is_accepting(state)
-        if self.compiled:  # bits set compiled cost less than sorting the runs for a key (thousands, at times)
-            rid = self._intern(self._row_from_runs(split, lo, hi, acc))
+        if self.compiled:  # the walk set the bits of short runs; the long ones from the bank
+            lo, hi, row = got
+            if len(lo):
+                from .walk_compiled import runs_row  # imports numba
+
+                ids, bank = split.bank_rows(lo.tolist(), hi.tolist(), self.words)
+                runs_row(row, split.order, lo, hi, LONG_RUN, bank, ids)
+            row = row.view(np.int32)
+            rid = self._intern(row | self.eos_row if acc else row)
         else:
+            lo, hi = np.asarray(got[0], dtype=np.int64), np.asarray(got[1], dtype=np.int64)
             order = np.lexsort((hi, lo))
             lo, hi = lo[order], hi[order]
             key = (lo.tobytes(), hi.tobytes(), acc)
@@ -307,7 +314,7 @@ class TokenIndex:
             split.table = TrieTable(split, split.lists.below)
         if self._walker is None:
             self._walker = CompiledWalk(split.table, split.lists, self._symbol_class, self.dfa, self._plain_list,
-                                        self._plain_cap, self._text_cap)
+                                        self._plain_cap, self._text_cap, split.order, self.words, LONG_RUN)
         return self._walker.walk(self.dfa, state)
 
     def _row_list(self, state: int) -> list[int]:

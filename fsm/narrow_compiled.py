@@ -62,30 +62,33 @@ class CompiledWalk:
 
     Example::
 
-        >>> walker = CompiledWalk(table, lists, symbol_class, dfa, plain_classes, plain_cap, text_cap)
-        >>> walker.walk(dfa, state)   # (lo, hi) runs, or None past the budget
+        >>> walker = CompiledWalk(table, lists, symbol_class, dfa, plain_classes, plain_cap, text_cap, order,
+        ...                       words, LONG_RUN)
+        >>> walker.walk(dfa, state)   # (lo, hi, row): long runs and the other tokens' bits, or None
     """
 
     #: Rows of the stack and run buffers to begin with (they double when full).
     BUFFER = 4096
 
     def __init__(self, table: TrieTable, lists, symbol_class: np.ndarray, dfa, plain_classes: list[int],
-                 plain_cap: int, text_cap: int) -> None:
+                 plain_cap: int, text_cap: int, order: np.ndarray, words: int, long_run: int) -> None:
         from . import walk_compiled as wc  # imports numba
 
         self._wc = wc
         self.table = table
+        self.order = order
+        self.words = words
         self.roots = np.array(lists.roots, dtype=np.int64)
         self.classes = np.ascontiguousarray(symbol_class, dtype=np.int64)
         byte_to_class = dfa.byte_to_class
         self.class_words = class_words(byte_to_class)
         self.plain_classes = np.array(plain_classes, dtype=np.int64)
         self.u_seq, self.u_steps, self.u_classes = _utf8_tables(byte_to_class)
-        self.params = np.zeros(7, dtype=np.int64)
+        self.params = np.zeros(8, dtype=np.int64)
         p = self.params
         p[wc.P_TEXT_ROOT], p[wc.P_FIRST_WIDE], p[wc.P_REST_CHARS] = (lists.text_root, lists.text_first_wide,
                                                                       lists.text_rest_chars)
-        p[wc.P_PLAIN_CAP], p[wc.P_TEXT_CAP] = plain_cap, text_cap
+        p[wc.P_PLAIN_CAP], p[wc.P_TEXT_CAP], p[wc.P_LONG_RUN] = plain_cap, text_cap, long_run
         builder = getattr(dfa, "compiled_builder", None)
         p[wc.P_BUILD] = builder is not None and builder() is not None
         self.ctl = np.zeros(2, dtype=np.int64)
@@ -111,10 +114,13 @@ class CompiledWalk:
         self.facts, self.loops = facts, loops
 
     def walk(self, dfa, state: int, budget: int = COMPILED_BUDGET):
-        """The runs alive from DFA state ``state`` (``(lo, hi)`` arrays), or None past
-        ``budget`` checks. Rows the kernel cannot build are built by
-        ``dfa.next_states`` (deferred fragments, growing the construction's buffers)."""
+        """The tokens alive from DFA state ``state``: ``(lo, hi, row)``, the long runs
+        ``order[lo[i]:hi[i]]`` (at least ``long_run`` tokens: whole subtrees) and the
+        bits of the others (uint32 [words]); None past ``budget`` checks. Rows the
+        kernel cannot build are built by ``dfa.next_states`` (deferred fragments,
+        growing the construction's buffers)."""
         wc = self._wc
+        row = np.zeros(self.words, dtype=np.uint32)
         sp = len(self.roots)
         self._stack[:sp, 0] = self.roots
         self._stack[:sp, 1] = state
@@ -129,7 +135,7 @@ class CompiledWalk:
             outcome, sp, n_out, n_asks, checks = wc.walk_round(
                 t.nodes, t.below, self.classes, dfa.transitions, self.facts, self.loops, self.class_words,
                 self.plain_classes, self.u_seq, self.u_steps, self.u_classes, self.params, self.ctl, self.path,
-                self.sets, self._stack, sp, self._out, n_out, self._aside, self._asks, checks, b)
+                self.sets, self._stack, sp, self.order, row, self._out, n_out, self._aside, self._asks, checks, b)
             if builder is not None:
                 dfa.sync_states()
             if outcome == wc.OVER_BUDGET:
@@ -145,7 +151,7 @@ class CompiledWalk:
             elif not sp:
                 break
         out = self._out[:n_out]
-        return out[:, 0].copy(), out[:, 1].copy()
+        return out[:, 0].copy(), out[:, 1].copy(), row
 
 
 def _fresh_facts(n: int) -> np.ndarray:

@@ -48,7 +48,7 @@ _PLAIN, _TEXT = 1, 2  # _KIND
 ROOM, TEXT_ROOM, LOOP, UTF8, MARK = range(5)
 UNKNOWN_LOOP, NO_LOOP, SOME_LOOP = range(3)
 # Slots of ``params``.
-P_TEXT_ROOT, P_FIRST_WIDE, P_REST_CHARS, P_PLAIN_CAP, P_TEXT_CAP, P_BUDGET, P_BUILD = range(7)
+P_TEXT_ROOT, P_FIRST_WIDE, P_REST_CHARS, P_PLAIN_CAP, P_TEXT_CAP, P_BUDGET, P_BUILD, P_LONG_RUN = range(8)
 # Slots of ``ctl``: the state a fact waits on (its row: Python's to build), the last
 # room chain's stamp.
 _ASKED, _STAMP = range(2)
@@ -211,11 +211,26 @@ def _room(s, col, trans, facts, plain_classes, u_seq, u_steps, u_classes, path, 
     return facts[path[0], col] if n > 0 else room
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _emit(lo, hi, out, n_out, row, order, long_run):
+    """Tokens ``order[lo:hi]`` are allowed: a long run is kept in ``out`` (its bits
+    come from the trie's bank of kept rows), a short one's bits are set in ``row``.
+    Returns the new ``n_out``."""
+    if hi - lo >= long_run:
+        out[n_out, 0], out[n_out, 1] = lo, hi
+        return n_out + 1
+    for j in range(lo, hi):
+        t = order[j]
+        row[t >> 5] |= np.uint32(1) << np.uint32(t & 31)
+    return n_out
+
+
 @njit(cache=True, nogil=True)
 def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_classes, u_seq, u_steps, u_classes,
-               params, ctl, path, sets, stack, sp, out, n_out, aside, asks, checks, b):
+               params, ctl, path, sets, stack, sp, order, row, out, n_out, aside, asks, checks, b):
     """One round: walk the pairs on ``stack[:sp]``; returns (outcome, sp, n_out,
-    n_asks, checks). ``out[:n_out]``: the runs found so far, ``(lo, hi)``; a pair
+    n_asks, checks). The tokens found so far: in ``row`` (uint32 bits), but the long
+    runs, ``out[:n_out]`` as ``(lo, hi)`` of ``order`` (``_emit``); a pair
     whose facts wait on a row Python must build goes to ``aside``, and back on the
     stack when the round ends, the row's state to ``asks``. On ``FULL`` the pair
     being walked is back on the stack too, and the buffers must grow. ``b``: the
@@ -224,12 +239,13 @@ def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_cl
     n_aside = n_asks = 0
     cap = stack.shape[0]
     text_root, first_wide = params[P_TEXT_ROOT], params[P_FIRST_WIDE]
-    budget = params[P_BUDGET]
+    budget, long_run = params[P_BUDGET], params[P_LONG_RUN]
     outcome = DONE
     while sp > 0:
         if n_out + 2 > out.shape[0]:
             outcome = FULL
             break
+        n_out_before = n_out
         sp -= 1
         node = stack[sp, 0]
         state = stack[sp, 1]
@@ -250,8 +266,7 @@ def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_cl
                              params, ctl, b)
                 asked = room == _ASK
                 if not asked and room >= params[P_REST_CHARS]:
-                    out[n_out, 0], out[n_out, 1] = nodes[first_wide, _LO], nodes[text_root, _HI]
-                    n_out += 1
+                    n_out = _emit(nodes[first_wide, _LO], nodes[text_root, _HI], out, n_out, row, order, long_run)
                     b_end = first_wide
                     shortcut = True
         if not asked and not shortcut:
@@ -280,27 +295,23 @@ def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_cl
             n_asks += 1
             continue
         if whole:
-            out[n_out, 0], out[n_out, 1] = nodes[node, _LO], nodes[node, _HI]
-            n_out += 1
+            n_out = _emit(nodes[node, _LO], nodes[node, _HI], out, n_out, row, order, long_run)
             continue
         if sp + n_aside + (b_end - a) > cap or n_out + (b_end - a) + 1 > out.shape[0]:
             stack[sp, 0], stack[sp, 1] = node, state
             sp += 1
-            if shortcut:  # its run is taken again
-                n_out -= 1
+            n_out = n_out_before  # the shortcut's run is taken again (bits: no harm)
             outcome = FULL
             break
         own = nodes[node, _OWN]
         if own:
-            out[n_out, 0], out[n_out, 1] = nodes[node, _LO], nodes[node, _LO] + own
-            n_out += 1
+            n_out = _emit(nodes[node, _LO], nodes[node, _LO] + own, out, n_out, row, order, long_run)
         checks += b_end - a
         for child in range(a, b_end):
             target = trans[state, classes[nodes[child, _SYMBOL]]]
             if target >= 0:
                 if nodes[child, _START] == nodes[child, _END]:  # a leaf: its own tokens
-                    out[n_out, 0], out[n_out, 1] = nodes[child, _LO], nodes[child, _HI]
-                    n_out += 1
+                    n_out = _emit(nodes[child, _LO], nodes[child, _HI], out, n_out, row, order, long_run)
                 else:
                     stack[sp, 0], stack[sp, 1] = child, target
                     sp += 1
