@@ -6,14 +6,16 @@ installed: the `fast` extra).
 
     walk_round: pop (node, state) ─ a fact missing? ─> computed here, memoised in ``facts``:
         take a subtree whole by room or self-loop        row       fsm.subsets_compiled._row
-        push live children, add token ends               loop      its self-loop bytes
+        push live children, set token ends' bits         loop      its self-loop bytes
                                                          rooms     chains of rows (``_room``)
                                                          UTF-8     rows of each sequence
         a row the construction cannot build here (a deferred fragment to build, a
         buffer to grow, or a DFA with no compiled construction) sets the pair aside
         and asks Python for it ──> ``LazyDFA.next_states``; the next round resumes
 
-The rules are Python's: ``fsm.narrow.narrow_walk`` and ``start_pairs`` for the walk,
+Tokens found go straight into the row's bits, but for long runs (whole subtrees of
+``LONG_RUN`` tokens or more: ``_emit``), which Python ORs in from the trie's bank of
+kept rows. The rules are Python's: ``fsm.narrow.narrow_walk`` and ``start_pairs`` for the walk,
 ``TokenIndex._plain_run``, ``_text_run``, ``_utf8_target`` and ``fsm.narrow.loop_bytes``
 for the facts (the tests compare the runs of both walks).
 
