@@ -139,15 +139,17 @@ class LazyDFA:
         return self._accepting[state]
 
     def is_expanded(self, state: int) -> bool:
-        """Whether ``state``'s row is built (a row is written whole: a built one has
-        no ``UNKNOWN``; compiled walks build rows themselves)."""
+        """Whether ``state``'s row is built, for a caller holding ``lock`` (rows are
+        built under it; compiled walks build them too). Without the lock a row may be
+        half written: ``step`` treats any ``UNKNOWN`` entry as not built yet, and
+        ``next_states`` checks the whole row."""
         return self.transitions[state, 0] != UNKNOWN
 
     def next_states(self, state: int) -> list[int]:
-        row = self.transitions[state]
-        if row[0] == UNKNOWN:
+        row = self.transitions[state].tolist()
+        if UNKNOWN in row:  # not built, or being built (a compiled walk in another thread)
             return self._expand(state)
-        return row.tolist()
+        return row
 
     def step(self, state: int, data: bytes) -> int:
         classes, trans = self._classes, self.transitions
