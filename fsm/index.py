@@ -207,7 +207,6 @@ class TokenIndex:
         self._row_ids: dict[bytes, int] = {}
         self._row_of_runs: dict[tuple, int] = {}  # a narrow walk's runs -> row id
         self._symbol_class: np.ndarray | None = None  # the DFA's class of each trie symbol
-        self._class_list: list[int] = []  # the same as a list
         self._row_lists: dict[int, list[int]] = {}
         self._few_of: dict[int, list | None] = {}  # _few_moves
         self._loop_of: dict[int, int] = {}  # _loop_bytes
@@ -274,7 +273,6 @@ class TokenIndex:
             split.lists = TrieLists(split)
         if self._symbol_class is None:
             self._symbol_class = np.append(self.dfa.byte_to_class, [0, 0, 0]).astype(np.int64)
-            self._class_list = self._symbol_class.tolist()
             self._class_bytes = class_bytes(self.dfa.byte_to_class)
             self._class_masks = [sum(1 << b for b in bs) for bs in self._class_bytes]
         if self.compiled:
@@ -311,7 +309,7 @@ class TokenIndex:
     def _compiled_walk(self, split: RunTrie, state: int):
         """``fsm.narrow_compiled``'s walk from ``state``: its runs, or None."""
         if split.table is None:
-            split.table = TrieTable(split, split.lists.below)
+            split.table = TrieTable(split)
         if self._walker is None:
             self._walker = CompiledWalk(split.table, split.lists, self._symbol_class, self.dfa, self._plain_list,
                                         self._plain_cap, self._text_cap, split.order, self.words, LONG_RUN)

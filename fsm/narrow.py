@@ -58,7 +58,7 @@ class TrieLists:
     ~10x faster on lists than on numpy arrays). Built once per trie."""
 
     __slots__ = ("roots", "child_start", "child_end", "symbol", "own", "lo", "hi", "plain", "text", "height",
-                 "text_need", "text_root", "text_first_wide", "text_rest_chars", "symbol_np", "below")
+                 "text_need", "text_root", "text_first_wide", "text_rest_chars", "symbol_np", "_trie", "_below")
 
     def __init__(self, runs) -> None:
         t = runs.trie
@@ -74,7 +74,7 @@ class TrieLists:
         self.height = runs.height.tolist()
         self.text = runs.text_node.tolist()
         self.text_need = runs.text_need.tolist()
-        self.below = bytes_below(t)
+        self._trie, self._below = t, None
         # The text root, its first child on a non-ASCII byte (the children come in
         # byte order, so those children's subtrees are the tail of its run), and the
         # most characters below such a child.
@@ -87,6 +87,14 @@ class TrieLists:
             if wide:
                 self.text_first_wide = wide[0]
                 self.text_rest_chars = int(runs.chars[wide].max())
+
+    @property
+    def below(self) -> list[int]:
+        """``bytes_below`` of the trie, on first use (only the Python walk needs it as
+        ints; the compiled one reads ``below_words``)."""
+        if self._below is None:
+            self._below = bytes_below(self._trie)
+        return self._below
 
 
 def bytes_below(t) -> list[int]:

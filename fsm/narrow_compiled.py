@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .narrow import class_words
+from .narrow import below_words, class_words
 from .utf8 import UTF8_SEQUENCES
 
 #: The compiled walk gives up after checking this many (child, state) pairs (the
@@ -46,14 +46,13 @@ class TrieTable:
 
     __slots__ = ("nodes", "below")
 
-    def __init__(self, runs, below: list[int]) -> None:
+    def __init__(self, runs) -> None:
         t = runs.trie
         kind = np.where(runs.plain_node, _PLAIN, np.where(runs.text_node, _TEXT, 0))
         cols = [t.child_start, t.child_end, np.maximum(t.symbol, 0), runs.own, runs.lo, runs.hi, kind, runs.height,
                 runs.text_need]
         self.nodes = np.ascontiguousarray(np.stack([np.asarray(c, dtype=np.int64) for c in cols], axis=1))
-        raw = b"".join(x.to_bytes(32, "little") for x in below)
-        self.below = np.frombuffer(raw, dtype="<u8").reshape(-1, 4).astype(np.uint64)
+        self.below = below_words(t)
 
 
 class CompiledWalk:

@@ -214,6 +214,17 @@ def _room(s, col, trans, facts, plain_classes, u_seq, u_steps, u_classes, path, 
 
 
 @njit(cache=True, nogil=True, inline="always")
+def loops_cover(loops, state, below, node):
+    """Whether every byte below trie ``node`` is a self-loop of ``state`` (both bit
+    sets in ``fsm.narrow.below_words``' layout): the node's subtree is taken whole.
+    Inlined: shared with ``grammars.units_compiled``'s walk."""
+    for w in range(4):
+        if below[node, w] & ~loops[state, w]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _emit(lo, hi, out, n_out, row, order, long_run):
     """Tokens ``order[lo:hi]`` are allowed: a long run is kept in ``out`` (its bits
     come from the trie's bank of kept rows), a short one's bits are set in ``row``.
@@ -284,12 +295,7 @@ def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_cl
             if not asked and not whole:
                 if facts[state, LOOP] == UNKNOWN_LOOP:
                     asked = not _loop_known(state, trans, facts, loops, class_words, params, ctl, b)
-                if not asked and facts[state, LOOP] == SOME_LOOP:
-                    whole = True
-                    for w in range(4):
-                        if below[node, w] & ~loops[state, w]:
-                            whole = False
-                            break
+                whole = not asked and facts[state, LOOP] == SOME_LOOP and loops_cover(loops, state, below, node)
         if asked:
             aside[n_aside, 0], aside[n_aside, 1] = node, state
             n_aside += 1

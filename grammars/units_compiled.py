@@ -34,6 +34,7 @@ import numpy as np
 
 from fsm.jit import compiled
 from fsm.narrow import below_words, class_words
+from fsm.walk_compiled import loops_cover  # imports numba
 
 UNKNOWN = -2  # grammars.lexer: a row not built yet
 
@@ -67,16 +68,10 @@ def _walk_py(child_start, child_end, node_class, own, trans, below, loops, loop_
                     for w in range(4):
                         loops[state, w] |= class_words[c, w]
                     loop_known[state] = 2
-        if loop_known[state] == 2:
-            covered = True
-            for w in range(4):
-                if below[node, w] & ~loops[state, w]:
-                    covered = False
-                    break
-            if covered:
-                wholes[n_wholes] = node
-                n_wholes += 1
-                continue
+        if loop_known[state] == 2 and loops_cover(loops, state, below, node):
+            wholes[n_wholes] = node
+            n_wholes += 1
+            continue
         for child in range(child_start[node], child_end[node]):
             target = trans[state, node_class[child]]
             if target >= 0:
