@@ -10,11 +10,13 @@
          cannot build here              (a deferred fragment to build, a buffer to grow)
          (LazyDFA.next_states)          ... rounds until none is set aside, or past the budget
 
-The rules are ``fsm.narrow.narrow_walk``'s, so both give the same runs (the tests
+The rules are ``fsm.narrow.narrow_walk``'s, so both give the same rows (the tests
 compare them): a plain or text node whose state has room for its longest token, a
 node whose bytes below are all self-loops of its state, a token end's own tokens,
-and ``start_pairs``' text shortcut. Children are checked one by one (compiled, ~1 ns
-each), so neither ``few_moves`` nor the numpy gather is needed here.
+and ``start_pairs``' text shortcut; and one of its own, the plain tokens that fit a
+counted string's end as one row (``fsm.walk_compiled._dies_after``). Children are
+checked one by one (compiled, ~1 ns each), so neither ``few_moves`` nor the numpy
+gather is needed here.
 
 Cost notes: a round costs ~3 µs of dispatch (~30 arguments) and ~3 µs of walking on
 MaskBench (a pair takes nanoseconds); a walk needs one round, plus one per deferred
@@ -44,7 +46,7 @@ class TrieTable:
     """A ``RunTrie``'s node arrays as one int64 table (one argument per call: numba
     checks each argument's type on every call) plus ``below`` as uint64 [n, 4]."""
 
-    __slots__ = ("nodes", "below")
+    __slots__ = ("nodes", "below", "plain_root")
 
     def __init__(self, runs) -> None:
         t = runs.trie
@@ -53,6 +55,8 @@ class TrieTable:
                 runs.text_need]
         self.nodes = np.ascontiguousarray(np.stack([np.asarray(c, dtype=np.int64) for c in cols], axis=1))
         self.below = below_words(t)
+        plain_roots = runs.roots[runs.plain_node[runs.roots]]
+        self.plain_root = int(plain_roots[0]) if len(plain_roots) else -1
 
 
 class CompiledWalk:
@@ -62,7 +66,7 @@ class CompiledWalk:
     Example::
 
         >>> walker = CompiledWalk(table, lists, symbol_class, dfa, plain_classes, plain_cap, text_cap, order,
-        ...                       words, LONG_RUN)
+        ...                       words, LONG_RUN, runs.plain_rows(words))
         >>> walker.walk(dfa, state)   # (lo, hi, row): long runs and the other tokens' bits, or None
     """
 
@@ -70,7 +74,8 @@ class CompiledWalk:
     BUFFER = 4096
 
     def __init__(self, table: TrieTable, lists, symbol_class: np.ndarray, dfa, plain_classes: list[int],
-                 plain_cap: int, text_cap: int, order: np.ndarray, words: int, long_run: int) -> None:
+                 plain_cap: int, text_cap: int, order: np.ndarray, words: int, long_run: int,
+                 plain_rows: np.ndarray) -> None:
         from . import walk_compiled as wc  # imports numba
 
         self._wc = wc
@@ -83,11 +88,13 @@ class CompiledWalk:
         self.class_words = class_words(byte_to_class)
         self.plain_classes = np.array(plain_classes, dtype=np.int64)
         self.u_seq, self.u_steps, self.u_classes = _utf8_tables(byte_to_class)
-        self.params = np.zeros(8, dtype=np.int64)
+        self.params = np.zeros(9, dtype=np.int64)
         p = self.params
         p[wc.P_TEXT_ROOT], p[wc.P_FIRST_WIDE], p[wc.P_REST_CHARS] = (lists.text_root, lists.text_first_wide,
                                                                       lists.text_rest_chars)
         p[wc.P_PLAIN_CAP], p[wc.P_TEXT_CAP], p[wc.P_LONG_RUN] = plain_cap, text_cap, long_run
+        p[wc.P_PLAIN_ROOT] = table.plain_root
+        self.plain_rows = plain_rows
         builder = getattr(dfa, "compiled_builder", None)
         p[wc.P_BUILD] = builder is not None and builder() is not None
         self.ctl = np.zeros(2, dtype=np.int64)
@@ -134,7 +141,8 @@ class CompiledWalk:
             outcome, sp, n_out, n_asks, checks = wc.walk_round(
                 t.nodes, t.below, self.classes, dfa.transitions, self.facts, self.loops, self.class_words,
                 self.plain_classes, self.u_seq, self.u_steps, self.u_classes, self.params, self.ctl, self.path,
-                self.sets, self._stack, sp, self.order, row, self._out, n_out, self._aside, self._asks, checks, b)
+                self.sets, self._stack, sp, self.order, row, self._out, n_out, self._aside, self._asks, checks,
+                self.plain_rows, b)
             if builder is not None:
                 dfa.sync_states()
             if outcome == wc.OVER_BUDGET:

@@ -201,7 +201,7 @@ class RunTrie:
     """
 
     __slots__ = ("trie", "roots", "plain_node", "text_node", "height", "chars", "text_need", "order", "lo", "hi",
-                 "own", "is_end", "lists", "table", "bank", "_bank_of", "_bank_lock")
+                 "own", "is_end", "lists", "table", "bank", "_bank_of", "_bank_lock", "_plain_rows")
 
     def __init__(self, trie: Trie, plain_marker: int, text_marker: int = -1, bytes_are_symbols: bool = False):
         self.trie = trie
@@ -245,6 +245,7 @@ class RunTrie:
         self._bank_lock = threading.Lock()
         self.lists = None  # fsm.narrow.TrieLists, made on first use
         self.table = None  # fsm.narrow_compiled.TrieTable, likewise
+        self._plain_rows = None  # plain_rows
 
     def run_bits(self, lo: int, hi: int, words: int) -> np.ndarray:
         """uint32 [words]: the bits of the tokens ``order[lo:hi]`` (long runs are
@@ -277,6 +278,30 @@ class RunTrie:
                         set_bits(self.bank[n], self.order[key[0] : key[1]])
                         ids[i] = got[key] = n
         return np.array(ids, dtype=np.int64), self.bank
+
+
+    def plain_rows(self, words: int) -> np.ndarray:
+        """uint32 [longest plain token + 1, words]: row ``n`` holds the bits of the
+        tokens below the plain marker of at most ``n`` bytes. A state that can take
+        any ``n`` plain bytes and then none allows exactly these plain tokens (the
+        inside of a counted string near its end), where a walk would visit every
+        prefix of the longer ones (50k checks at 8 bytes left). Made once (~5 ms)."""
+        got = self._plain_rows
+        if got is None or got.shape[1] != words:
+            t = self.trie
+            depth = np.zeros(t.num_nodes, dtype=np.int64)
+            for d in range(1, t.depth + 1):
+                depth[t.level_start[d] : t.level_start[d + 1]] = d - 1  # bytes below the marker
+            units = np.nonzero(t.token_node >= 0)[0]
+            ends = t.token_node[units]
+            plain = self.plain_node[ends]
+            units, length = units[plain], depth[ends[plain]]
+            got = np.zeros((int(length.max(initial=0)) + 1, words), dtype=np.uint32)
+            for n in range(len(got)):
+                set_bits(got[n], units[length == n])
+            got = np.bitwise_or.accumulate(got, axis=0)
+            self._plain_rows = got
+        return got
 
 
 def subtree_runs(t: Trie) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -13,6 +13,14 @@ installed: the `fast` extra).
         buffer to grow, or a DFA with no compiled construction) sets the pair aside
         and asks Python for it ──> ``LazyDFA.next_states``; the next round resumes
 
+One rule is the compiled walk's own: at the plain root, a state with less room
+than the longest plain token, whose room ends where no plain byte is taken (a
+counted string near its end), allows exactly the plain tokens that fit, one row of
+``RunTrie.plain_rows`` (``_dies_after``). Walking them visits every prefix of the
+longer tokens: 27k-50k checks at 4-11 bytes left, past the budget, and the batched
+walk it fell back to took ~30 ms. The Python walk returns runs, which a row by
+length is not; it keeps walking there (its rows are the same).
+
 Tokens found go straight into the row's bits, but for long runs (whole subtrees of
 ``LONG_RUN`` tokens or more: ``_emit``), which Python ORs in from the trie's bank of
 kept rows. The rules are Python's: ``fsm.narrow.narrow_walk`` and ``start_pairs`` for the walk,
@@ -50,7 +58,7 @@ _PLAIN, _TEXT = 1, 2  # _KIND
 ROOM, TEXT_ROOM, LOOP, UTF8, MARK = range(5)
 UNKNOWN_LOOP, NO_LOOP, SOME_LOOP = range(3)
 # Slots of ``params``.
-P_TEXT_ROOT, P_FIRST_WIDE, P_REST_CHARS, P_PLAIN_CAP, P_TEXT_CAP, P_BUDGET, P_BUILD, P_LONG_RUN = range(8)
+P_TEXT_ROOT, P_FIRST_WIDE, P_REST_CHARS, P_PLAIN_CAP, P_TEXT_CAP, P_BUDGET, P_BUILD, P_LONG_RUN, P_PLAIN_ROOT = range(9)
 # Slots of ``ctl``: the state a fact waits on (its row: Python's to build), the last
 # room chain's stamp.
 _ASKED, _STAMP = range(2)
@@ -213,6 +221,26 @@ def _room(s, col, trans, facts, plain_classes, u_seq, u_steps, u_classes, path, 
     return facts[path[0], col] if n > 0 else room
 
 
+@njit(cache=True, nogil=True)
+def _dies_after(s, room, trans, plain_classes):
+    """Whether the state ``room`` plain bytes after ``s`` (along its chain, where
+    every plain byte leads to one state) takes no plain byte at all: then ``s``
+    allows exactly the plain tokens of at most ``room`` bytes. False where a row on
+    the way is not built (the walk then goes on as usual)."""
+    for _ in range(room):
+        if trans[s, 0] == UNKNOWN:
+            return False
+        s = _plain_successor(s, trans, plain_classes)
+        if s < 0:
+            return False
+    if trans[s, 0] == UNKNOWN:
+        return False
+    for i in range(plain_classes.shape[0]):
+        if trans[s, plain_classes[i]] >= 0:
+            return False
+    return True
+
+
 @njit(cache=True, nogil=True, inline="always")
 def loops_cover(loops, state, below, node):
     """Whether every byte below trie ``node`` is a self-loop of ``state`` (both bit
@@ -240,7 +268,7 @@ def _emit(lo, hi, out, n_out, row, order, long_run):
 
 @njit(cache=True, nogil=True)
 def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_classes, u_seq, u_steps, u_classes,
-               params, ctl, path, sets, stack, sp, order, row, out, n_out, aside, asks, checks, b):
+               params, ctl, path, sets, stack, sp, order, row, out, n_out, aside, asks, checks, plain_rows, b):
     """One round: walk the pairs on ``stack[:sp]``; returns (outcome, sp, n_out,
     n_asks, checks). The tokens found so far: in ``row`` (uint32 bits), but the long
     runs, ``out[:n_out]`` as ``(lo, hi)`` of ``order`` (``_emit``); a pair
@@ -248,7 +276,7 @@ def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_cl
     stack when the round ends, the row's state to ``asks``. On ``FULL`` the pair
     being walked is back on the stack too, and the buffers must grow. ``b``: the
     lazy DFA's construction buffers (``Buffers.builder_args``; used where
-    ``params[P_BUILD]``)."""
+    ``params[P_BUILD]``); ``plain_rows``: ``fsm.trie.RunTrie.plain_rows``."""
     n_aside = n_asks = 0
     cap = stack.shape[0]
     text_root, first_wide = params[P_TEXT_ROOT], params[P_FIRST_WIDE]
@@ -305,6 +333,14 @@ def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_cl
         if whole:
             n_out = _emit(nodes[node, _LO], nodes[node, _HI], out, n_out, row, order, long_run)
             continue
+        if node == params[P_PLAIN_ROOT]:
+            # Too little room for the longest plain token: where no plain byte is
+            # taken once the room is spent, the plain tokens that fit are one row.
+            room = facts[state, ROOM]
+            if 0 <= room < plain_rows.shape[0] and _dies_after(state, room, trans, plain_classes):
+                for w in range(row.shape[0]):
+                    row[w] |= plain_rows[room, w]
+                continue
         if sp + n_aside + (b_end - a) > cap or n_out + (b_end - a) + 1 > out.shape[0]:
             stack[sp, 0], stack[sp, 1] = node, state
             sp += 1
