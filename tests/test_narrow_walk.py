@@ -185,23 +185,27 @@ def test_narrow_rows_equal_batched_rows_json(smollm2_vocab, schema, compiled, mo
 
 
 @pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed (the `fast` extra)")
-@pytest.mark.parametrize("pattern, written, narrow", [
+@pytest.mark.parametrize("pattern, written, by_length", [
     (r'"[^"\\]{32}"', 21, True), (r'"[^"\\]{32}"', 26, True), (r'"[^"\\]{32}"', 32, True),
     (r'"[^"\\]{0,40}"x', 33, True),
     # digits or letters past the room: walked as before
-    (r'"[^"\\]{3}[0-9]{0,5}"', 0, True), (r'"[^"\\]{0,40}[a-z]"', 31, False),
+    (r'"[^"\\]{3}[0-9]{0,5}"', 0, False), (r'"[^"\\]{0,40}[a-z]"', 31, False),
 ])
-def test_plain_tokens_that_fit_near_the_end_of_a_counted_string(smollm2_vocab, pattern, written, narrow):
+def test_plain_tokens_that_fit_near_the_end_of_a_counted_string(smollm2_vocab, pattern, written, by_length):
     """With a few characters left in a counted string, the compiled walk takes the
     plain tokens that fit from one row by length (``RunTrie.plain_rows``) where no
-    plain byte is taken past the room. It gave up there before (50k checks at 8
-    left), and the batched walk it fell back to took ~30 ms. Rows match brute
+    plain byte is taken past the room: a few checks, where walking them visits
+    every prefix of the longer tokens (50k checks at 8 left). Rows match brute
     force, with the rule and where it must not apply."""
     vocab = smollm2_vocab
     index = TokenIndex(_lazy_dfa(pattern), vocab, eager=False, compiled=True)
     state = index.dfa.step(0, b'"' + b"0" * written)
-    assert index._narrow_miss(state) == narrow
+    assert index._narrow_miss(state)
     _assert_brute_force(index, vocab, state, (pattern, written))
+    if by_length:  # the walk fits a budget that walking the plain tokens would not
+        assert index._walker.walk(index.dfa, state, budget=2_000) is not None
+    if pattern == r'"[^"\\]{0,40}[a-z]"':
+        assert index._walker.walk(index.dfa, state, budget=2_000) is None
 
 
 @pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed (the `fast` extra)")
