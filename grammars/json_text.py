@@ -16,6 +16,7 @@ code point and lengths count exactly as the validator counts them.
 from __future__ import annotations
 
 import functools
+from bisect import bisect_right
 
 from fsm.dfa import DFA, determinize
 from fsm.nfa import NFA
@@ -172,55 +173,70 @@ def _key_excluding_by_byte(nfa: NFA, names) -> tuple[int, int]:
     open_quote = nfa.byte_string(b'"')
     close = nfa.byte_string(b'"')
     nfa.epsilon(body_end, close[0])
-    # Trie over the names' bytes; each node remembers the body-DFA state it stands for.
-    root = nfa.state()
-    nfa.epsilon(open_quote[1], root)
-    children: dict[int, dict[int, int]] = {root: {}}
-    body_state = {root: 0}
+    # Trie over the names' bytes, numbered from 0 and added as states root + k in
+    # one go; each node remembers the body-DFA state it stands for.
+    children: list[dict[int, int]] = [{}]
+    body_state = [0]
     terminal: set[int] = set()
+    stepped: dict[tuple[int, int], int] = {}
     for name in sorted(names):
-        node = root
+        node = 0
         for byte in name.encode("utf-8"):
             nxt = children[node].get(byte)
             if nxt is None:
-                nxt = nfa.state()
-                children[node][byte] = nxt
-                children[nxt] = {}
-                body_state[nxt] = body.step(body_state[node], bytes([byte]))
+                nxt = children[node][byte] = len(children)
+                children.append({})
+                key = (body_state[node], byte)
+                got = stepped.get(key)
+                if got is None:
+                    got = stepped[key] = body.step(key[0], bytes([byte]))
+                body_state.append(got)
             node = nxt
         terminal.add(node)
-    moved: dict[int, list] = {}  # body state -> its moves into this copy of the body
-    for node, kids in children.items():
-        bstate = body_state[node]
-        moves = moved.get(bstate)
-        if moves is None:
-            moves = moved[bstate] = [(lo, hi, base + t) for lo, hi, t in body_edges[bstate]]
-        out = _punched(moves, sorted(kids)) if kids else list(moves)
-        out.extend((b, b, kid) for b, kid in kids.items())
-        nfa.edges[node] = out
+    root = len(nfa)
+    moved: dict[int, tuple] = {}  # body state -> its moves into this copy of the body, their starts
+    edges = []
+    for kids, bstate in zip(children, body_state):
+        got = moved.get(bstate)
+        if got is None:
+            moves = [(lo, hi, base + t) for lo, hi, t in body_edges[bstate]]
+            got = moved[bstate] = (moves, [m[0] for m in moves])
+        out = _punched(*got, sorted(kids)) if kids else list(got[0])
+        out.extend((b, b, root + kid) for b, kid in kids.items())
+        edges.append(out)
+    nfa.add_states(len(children), edges)
+    nfa.epsilon(open_quote[1], root)
+    eps = nfa.eps
+    for node, bstate in enumerate(body_state):
         if node not in terminal and body.is_accepting(bstate):
-            nfa.epsilon(node, close[0])
+            eps[root + node].append(close[0])
     return open_quote[0], close[1]
 
 
-def _punched(moves, holes: list[int]) -> list[tuple[int, int, int]]:
-    """Sorted ranges ``moves`` without the sorted bytes ``holes``."""
-    out = []
-    i, n = 0, len(holes)
-    for lo, hi, t in moves:
-        while i < n and holes[i] < lo:
-            i += 1
-        if i == n or holes[i] > hi:
-            out.append((lo, hi, t))
+def _punched(moves, starts: list[int], holes: list[int]) -> list[tuple[int, int, int]]:
+    """Sorted ranges ``moves`` (``starts``: their ``lo``) without the sorted bytes
+    ``holes``. Only the ranges holding a hole are split; the runs between are
+    copied as slices (a trie node has a hole or two among ~20 ranges, and this runs
+    for each node of every object that allows other keys)."""
+    out: list[tuple[int, int, int]] = []
+    done, k, n = 0, 0, len(holes)
+    while k < n:
+        i = bisect_right(starts, holes[k]) - 1
+        if i < 0 or moves[i][1] < holes[k]:  # between ranges: nothing to split
+            k += 1
             continue
+        lo, hi, t = moves[i]
+        out.extend(moves[done:i])
         cur = lo
-        while i < n and holes[i] <= hi:
-            if cur < holes[i]:
-                out.append((cur, holes[i] - 1, t))
-            cur = holes[i] + 1
-            i += 1
+        while k < n and holes[k] <= hi:
+            if cur < holes[k]:
+                out.append((cur, holes[k] - 1, t))
+            cur = holes[k] + 1
+            k += 1
         if cur <= hi:
             out.append((cur, hi, t))
+        done = i + 1
+    out.extend(moves[done:])
     return out
 
 
