@@ -530,12 +530,14 @@ class GrammarIndex:
         exits = _Exits(tokens, accept, rest)
         inside_row = pack_bits(inside[None, :])[0]
         # Tokens whose first byte cannot extend the lexeme: they may follow its end.
-        dead_classes = tuple(c for c, t in enumerate(self.lexer.row(lx)) if t < 0)
-        after_end = self._class_rows.get(dead_classes)
+        live = self.lexer.live_classes(lx)
+        after_end = self._class_rows.get(live)
         if after_end is None:
-            starts_dead = np.isin(self._first_class, dead_classes)
-            after_end = pack_bits(starts_dead[None, :])[0] | self.eos_row
-            self._class_rows[dead_classes] = after_end
+            dead = np.ones(self.lexer.num_classes + 1, dtype=bool)
+            dead[list(live)] = False
+            dead[-1] = False  # first class -1: a token without bytes
+            after_end = pack_bits(dead[self._first_class][None, :])[0] | self.eos_row
+            self._class_rows[live] = after_end
         return TokenView(inside_row, after_end, exits)
 
     def piece_view(self, lx: int) -> PieceView:

@@ -28,9 +28,18 @@ the lexer states decoding visits.
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 import numpy as np
 
 UNKNOWN = -2  # a row not built yet
+
+
+def _getter(indices: list[int]):
+    """A function from a list to the tuple of its items at ``indices``."""
+    if len(indices) == 1:
+        return lambda xs, i=int(indices[0]): (xs[i],)
+    return itemgetter(*map(int, indices))
 
 
 class TerminalTable:
@@ -106,14 +115,18 @@ class Lexer:
         self._rep = [0] * self.num_classes  # a byte of each global class
         for b in range(255, -1, -1):
             self._rep[self.byte_to_class[b]] = b
-        # Per table: its rows over the global classes, converted on first use.
-        self._global_rows: list[dict[int, list[int]]] = [{} for _ in self._tables]
-        self._local_class: list[list[int]] = [t.byte_to_class.tolist() for t in self._tables]
+        # Per table: its rows over the global classes, converted on first use, each
+        # with its live (class, move) pairs (a state takes a few of ~100 classes).
+        self._global_rows: list[dict[int, tuple[list[int], list[tuple[int, int]]]]] = [{} for _ in self._tables]
+        # Per table: its local class of each global class, read in one C-level call.
+        self._to_global = [_getter([t.byte_to_class[b] for b in self._rep]) for t in self._tables]
         self._classes = self.byte_to_class.tolist()
         self._members: list[tuple[tuple[int, int], ...]] = []
         self._ids: dict[tuple[tuple[int, int], ...], int] = {}
         self._rows: list[list[int] | None] = []
         self._accept_ids: list[int] = []
+        self._accept_array = np.zeros(64, dtype=np.int64)  # _accept_ids, for accept_id_array
+        self._live_classes: list[tuple[int, ...] | None] = []
         #: Interned accepting-terminal sets; id 0 is the empty set.
         self.accept_sets: list[frozenset[int]] = [frozenset()]
         self._accept_set_ids: dict[frozenset[int], int] = {frozenset(): 0}
@@ -135,6 +148,10 @@ class Lexer:
                 aid = self._accept_set_ids[acc] = len(self.accept_sets)
                 self.accept_sets.append(acc)
             self._accept_ids.append(aid)
+            self._live_classes.append(None)
+            if sid >= len(self._accept_array):
+                self._accept_array = np.concatenate([self._accept_array, np.zeros_like(self._accept_array)])
+            self._accept_array[sid] = aid
             if sid >= len(self.transitions):
                 grown = np.full((2 * len(self.transitions), self.num_classes), UNKNOWN, dtype=np.int32)
                 grown[: len(self.transitions)] = self.transitions
@@ -158,7 +175,7 @@ class Lexer:
 
     def accept_id_array(self) -> np.ndarray:
         """``accept_id`` of every state built so far, as an array."""
-        return np.asarray(self._accept_ids, dtype=np.int64)
+        return self._accept_array[: len(self._accept_ids)]
 
     def accepting_terminals(self, state: int) -> frozenset[int]:
         return self.accept_sets[self._accept_ids[state]]
@@ -169,6 +186,13 @@ class Lexer:
         if row is None:
             row = self._expand(state)
         return row
+
+    def live_classes(self, state: int) -> tuple[int, ...]:
+        """The byte classes on which ``state`` has a successor."""
+        got = self._live_classes[state]
+        if got is None:
+            got = self._live_classes[state] = tuple(c for c, t in enumerate(self.row(state)) if t >= 0)
+        return got
 
     def _expand(self, state: int) -> list[int]:
         # A state's members mostly share one table state (terminals of one text
@@ -196,20 +220,18 @@ class Lexer:
             bits_of[g] |= self._bit[t]
             group_of.append(g)
         memo: dict = {}
-        row = []
         if len(moves_of) == 1:
             live, bits = live_of[0], bits_of[0]
-            for m in moves_of[0]:
-                if m < 0:
-                    row.append(-1)
-                    continue
+            row = [-1] * self.num_classes
+            for c, m in moves_of[0][1]:
                 key = (m, bits if live is None else live[m] & bits)
                 r = memo.get(key)
                 if r is None:
                     r = memo[key] = self._intern_live(members, group_of, key[:1], key[1:])
-                row.append(r)
+                row[c] = r
         else:
-            for ms in zip(*moves_of):
+            row = []
+            for ms in zip(*(moves for moves, _ in moves_of)):
                 alive = tuple(0 if m < 0 else bits if live is None else live[m] & bits
                               for m, live, bits in zip(ms, live_of, bits_of))
                 key = (ms, alive)
@@ -228,11 +250,12 @@ class Lexer:
         nxt = tuple((t, moves[g]) for (t, _), g in zip(members, group_of) if moves[g] >= 0 and alive[g] & bit[t])
         return self._intern(nxt) if nxt else -1
 
-    def _global_row(self, k: int, s: int) -> list[int]:
-        """Table ``k``'s row of state ``s`` over the lexer's byte classes."""
-        local, cls = self._tables[k].row(s), self._local_class[k]
-        moves = self._global_rows[k][s] = [local[cls[b]] for b in self._rep]
-        return moves
+    def _global_row(self, k: int, s: int) -> tuple[list[int], list[tuple[int, int]]]:
+        """Table ``k``'s row of state ``s`` over the lexer's byte classes, and its
+        live ``(class, move)`` pairs."""
+        moves = list(self._to_global[k](self._tables[k].row(s)))
+        got = self._global_rows[k][s] = (moves, [(c, m) for c, m in enumerate(moves) if m >= 0])
+        return got
 
     def ensure_rows(self, states) -> None:
         """Build the rows of ``states`` (an int array) that do not exist yet."""
