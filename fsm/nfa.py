@@ -430,7 +430,10 @@ class NFA:
             size = len(self) - n0
             if self.deferrable(n0) and (count > LAZY_REPEAT_ABOVE or size * (count - 1) > LAZY_REPEAT_STATES):
                 chunk = max(1, min(LAZY_REPEAT_CHUNK, LAZY_REPEAT_STATES // max(size, 1)))
-                return self._lazy_repeat(self._pasting(make), lo, hi, built[0], self.edge_cuts(n0), chunk)
+                # Later copies are pasted from the first one the deferred chunks
+                # build (2-4x cheaper than making each again).
+                make = functools.partial(self.built_once, {}, None, make)
+                return self._lazy_repeat(make, lo, hi, built[0], self.edge_cuts(n0), chunk)
 
         def copy():
             return built.pop() if built else make()
@@ -457,23 +460,6 @@ class NFA:
                 cur = e
             parts.append((opt_start, end))
         return self.concat(parts)
-
-    def _pasting(self, make):
-        """``make``, but once it has made a copy that can be kept (``template``: no
-        deferred fragment inside), later copies are pasted from it: 2-4x cheaper
-        for the copies a lazy repetition builds while decoding. The first copy is
-        kept when the first deferred chunk is built, not while compiling."""
-        kept: list = []
-
-        def copy() -> tuple[int, int]:
-            if kept:
-                return self.paste(kept[0]) if kept[0] is not None else make()
-            first = len(self.eps)
-            s, e = make()
-            kept.append(self.template(first, s, e))
-            return s, e
-
-        return copy
 
     def _lazy_repeat(self, make, lo: int, hi: int | None, first, cuts, chunk: int) -> tuple[int, int]:
         """``repeat`` whose copies past ``first`` (made already; ``cuts`` are its byte

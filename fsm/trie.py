@@ -289,9 +289,7 @@ class RunTrie:
         got = self._plain_rows
         if got is None or got.shape[1] != words:
             t = self.trie
-            depth = np.zeros(t.num_nodes, dtype=np.int64)
-            for d in range(1, t.depth + 1):
-                depth[t.level_start[d] : t.level_start[d + 1]] = d - 1  # bytes below the marker
+            depth = node_depth(t) - 1  # bytes below the marker
             units = np.nonzero(t.token_node >= 0)[0]
             ends = t.token_node[units]
             plain = self.plain_node[ends]
@@ -302,6 +300,14 @@ class RunTrie:
             got = np.bitwise_or.accumulate(got, axis=0)
             self._plain_rows = got
         return got
+
+
+def node_depth(t: Trie) -> np.ndarray:
+    """Each node's level: 0 at the root, 1 for its children, and so on."""
+    depth = np.zeros(t.num_nodes, dtype=np.int64)
+    for d in range(1, t.depth + 1):
+        depth[t.level_start[d] : t.level_start[d + 1]] = d
+    return depth
 
 
 def subtree_runs(t: Trie) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

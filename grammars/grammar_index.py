@@ -48,7 +48,7 @@ from fsm.arrays import spans
 from fsm.gc_pause import gc_paused
 from fsm.index import CLASS_TRIE_MAX_CLASSES, bitmask_words, pack_bits
 from fsm.jit import AVAILABLE as COMPILED_AVAILABLE
-from fsm.trie import VocabularyBytes, class_trie_of, vocabulary_bytes
+from fsm.trie import VocabularyBytes, class_trie_of, node_depth, vocabulary_bytes
 
 from .earley import EarleyParser, EarleySet
 from .lexer import Lexer
@@ -135,7 +135,7 @@ class _UnitTrie:
         self.walker = None
         if int(byte_to_class.max()) + 1 <= CLASS_TRIE_MAX_CLASSES:
             self.trie = class_trie_of(units.trie, byte_to_class)
-            self.depth, self.runs, self.symbol_class = _node_depth(self.trie), None, None
+            self.depth, self.runs, self.symbol_class = node_depth(self.trie), None, None
         else:
             self.trie, self.depth, self.runs = units.trie, None, units.runs
             self.symbol_class = byte_to_class[np.maximum(units.trie.symbol, 0)]
@@ -186,14 +186,6 @@ def _walk_levels(trie, depth: np.ndarray, lexer: Lexer, start: int):
     offset = depth[dnode]
     units = np.flatnonzero(has_text & ~inside & (offset > 0) & (accept > 0))
     return inside, units, accept[units], offset[units]
-
-
-def _node_depth(trie) -> np.ndarray:
-    depth = np.zeros(trie.num_nodes, dtype=np.int64)
-    ls = trie.level_start
-    for d in range(1, trie.depth + 1):
-        depth[ls[d] : ls[d + 1]] = d
-    return depth
 
 
 def _walk_units(units: _UnitTrie, lexer: Lexer, start: int):
