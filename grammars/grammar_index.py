@@ -290,7 +290,9 @@ class TokenView:
 
 
 class PieceView:
-    """What a lexeme-starting lexer state means for every piece (dense arrays)."""
+    """What a lexeme-starting lexer state means for every piece (dense arrays):
+    whether it stays inside the lexeme, else the accept id it leaves with (0: none)
+    and, where that is set, the suffix read after the lexeme's end."""
 
     __slots__ = ("inside", "exit_accept", "exit_rest")
 
@@ -544,6 +546,8 @@ class GrammarIndex:
         inside, pieces, accept, offset = self._piece_units.walk(self.lexer, lx)
         exit_accept = np.zeros(self.pieces.size, dtype=np.int32)
         exit_accept[pieces] = accept
-        exit_rest = np.full(self.pieces.size, -1, dtype=np.int64)
+        # Read only where exit_accept is set: zeroed (calloc'd, touched lazily) memory
+        # costs nothing up front, where filling ~200k entries cost ~0.8 ms a view.
+        exit_rest = np.zeros(self.pieces.size, dtype=np.int64)
         exit_rest[pieces] = self.pieces.suffix_at(pieces, offset)
         return PieceView(inside, exit_accept, exit_rest)
