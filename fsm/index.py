@@ -313,7 +313,7 @@ class TokenIndex:
         if self._walker is None:
             self._walker = CompiledWalk(split.table, split.lists, self._symbol_class, self.dfa, self._plain_list,
                                         self._plain_cap, self._text_cap, split.order, self.words, LONG_RUN,
-                                        split.plain_rows(self.words))
+                                        split)
         return self._walker.walk(self.dfa, state)
 
     def _row_list(self, state: int) -> list[int]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from .narrow import below_words, class_words
+from .trie import PLAIN_BYTES
 from .utf8 import UTF8_SEQUENCES
 
 #: The compiled walk gives up after checking this many (child, state) pairs (the
@@ -69,16 +70,21 @@ class CompiledWalk:
     Example::
 
         >>> walker = CompiledWalk(table, lists, symbol_class, dfa, plain_classes, plain_cap, text_cap, order,
-        ...                       words, LONG_RUN, runs.plain_rows(words))
+        ...                       words, LONG_RUN, runs)
         >>> walker.walk(dfa, state)   # (lo, hi, row): long runs and the other tokens' bits, or None
     """
 
     #: Rows of the stack and run buffers to begin with (they double when full).
     BUFFER = 4096
+    #: Most plain byte sets a walker keeps rows of (``_add_chain``; ~300 KB each) ...
+    CHAIN_SETS = 8
+    #: ... of at least this many bytes and tokens (fewer are walked in a few µs: the
+    #: last byte of every key is such a set).
+    CHAIN_BYTES = 3
+    CHAIN_TOKENS = 1000
 
     def __init__(self, table: TrieTable, lists, symbol_class: np.ndarray, dfa, plain_classes: list[int],
-                 plain_cap: int, text_cap: int, order: np.ndarray, words: int, long_run: int,
-                 plain_rows: np.ndarray) -> None:
+                 plain_cap: int, text_cap: int, order: np.ndarray, words: int, long_run: int, runs) -> None:
         from . import walk_compiled as wc  # imports numba
 
         self._wc = wc
@@ -97,7 +103,23 @@ class CompiledWalk:
                                                                       lists.text_rest_chars)
         p[wc.P_PLAIN_CAP], p[wc.P_TEXT_CAP], p[wc.P_LONG_RUN] = plain_cap, text_cap, long_run
         p[wc.P_PLAIN_ROOT] = table.plain_root
-        self.plain_rows = plain_rows
+        self.runs = runs  # the RunTrie: rows by length of its plain tokens
+        self.plain_rows = runs.plain_rows(words)
+        # The plain byte sets met so far (``_chain``): a set as bits of plain_classes'
+        # indices and its slot plus one (0: none); per slot, ``RunTrie.chain_rows``:
+        # the longest token of the set, its rows by length.
+        if len(plain_classes) > 128:
+            raise AssertionError("more than 128 plain byte classes")
+        self.chain_keys = np.zeros((4, 3), dtype=np.uint64)
+        self.n_keys = 0
+        self.chain_len = np.zeros(1, dtype=np.int64)
+        self.chain_rows = np.zeros((1, *self.plain_rows.shape), dtype=np.uint32)
+        self.n_slots = 0
+        self.chain_ask = np.zeros(3, dtype=np.uint64)
+        self.mask = np.zeros(2, dtype=np.uint64)
+        plain = np.zeros(256, dtype=bool)
+        plain[np.frombuffer(PLAIN_BYTES, dtype=np.uint8)] = True
+        self._plain_bytes = [np.flatnonzero((byte_to_class[:256] == c) & plain) for c in plain_classes]
         builder = getattr(dfa, "compiled_builder", None)
         p[wc.P_BUILD] = builder is not None and builder() is not None
         self.ctl = np.zeros(2, dtype=np.int64)
@@ -145,7 +167,8 @@ class CompiledWalk:
                 t.nodes, t.below, self.classes, dfa.transitions, self.facts, self.loops, self.class_words,
                 self.plain_classes, self.u_seq, self.u_steps, self.u_classes, self.params, self.ctl, self.path,
                 self.sets, self._stack, sp, self.order, row, self._out, n_out, self._aside, self._asks, checks,
-                self.plain_rows, b)
+                self.plain_rows, self.chain_keys, self.chain_len, self.chain_rows, self.n_keys, self.chain_ask,
+                self.mask, b)
             if builder is not None:
                 dfa.sync_states()
             if outcome == wc.OVER_BUDGET:
@@ -160,8 +183,35 @@ class CompiledWalk:
                 self._out = _doubled(self._out)
             elif not sp:
                 break
+        if self.chain_ask[0]:
+            self._add_chain(int(self.chain_ask[1]), int(self.chain_ask[2]))
         out = self._out[:n_out]
         return out[:, 0].copy(), out[:, 1].copy(), row
+
+    def _add_chain(self, low: int, high: int) -> None:
+        """Take in the plain byte set a walk asked for (bits of plain_classes'
+        indices): its rows, for the walks after it, where walking its tokens costs
+        more than they do (``CHAIN_TOKENS``; up to ``CHAIN_SETS`` sets)."""
+        self.chain_ask[0] = 0
+        bits = low | high << 64
+        allowed = np.zeros(256, dtype=np.uint8)
+        for j, members in enumerate(self._plain_bytes):
+            if bits >> j & 1:
+                allowed[members] = 1
+        slot = -1
+        if self.n_slots < self.CHAIN_SETS and allowed.sum() >= self.CHAIN_BYTES:
+            rows, longest, count = self.runs.chain_rows(allowed.tobytes(), self.words)
+            if count >= self.CHAIN_TOKENS:
+                slot = self.n_slots
+                if slot == len(self.chain_len):
+                    self.chain_len = np.concatenate([self.chain_len, np.zeros_like(self.chain_len)])
+                    self.chain_rows = np.concatenate([self.chain_rows, np.zeros_like(self.chain_rows)])
+                self.chain_len[slot], self.chain_rows[slot] = longest, rows
+                self.n_slots += 1
+        if self.n_keys == len(self.chain_keys):
+            self.chain_keys = np.concatenate([self.chain_keys, np.zeros_like(self.chain_keys)])
+        self.chain_keys[self.n_keys] = (low, high, slot + 1)
+        self.n_keys += 1
 
 
 def _fresh_facts(n: int) -> np.ndarray:

@@ -186,6 +186,10 @@ _PLAIN_SET = frozenset(bytes([b]) for b in PLAIN_BYTES)
 LONG_RUN = 256
 
 
+#: ``RunTrie.chain_rows`` keeps the rows of this many byte sets per vocabulary.
+CHAIN_SETS_KEPT = 64
+
+
 class RunTrie:
     """A trie whose every subtree's tokens are one run of a token order.
 
@@ -201,7 +205,8 @@ class RunTrie:
     """
 
     __slots__ = ("trie", "roots", "plain_node", "text_node", "height", "chars", "text_need", "order", "lo", "hi",
-                 "own", "is_end", "lists", "table", "bank", "_bank_of", "_bank_lock", "_plain_rows")
+                 "own", "is_end", "lists", "table", "bank", "_bank_of", "_bank_lock", "_plain_rows", "_chain_rows",
+                 "_node_depth")
 
     def __init__(self, trie: Trie, plain_marker: int, text_marker: int = -1, bytes_are_symbols: bool = False):
         self.trie = trie
@@ -246,6 +251,8 @@ class RunTrie:
         self.lists = None  # fsm.narrow.TrieLists, made on first use
         self.table = None  # fsm.narrow_compiled.TrieTable, likewise
         self._plain_rows = None  # plain_rows
+        self._chain_rows = None  # chain_rows
+        self._node_depth = None  # _depth
 
     def run_bits(self, lo: int, hi: int, words: int) -> np.ndarray:
         """uint32 [words]: the bits of the tokens ``order[lo:hi]`` (long runs are
@@ -288,18 +295,61 @@ class RunTrie:
         prefix of the longer ones (50k checks at 8 bytes left). Made once (~5 ms)."""
         got = self._plain_rows
         if got is None or got.shape[1] != words:
-            t = self.trie
-            depth = node_depth(t) - 1  # bytes below the marker
-            units = np.nonzero(t.token_node >= 0)[0]
-            ends = t.token_node[units]
-            plain = self.plain_node[ends]
-            units, length = units[plain], depth[ends[plain]]
-            got = np.zeros((int(length.max(initial=0)) + 1, words), dtype=np.uint32)
-            for n in range(len(got)):
-                set_bits(got[n], units[length == n])
-            got = np.bitwise_or.accumulate(got, axis=0)
-            self._plain_rows = got
+            got = self._plain_rows = self._rows_by_length(self.plain_node, words)
         return got
+
+    def chain_rows(self, allowed: bytes, words: int) -> tuple[np.ndarray, int, int]:
+        """``plain_rows`` of the plain tokens whose every byte is in ``allowed``
+        (256 bytes, nonzero where the byte is in), the length of the longest of
+        them and their number. A state that takes just those bytes, each into one
+        next state, ``n`` times and then no plain byte allows exactly row ``n`` of
+        these (the end of ``[0-9A-Za-z]{12}``: 28k checks to walk, ~400 µs). The
+        last ``CHAIN_SETS_KEPT`` sets are kept (~4 ms to make one, ~300 KB)."""
+        if self._chain_rows is None:
+            self._chain_rows = {}
+        key = (allowed, words)
+        got = self._chain_rows.pop(key, None)
+        if got is None:
+            if len(self._chain_rows) >= CHAIN_SETS_KEPT:
+                del self._chain_rows[next(iter(self._chain_rows))]
+            t = self.trie
+            ok = np.append(np.frombuffer(allowed, dtype=np.uint8).astype(bool), False)
+            # every byte from the plain marker down is allowed (markers are symbols past 255)
+            inside = self.plain_node & ok[np.minimum(t.symbol, 256)]
+            inside[self.roots] = self.plain_node[self.roots]
+            for d in range(2, t.depth + 1):
+                lo, hi = t.level_start[d], t.level_start[d + 1]
+                inside[lo:hi] &= inside[t.parent[lo:hi]]
+            rows = self._rows_by_length(inside, words)
+            ends = t.token_node[t.token_node >= 0]
+            kept = ends[inside[ends]]
+            longest = int((self._depth()[kept] - 1).max(initial=0))
+            got = (rows, longest, len(kept))
+        self._chain_rows[key] = got  # (re)inserted last: the least recently used go first
+        return got
+
+    def _depth(self) -> np.ndarray:
+        if self._node_depth is None:
+            self._node_depth = node_depth(self.trie)
+        return self._node_depth
+
+    def _rows_by_length(self, keep: np.ndarray, words: int) -> np.ndarray:
+        """uint32 [longest plain token + 1, words]: row ``n``, the tokens of at most
+        ``n`` bytes below the plain marker that end at a node where ``keep`` is set."""
+        t = self.trie
+        depth = self._depth() - 1  # bytes below the marker
+        units = np.nonzero(t.token_node >= 0)[0]
+        ends = t.token_node[units]
+        plain = self.plain_node[ends]
+        longest = int(depth[ends[plain]].max(initial=0))
+        kept = keep[ends]
+        units, length = units[kept], depth[ends[kept]]
+        by_length = np.argsort(length, kind="stable")
+        cuts = np.searchsorted(length[by_length], np.arange(longest + 2))
+        got = np.zeros((longest + 1, words), dtype=np.uint32)
+        for n in range(len(got)):
+            set_bits(got[n], units[by_length[cuts[n] : cuts[n + 1]]])
+        return np.bitwise_or.accumulate(got, axis=0)
 
 
 def node_depth(t: Trie) -> np.ndarray:
