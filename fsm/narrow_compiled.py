@@ -44,6 +44,8 @@ from .utf8 import UTF8_SEQUENCES
 COMPILED_BUDGET = 200_000
 
 _PLAIN, _TEXT = 1, 2  # TrieTable's kind column (``fsm.walk_compiled``)
+_PLAIN_BYTE = np.zeros(256, dtype=bool)  # whether each byte is plain
+_PLAIN_BYTE[np.frombuffer(PLAIN_BYTES, dtype=np.uint8)] = True
 
 
 class TrieTable:
@@ -117,9 +119,7 @@ class CompiledWalk:
         self.n_slots = 0
         self.chain_ask = np.zeros(3, dtype=np.uint64)
         self.mask = np.zeros(2, dtype=np.uint64)
-        plain = np.zeros(256, dtype=bool)
-        plain[np.frombuffer(PLAIN_BYTES, dtype=np.uint8)] = True
-        self._plain_bytes = [np.flatnonzero((byte_to_class[:256] == c) & plain) for c in plain_classes]
+        self._byte_to_class = byte_to_class
         builder = getattr(dfa, "compiled_builder", None)
         p[wc.P_BUILD] = builder is not None and builder() is not None
         self.ctl = np.zeros(2, dtype=np.int64)
@@ -194,10 +194,9 @@ class CompiledWalk:
         more than they do (``CHAIN_TOKENS``; up to ``CHAIN_SETS`` sets)."""
         self.chain_ask[0] = 0
         bits = low | high << 64
-        allowed = np.zeros(256, dtype=np.uint8)
-        for j, members in enumerate(self._plain_bytes):
-            if bits >> j & 1:
-                allowed[members] = 1
+        chosen = [c for j, c in enumerate(self.plain_classes.tolist()) if bits >> j & 1]
+        allowed = np.isin(self._byte_to_class[:256], chosen).astype(np.uint8)
+        allowed[~_PLAIN_BYTE] = 0
         slot = -1
         if self.n_slots < self.CHAIN_SETS and allowed.sum() >= self.CHAIN_BYTES:
             rows, longest, count = self.runs.chain_rows(allowed.tobytes(), self.words)
