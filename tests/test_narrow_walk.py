@@ -209,7 +209,7 @@ def test_plain_tokens_that_fit_near_the_end_of_a_counted_string(smollm2_vocab, p
 
 
 @pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed (the `fast` extra)")
-@pytest.mark.parametrize("pattern, written, by_chain", [
+@pytest.mark.parametrize("pattern, written, fits", [
     (r'"[0-9A-Za-z]{12}"', '"', True), (r'"[0-9A-Za-z]{12}"', '"0000000', True),
     (r'"[0-9A-Za-z]{12}"', '"00000000000', True), (r'"[0-9A-Za-z]{12}"', '"000000000000', False),
     (r'"[a-f0-9]{40}"', '"000', True), (r'"x[0-9]{0,6}"', '"x0', True), (r'"[a-z]{2,30}"', '"', True),
@@ -218,13 +218,14 @@ def test_plain_tokens_that_fit_near_the_end_of_a_counted_string(smollm2_vocab, p
     (r'"[0-9A-Za-z]{4}-[0-9A-Za-z]{4}"', '"', False), (r'"([a-z]{3}|ab[0-9])"', '"', False),
     (r'"apiVersion"', '"api', False), (r'"a{3}b"', '"', False), (r'"(abc|abd)"', '"ab', False),
 ])
-def test_plain_tokens_of_one_byte_set_near_the_end_of_a_counted_run(smollm2_vocab, pattern, written, by_chain):
+def test_plain_tokens_of_one_byte_set_near_the_end_of_a_counted_run(smollm2_vocab, pattern, written, fits):
     """A state that takes the same few plain bytes, each into one next state, n
     times and then none (the end of ``[0-9A-Za-z]{12}``) allows exactly the plain
     tokens of those bytes of at most n bytes: one row of ``RunTrie.chain_rows``,
     made once the first walk met the set. Rows match brute force, with the rule and
-    where it must not apply; with it, a second walk fits a budget that walking the
-    tokens (28k checks at the start of ``{12}``) would not."""
+    where it must not apply; where it applies (or the tokens are few), a second
+    walk fits a budget that walking the alphanumeric tokens (28k checks at the
+    start of ``{12}``) would not."""
     vocab = smollm2_vocab
     index = TokenIndex(_lazy_dfa(pattern), vocab, eager=False, compiled=True)
     state = index.dfa.step(0, written.encode())
@@ -233,7 +234,9 @@ def test_plain_tokens_of_one_byte_set_near_the_end_of_a_counted_run(smollm2_voca
     index._row_of_state[state] = -1  # walked again, now with the byte sets the first walk met
     assert index._narrow_miss(state)
     _assert_brute_force(index, vocab, state, (pattern, written))
-    if by_chain:
+    if pattern == r'"[0-9A-Za-z]{12}"' and fits:  # rows were made for the alphanumeric set
+        assert index._walker.n_slots == 1
+    if fits:
         again = index._walker.walk(index.dfa, state, budget=2_000)
         assert again is not None and not len(again[0]), (pattern, written)
         assert (again[2].view(np.int32) == index.mask(state) & ~index.eos_row).all()
