@@ -295,7 +295,7 @@ class RunTrie:
         prefix of the longer ones (50k checks at 8 bytes left). Made once (~5 ms)."""
         got = self._plain_rows
         if got is None or got.shape[1] != words:
-            got = self._plain_rows = self._rows_by_length(self.plain_node, words)
+            got = self._plain_rows = self._rows_by_length(self.plain_node, words)[0]
         return got
 
     def chain_rows(self, allowed: bytes, words: int) -> tuple[np.ndarray, int, int]:
@@ -320,11 +320,8 @@ class RunTrie:
             for d in range(2, t.depth + 1):
                 lo, hi = t.level_start[d], t.level_start[d + 1]
                 inside[lo:hi] &= inside[t.parent[lo:hi]]
-            rows = self._rows_by_length(inside, words)
-            ends = t.token_node[t.token_node >= 0]
-            kept = ends[inside[ends]]
-            longest = int((self._depth()[kept] - 1).max(initial=0))
-            got = (rows, longest, len(kept))
+            rows, length = self._rows_by_length(inside, words)
+            got = (rows, int(length.max(initial=0)), len(length))
         self._chain_rows[key] = got  # (re)inserted last: the least recently used go first
         return got
 
@@ -333,9 +330,10 @@ class RunTrie:
             self._node_depth = node_depth(self.trie)
         return self._node_depth
 
-    def _rows_by_length(self, keep: np.ndarray, words: int) -> np.ndarray:
+    def _rows_by_length(self, keep: np.ndarray, words: int) -> tuple[np.ndarray, np.ndarray]:
         """uint32 [longest plain token + 1, words]: row ``n``, the tokens of at most
-        ``n`` bytes below the plain marker that end at a node where ``keep`` is set."""
+        ``n`` bytes below the plain marker that end at a node where ``keep`` is set;
+        and those tokens' lengths."""
         t = self.trie
         depth = self._depth() - 1  # bytes below the marker
         units = np.nonzero(t.token_node >= 0)[0]
@@ -349,7 +347,7 @@ class RunTrie:
         got = np.zeros((longest + 1, words), dtype=np.uint32)
         for n in range(len(got)):
             set_bits(got[n], units[by_length[cuts[n] : cuts[n + 1]]])
-        return np.bitwise_or.accumulate(got, axis=0)
+        return np.bitwise_or.accumulate(got, axis=0), length
 
 
 def node_depth(t: Trie) -> np.ndarray:
