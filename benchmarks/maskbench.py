@@ -411,6 +411,10 @@ def engine_report(engine: str, results: list[dict], top: int = 15, list_ids: int
         out.append(f"top compile errors ({sum(errs.values())} schemas, {len(errs)} distinct causes):")
         for msg, c in errs.most_common(top):
             out.append(f"  {c:5d}  {msg}")
+    tail = tbm_tail(results)
+    if tail:
+        out.append("")
+        out.append(tail)
     for status in (TIMEOUT, CRASH, VALIDATION_ERROR, INVALIDATION_ERROR):
         bad = [r for r in results if r["status"] == status]
         if not bad:
@@ -433,6 +437,25 @@ def engine_report(engine: str, results: list[dict], top: int = 15, list_ids: int
         n = sum(by_cat[cat].values())
         out.append(f"  {cat:<24} {by_cat[cat][PASSING]:5d} / {n:<5d} ({100.0 * by_cat[cat][PASSING] / n:5.1f}%)")
     return "\n".join(out)
+
+
+def tbm_tail(results: list[dict], p: float = 99, top: int = 10) -> str:
+    """Where the TBM tail sits: the schemas holding the most masks slower than the
+    whole run's ``p``-th percentile, each with its share of those masks. A tail that
+    a few schemas hold is a different problem from one spread thin."""
+    everything = sorted(x for r in results for x in r.get("tbm_ns") or [])
+    if len(everything) < 100:
+        return ""
+    cut = percentile(everything, p)
+    over = Counter({r["id"]: n for r in results if (n := sum(1 for x in r.get("tbm_ns") or [] if x > cut))})
+    total = sum(over.values())
+    if not total:
+        return ""
+    lines = [f"TBM tail: {total:,} masks over p{p:g} ({cut / 1000.0:,.0f} us) in {len(over):,} schemas; "
+             f"the {min(top, len(over))} with the most:"]
+    for sid, n in over.most_common(top):
+        lines.append(f"  {n:7,d} ({100.0 * n / total:4.1f}%)  {sid}")
+    return "\n".join(lines)
 
 
 def side_by_side(all_results: dict[str, list[dict]]) -> str:
@@ -903,6 +926,7 @@ def write_json(path: str, all_results: dict[str, list[dict]]) -> None:
                 "ttfm_us": r.get("ttfm_us"), "tbm_count": len(tbm),
                 "tbm_p50_us": (percentile(sorted(tbm), 50) / 1000.0) if tbm else None,
                 "tbm_max_us": (max(tbm) / 1000.0) if tbm else None,
+                "tbm_over_200_us": sum(1 for x in tbm if x > 200_000),
                 "message": r.get("message", ""), "instances": r.get("instances", []),
                 "key_order_only": r.get("key_order_only"),
             })

@@ -501,9 +501,14 @@ class TokenIndex:
         least half the cap (before, the whole cut chain was given the cap, so in a
         string a little longer than the cap the positions near its end allowed
         tokens longer than their room).
+        A state whose NFA states say it takes at least half the cap of characters
+        (``LazyDFA.member_room``: a long counted string) has that room without
+        following the chain, which would build states far ahead of the text (a
+        ``maxLength`` 255 string's start built ~160 of them, ~5 ms).
         ``memo(state)``: a known room, else -1; ``memo(state, room)`` records one."""
         path, on_path = [], set()
         room = -1
+        member_room = getattr(self.dfa, "member_room", None)
         while len(path) < cap:
             known = memo(state)
             if known >= 0:
@@ -512,6 +517,12 @@ class TokenIndex:
             if state in on_path:  # back on the chain: nothing on it ever dies
                 room = cap
                 break
+            if member_room is not None:
+                bound = member_room(state)
+                if bound >= cap // 2:
+                    room = min(cap, bound)
+                    memo(state, room)
+                    break
             path.append(state)
             on_path.add(state)
             nxt = successor(state)

@@ -138,6 +138,16 @@ class LazyDFA:
             return self._fast.is_accepting(state)
         return self._accepting[state]
 
+    def member_room(self, state: int) -> int:
+        """How many characters (plain bytes or whole non-ASCII characters, whichever)
+        ``state`` takes one after another and stays alive, at least: the largest
+        ``NFA.rooms`` of its NFA states (0: none known). The token index reads it
+        instead of building a long string's states ahead of the text."""
+        if self._fast is not None:
+            return self._fast.member_room(state)
+        rooms = self._nfa.rooms
+        return max((rooms.get(x, 0) for x in self._sets[state]), default=0) if rooms else 0
+
     def is_expanded(self, state: int) -> bool:
         """Whether ``state``'s row is built, for a caller holding ``lock`` (rows are
         built under it; compiled walks build them too). Without the lock a row may be

@@ -240,7 +240,7 @@ def _no_builder() -> tuple:
     """Stand-ins for ``Buffers.builder_args`` where the DFA has no compiled
     construction (every row is built, or Python builds it): the same types, so the
     kernel is compiled once."""
-    one, two = np.zeros(1, dtype=np.int64), np.zeros((1, 9), dtype=np.int64)
+    one, two = np.zeros(1, dtype=np.int64), np.zeros((1, 10), dtype=np.int64)
     return (two, one, one, np.zeros((1, 3), dtype=np.int64), np.zeros((1, 3), dtype=np.int64), one, one, one, one,
             one, one, one, np.zeros((1, 3), dtype=np.int64), one, one)
 

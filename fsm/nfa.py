@@ -8,6 +8,7 @@ compiler; nothing here knows about regex syntax.
 from __future__ import annotations
 
 import functools
+import itertools
 from itertools import chain
 
 import numpy as np
@@ -76,6 +77,8 @@ LAZY_REPEAT_ABOVE = 64
 LAZY_REPEAT_STATES = 4096
 #: Most copies built per deferred step of a lazy repetition (fewer for large items).
 LAZY_REPEAT_CHUNK = 16
+#: ``NFA.rooms`` of the copies of an unbounded repetition: more than any cap.
+UNBOUNDED_ROOM = 1 << 30
 
 _WORD = (1 << 64) - 1  # one 64-bit word of a bit set (``reach_bits`` compiled)
 
@@ -83,10 +86,11 @@ _WORD = (1 << 64) - 1  # one 64-bit word of a bit set (``reach_bits`` compiled)
 class Template:
     """A fragment's states as built (``NFA.template``), to copy with ``NFA.paste``."""
 
-    __slots__ = ("eps", "edges", "first", "start", "end")
+    __slots__ = ("eps", "edges", "first", "start", "end", "rooms")
 
-    def __init__(self, eps, edges, first: int, start: int, end: int):
+    def __init__(self, eps, edges, first: int, start: int, end: int, rooms=()):
         self.eps, self.edges, self.first, self.start, self.end = eps, edges, first, start, end
+        self.rooms = rooms  # (state - first, room) for ``NFA.rooms``
 
 
 class NFA:
@@ -116,6 +120,12 @@ class NFA:
         self.pending_built = False
         #: fragments a builder keeps to ``paste`` again, under a key of its choosing
         self.templates: dict = {}
+        #: state -> how many characters (plain bytes or whole non-ASCII characters,
+        #: whichever) it takes one after another and stays alive, at least: the copies
+        #: of a counted string (``repeat(..., any_char=True)``), numbered as made. The
+        #: token index reads it so that it need not build a long string's states
+        #: ahead of the text to learn that every token fits.
+        self.rooms: dict[int, int] = {}
 
     def __len__(self) -> int:
         return len(self.eps)
@@ -274,6 +284,18 @@ class NFA:
             out = [b | w << (64 * k) if w else b for b, w in zip(out, bits[:, k].tolist())]
         return out
 
+    def _rooms_from(self, first: int) -> list[tuple[int, int]]:
+        """The ``rooms`` of the states numbered from ``first`` on, newest first. A
+        room is noted once its copy is made, so the rooms of the states made since
+        ``first`` (a fragment being built) were all noted after every older one:
+        the search from the newest stops at the first older state."""
+        out = []
+        for s in reversed(self.rooms):
+            if s < first:
+                break
+            out.append((s, self.rooms[s]))
+        return out
+
     def template(self, first: int, start: int, end: int) -> "Template | None":
         """The fragment ``(start, end)`` that was just built as the states numbered
         from ``first`` on, kept for ``paste``: a copy of their moves as they are now
@@ -287,7 +309,8 @@ class NFA:
         edges = [list(m) for m in self.edges[first:]]
         if any(not first <= t < n for ts in eps for t in ts) or any(not first <= m[2] < n for ms in edges for m in ms):
             return None
-        return Template(eps, edges, first, start - first, end - first)
+        rooms = [(s - first, r) for s, r in reversed(self._rooms_from(first))]
+        return Template(eps, edges, first, start - first, end - first, rooms)
 
     def built_once(self, templates: dict, key, build) -> tuple[int, int]:
         """``build()``'s fragment, pasted from ``templates[key]`` when an earlier call
@@ -313,6 +336,8 @@ class NFA:
         for i, targets in enumerate(template.eps):
             if targets:
                 eps[base + i] = [t + shift for t in targets]
+        for i, room in template.rooms:
+            self.rooms[base + i] = room
         return base + template.start, base + template.end
 
     def epsilon(self, a: int, b: int) -> None:
@@ -350,13 +375,15 @@ class NFA:
         del self.eps[mark:], self.edges[mark:]
         for s in [s for s in self.pending if s >= mark]:
             del self.pending[s]
+        for s in [s for s in self.rooms if s >= mark]:  # every one: a stale room would be wrong
+            del self.rooms[s]
 
     def release(self) -> None:
         """Drop every state and deferred builder: the automaton determinised from
         this NFA is gone. Builders close over the NFA (and over each other), a
         reference cycle that would keep every state's lists alive until a full
         garbage collection, which then has to traverse them."""
-        self.eps, self.edges, self.pending, self.templates = [], [], {}, {}
+        self.eps, self.edges, self.pending, self.templates, self.rooms = [], [], {}, {}, {}
 
     def materialize(self, s: int) -> None:
         """Build the deferred fragment that starts at ``s`` and link it in."""
@@ -420,23 +447,27 @@ class NFA:
             self.epsilon(e, end)
         return start, end
 
-    def repeat(self, make, lo: int, hi: int | None) -> tuple[int, int]:
-        """``make()`` builds a fresh copy of the item; ``hi=None`` means unbounded."""
+    def repeat(self, make, lo: int, hi: int | None, any_char: bool = False) -> tuple[int, int]:
+        """``make()`` builds a fresh copy of the item; ``hi=None`` means unbounded.
+        ``any_char``: each copy takes any one character (a plain byte or a whole
+        non-ASCII character) from its start state, as an unconstrained JSON string
+        character does; the copies' starts get their ``rooms``."""
+        note = self._room_of_copies(hi) if any_char else (lambda frag: frag)
         built = []  # a first copy already made (to measure it), used before new ones
         count = max(lo, hi or 0)
         if self.lazy and count > 1:
             n0 = len(self)
-            built.append(make())
+            built.append(note(make()))
             size = len(self) - n0
             if self.deferrable(n0) and (count > LAZY_REPEAT_ABOVE or size * (count - 1) > LAZY_REPEAT_STATES):
                 chunk = max(1, min(LAZY_REPEAT_CHUNK, LAZY_REPEAT_STATES // max(size, 1)))
                 # Later copies are pasted from the first one the deferred chunks
                 # build (2-4x cheaper than making each again).
-                make = functools.partial(self.built_once, {}, None, make)
-                return self._lazy_repeat(make, lo, hi, built[0], self.edge_cuts(n0), chunk)
+                make_once = functools.partial(self.built_once, {}, None, make)
+                return self._lazy_repeat(lambda: note(make_once()), lo, hi, built[0], self.edge_cuts(n0), chunk)
 
         def copy():
-            return built.pop() if built else make()
+            return built.pop() if built else note(make())
 
         parts = [copy() for _ in range(lo)]
         if hi is None:
@@ -460,6 +491,20 @@ class NFA:
                 cur = e
             parts.append((opt_start, end))
         return self.concat(parts)
+
+    def _room_of_copies(self, hi: int | None):
+        """A function that gives the start of each copy it is handed, in order, its
+        room: the characters the copies from there on take (``hi - i`` for the i-th).
+        Called on each copy as made or pasted, after it is made: a template kept
+        while making a copy must not hold that copy's room."""
+        made = itertools.count()
+
+        def note(frag: tuple[int, int]) -> tuple[int, int]:
+            i = next(made)
+            self.rooms[frag[0]] = UNBOUNDED_ROOM if hi is None else hi - i
+            return frag
+
+        return note
 
     def _lazy_repeat(self, make, lo: int, hi: int | None, first, cuts, chunk: int) -> tuple[int, int]:
         """``repeat`` whose copies past ``first`` (made already; ``cuts`` are its byte

@@ -38,8 +38,8 @@ from .errors import RegexTooLargeError
 # Columns per NFA state: its closure's slice of ``cl`` (-1: not known yet), its moves'
 # slice of ``mv`` (class intervals), its epsilon moves' slice of ``ep``, the DFA state
 # its closure alone is (-1: none yet), whether it has byte moves, whether it starts a
-# deferred fragment not built yet (lazy NFAs: ``LazySubsets``).
-_CL_LO, _CL_HI, _MV_LO, _MV_HI, _EP_LO, _EP_HI, _SINGLE, _MOVES, _PENDING = range(9)
+# deferred fragment not built yet (lazy NFAs: ``LazySubsets``), its ``NFA.rooms`` (0: none).
+_CL_LO, _CL_HI, _MV_LO, _MV_HI, _EP_LO, _EP_HI, _SINGLE, _MOVES, _PENDING, _ROOM = range(10)
 # Columns per DFA state: its subset's slice of ``sub``, whether it accepts (the
 # slice first, as for target sets: ``_rehash`` serves both).
 _SUB_LO, _SUB_HI, _ACCEPT = range(3)
@@ -360,7 +360,7 @@ def nfa_arrays(counts, eps, moves, classes, live=None, room: int = 0):
         moves = moves[keep]
     else:
         e_counts, m_counts = counts[:, 0], counts[:, 1]
-    nf = np.zeros((n + room, 9), dtype=np.int64)  # (the room's pages stay untouched until used)
+    nf = np.zeros((n + room, 10), dtype=np.int64)  # (the room's pages stay untouched until used)
     nf[:n] = -1
     nf[:n, _EP_HI] = np.cumsum(e_counts)
     nf[:n, _EP_LO] = nf[:n, _EP_HI] - e_counts
@@ -368,6 +368,7 @@ def nfa_arrays(counts, eps, moves, classes, live=None, room: int = 0):
     nf[:n, _MV_LO] = nf[:n, _MV_HI] - m_counts
     nf[:n, _MOVES] = counts[:, 1] > 0
     nf[:n, _PENDING] = 0
+    nf[:n, _ROOM] = 0
     mv = np.stack([classes[moves[:, 0]], classes[moves[:, 1]], moves[:, 2]], axis=1).astype(np.int64)
     return nf, eps.astype(np.int64, copy=False), mv
 
@@ -464,6 +465,8 @@ class LazySubsets:
         self.class_starts = np.array(class_starts, dtype=bool)
         nf, ep, mv = nfa_arrays(counts, eps, moves, self.classes, self.live[: len(live)], room)
         nf[list(nfa.pending), _PENDING] = 1
+        if nfa.rooms:
+            nf[list(nfa.rooms), _ROOM] = list(nfa.rooms.values())
         self.n_ep, self.n_mv = len(ep), len(mv)
         ep, mv = _grown(ep, len(ep) + 4 * room, 0), _grown(mv, len(mv) + 2 * room, 0)
         self.b = Buffers(nf, ep, mv, int(classes[-1]) + 1, final, limit, -2,
@@ -525,6 +528,14 @@ class LazySubsets:
         if got[0] < 0:
             raise AssertionError(f"deferred fragment uses byte range {got[1]}-{got[2]} missing from its cuts")
         self.n_ep, self.n_mv = int(got[0]), int(got[1])
+        for s, room in nfa._rooms_from(first):
+            b.nf[s, _ROOM] = room
+
+    def member_room(self, d: int) -> int:
+        """The largest ``NFA.rooms`` among DFA state ``d``'s NFA states (0: none)."""
+        b = self.b
+        lo, hi = b.df[d, _SUB_LO], b.df[d, _SUB_HI]
+        return int(b.nf[b.sub[lo:hi], _ROOM].max(initial=0))
 
 
 @njit(cache=True, nogil=True)

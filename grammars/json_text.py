@@ -74,7 +74,7 @@ def _json_char_dfa_of(ranges: tuple) -> DFA:
 
 def string_body(nfa: NFA, min_length: int = 0, max_length: int | None = None) -> tuple[int, int]:
     """Fragment: the encoded characters of a string (no quotes), length-bounded."""
-    return nfa.repeat(lambda: json_char(nfa, ANY_CHAR), min_length, max_length)
+    return nfa.repeat(lambda: json_char(nfa, ANY_CHAR), min_length, max_length, any_char=True)
 
 
 def pattern_body(nfa: NFA, pattern: str) -> tuple[int, int]:

@@ -11,9 +11,11 @@ import pytest
 from fsm.errors import RegexTooLargeError
 from fsm.gc_pause import gc_paused
 from fsm.lazy import LazyDFA
-from fsm.nfa import NFA
+from fsm.jit import AVAILABLE as COMPILED_AVAILABLE
+from fsm.nfa import NFA, UNBOUNDED_ROOM
 from fsm.regex import regex_to_nfa
 from grammars.json_schema import OPEN_DEPTH, compile_json_schema
+from grammars.json_text import string_body
 
 
 def lazy_dfa(pattern: str) -> LazyDFA:
@@ -124,6 +126,61 @@ def test_truncate_drops_an_abandoned_fragment():
     assert len(nfa) == mark and not nfa.pending
     dfa = LazyDFA(nfa, s, e)
     assert dfa.matches(b"cd") and not dfa.matches(b"abc")
+
+
+def _rooms_by_state(nfa: NFA) -> list[int]:
+    return [room for _, room in sorted(nfa.rooms.items())]
+
+
+@pytest.mark.parametrize("lo, hi, lazy", [(0, 5, False), (2, 5, True), (0, 40, True), (3, 300, True)])
+def test_each_copy_of_a_counted_string_knows_the_characters_left(lo, hi, lazy):
+    """``NFA.rooms``: the i-th copy of ``repeat(..., any_char=True)`` starts with
+    room for ``hi - i`` more characters, whether the copy was made, pasted from a
+    template or built by a deferred chunk. A pasted copy carrying its template's
+    room would claim room that is not there."""
+    nfa = NFA(lazy=lazy)
+    s, e = nfa.concat([nfa.byte_string(b'"'), string_body(nfa, lo, hi), nfa.byte_string(b'"')])
+    dfa = LazyDFA(nfa, s, e, compiled=False)
+    assert dfa.matches(b'"' + b"x" * hi + b'"') and not dfa.matches(b'"' + b"x" * (hi + 1) + b'"')
+    assert _rooms_by_state(nfa) == list(range(hi, 0, -1))  # every copy was built by now
+    state = dfa.step(0, b'"abc')
+    assert dfa.member_room(state) == hi - 3
+    assert dfa.member_room(dfa.step(state, "é".encode())) == hi - 4  # a character, not a byte
+
+
+def test_unbounded_strings_and_pasted_fragments_keep_their_rooms():
+    nfa = NFA(lazy=True)
+    s, e = string_body(nfa, 2, None)
+    assert set(nfa.rooms.values()) == {UNBOUNDED_ROOM}
+    key = object()
+    nfa.built_once(nfa.templates, key, lambda: string_body(nfa, 0, 3))
+    pasted_from = len(nfa)
+    nfa.built_once(nfa.templates, key, lambda: pytest.fail("built again, not pasted"))
+    assert [nfa.rooms[x] for x in sorted(nfa.rooms) if x >= pasted_from] == [3, 2, 1]
+    mark = len(nfa)
+    string_body(nfa, 0, 8)
+    nfa.truncate(mark)
+    assert max(nfa.rooms) < mark  # a room left on a dropped state would be wrong for the next one there
+
+
+def test_the_token_index_reads_a_long_strings_room_without_building_ahead(smollm2_vocab):
+    """At the start of a ``maxLength`` 255 string every plain and text token fits;
+    the index learns that from the copies' rooms, not by building the ~160 states
+    of the string ahead of the text (1,463 DFA states before)."""
+    from fsm.index import TokenIndex
+
+    for compiled in (False, True) if COMPILED_AVAILABLE else (False,):
+        nfa = NFA(lazy=True)
+        s, e = nfa.concat([nfa.byte_string(b'"'), string_body(nfa, 0, 255), nfa.byte_string(b'"')])
+        dfa = LazyDFA(nfa, s, e, compiled=compiled)
+        index = TokenIndex(dfa, smollm2_vocab, eager=False, compiled=compiled)
+        inside = dfa.step(0, b'"')
+        row = index.mask(inside)
+        assert dfa.num_states < 100
+        assert index._plain_run(inside) == index._plain_cap and index._text_run(inside) == index._text_cap
+        for t, b in enumerate(smollm2_vocab.token_bytes):
+            if b:
+                assert bool(row[t >> 5] >> (t & 31) & 1) == (dfa.step(inside, b) >= 0), (compiled, b)
 
 
 @pytest.mark.parametrize("pattern", [

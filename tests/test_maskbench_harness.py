@@ -308,9 +308,21 @@ def test_engine_report_and_side_by_side():
     assert "1 (25.0%) | 2 (50.0%)     | 0 (0.0%) | 0 (0.0%)" in text
     assert "    2  TypeError: at #/<ptr> '…'" in text
     assert "Github_easy---3.json" in text
+    assert "TBM tail" not in text  # too few masks to speak of a tail
     both = mb.side_by_side({"guided": a, "llguidance": b})
     assert "passing only with llguidance: 1; only with guided: 0" in both
     assert "TBM p50 ratio guided/llguidance" in both
+
+
+def test_tbm_tail_names_the_schemas_that_hold_the_slowest_masks():
+    fast = [{"id": f"s{i}", "tbm_ns": [1000] * 50} for i in range(6)]
+    slow = {"id": "heavy", "tbm_ns": [1000] * 10 + [900_000] * 3}
+    light = {"id": "light", "tbm_ns": [1000] * 10 + [800_000]}
+    text = mb.tbm_tail(fast + [slow, light])
+    # 324 masks: p99 is the 321st smallest, light's slow mask; heavy's three are over it
+    assert text.splitlines()[0].startswith("TBM tail: 3 masks over p99 (800 us) in 1 schemas")
+    assert text.splitlines()[1].split() == ["3", "(100.0%)", "heavy"]
+    assert mb.tbm_tail(fast) == ""  # every mask equal: nothing is over the percentile
 
 
 # --------------------------------------------------------------------------- worker pool
