@@ -199,8 +199,8 @@ class CompiledWalk:
         allowed[~_PLAIN_BYTE] = 0
         slot = -1
         if self.n_slots < self.CHAIN_SETS and allowed.sum() >= self.CHAIN_BYTES:
-            rows, longest, count = self.runs.chain_rows(allowed.tobytes(), self.words)
-            if count >= self.CHAIN_TOKENS:
+            rows, longest, count = self.runs.chain_rows(allowed.tobytes(), self.words, self.CHAIN_TOKENS)
+            if rows is not None:
                 slot = self.n_slots
                 if slot == len(self.chain_len):
                     self.chain_len = np.concatenate([self.chain_len, np.zeros_like(self.chain_len)])

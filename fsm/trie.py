@@ -206,7 +206,7 @@ class RunTrie:
 
     __slots__ = ("trie", "roots", "plain_node", "text_node", "height", "chars", "text_need", "order", "lo", "hi",
                  "own", "is_end", "lists", "table", "bank", "_bank_of", "_bank_lock", "_plain_rows", "_chain_rows",
-                 "_node_depth")
+                 "_node_depth", "_token_ends")
 
     def __init__(self, trie: Trie, plain_marker: int, text_marker: int = -1, bytes_are_symbols: bool = False):
         self.trie = trie
@@ -253,6 +253,7 @@ class RunTrie:
         self._plain_rows = None  # plain_rows
         self._chain_rows = None  # chain_rows
         self._node_depth = None  # _depth
+        self._token_ends = None  # _ends
 
     def run_bits(self, lo: int, hi: int, words: int) -> np.ndarray:
         """uint32 [words]: the bits of the tokens ``order[lo:hi]`` (long runs are
@@ -298,18 +299,21 @@ class RunTrie:
             got = self._plain_rows = self._rows_by_length(self.plain_node, words)[0]
         return got
 
-    def chain_rows(self, allowed: bytes, words: int) -> tuple[np.ndarray, int, int]:
+    def chain_rows(self, allowed: bytes, words: int, min_count: int = 0) -> tuple[np.ndarray | None, int, int]:
         """``plain_rows`` of the plain tokens whose every byte is in ``allowed``
         (256 bytes, nonzero where the byte is in), the length of the longest of
         them and their number. A state that takes just those bytes, each into one
         next state, ``n`` times and then no plain byte allows exactly row ``n`` of
         these (the end of ``[0-9A-Za-z]{12}``: 28k checks to walk, ~400 µs). The
-        last ``CHAIN_SETS_KEPT`` sets are kept (~4 ms to make one, ~300 KB)."""
+        last ``CHAIN_SETS_KEPT`` sets are kept (~3 ms to make one, ~300 KB). A set
+        of fewer than ``min_count`` tokens gets no rows (None, 0, its count): a
+        walk costs less than they would (the digits of a date: 10 one-byte tokens,
+        counted in ~0.3 ms)."""
         if self._chain_rows is None:
             self._chain_rows = {}
         key = (allowed, words)
         got = self._chain_rows.pop(key, None)
-        if got is None:
+        if got is None or (got[0] is None and got[2] >= min_count):
             if len(self._chain_rows) >= CHAIN_SETS_KEPT:
                 del self._chain_rows[next(iter(self._chain_rows))]
             t = self.trie
@@ -320,10 +324,24 @@ class RunTrie:
             for d in range(2, t.depth + 1):
                 lo, hi = t.level_start[d], t.level_start[d + 1]
                 inside[lo:hi] &= inside[t.parent[lo:hi]]
-            rows, length = self._rows_by_length(inside, words)
-            got = (rows, int(length.max(initial=0)), len(length))
+                if not inside[lo:hi].any():  # nor anything below
+                    inside[hi:] = False
+                    break
+            count = int(np.count_nonzero(inside[self._ends()[1]]))
+            if count < min_count:
+                got = (None, 0, count)
+            else:
+                rows, length = self._rows_by_length(inside, words)
+                got = (rows, int(length.max(initial=0)), len(length))
         self._chain_rows[key] = got  # (re)inserted last: the least recently used go first
         return got
+
+    def _ends(self) -> tuple[np.ndarray, np.ndarray]:
+        """The units (``trie.token_node``'s indices) and the nodes where they end."""
+        if self._token_ends is None:
+            units = np.nonzero(self.trie.token_node >= 0)[0]
+            self._token_ends = (units, self.trie.token_node[units])
+        return self._token_ends
 
     def _depth(self) -> np.ndarray:
         if self._node_depth is None:
@@ -336,8 +354,7 @@ class RunTrie:
         and those tokens' lengths."""
         t = self.trie
         depth = self._depth() - 1  # bytes below the marker
-        units = np.nonzero(t.token_node >= 0)[0]
-        ends = t.token_node[units]
+        units, ends = self._ends()
         plain = self.plain_node[ends]
         longest = int(depth[ends[plain]].max(initial=0))
         kept = keep[ends]

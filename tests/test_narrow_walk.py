@@ -242,6 +242,26 @@ def test_plain_tokens_of_one_byte_set_near_the_end_of_a_counted_run(smollm2_voca
         assert (again[2].view(np.int32) == index.mask(state) & ~index.eos_row).all()
 
 
+@pytest.mark.parametrize("chars", ["0123", "0123456789", "0123456789abcdefghijklmnopqrstuvwxyz-"])
+def test_a_byte_sets_rows_are_made_only_for_enough_tokens(smollm2_vocab, chars):
+    """``RunTrie.chain_rows`` counts the plain tokens of a byte set first, and makes
+    no rows for fewer than ``min_count`` (the digits of a date: walking them costs
+    less than the ~3 ms of rows). The count is the same either way, and the rows
+    hold exactly the tokens of those bytes, by length."""
+    vocab = smollm2_vocab
+    runs = TokenIndex(_lazy_dfa('"x"'), vocab, eager=False)._split.byte_level
+    allowed = bytes(1 if chr(b) in chars else 0 for b in range(256))
+    words = (vocab.size + 31) // 32
+    want = [t for t, b in enumerate(vocab.token_bytes) if b and set(b.decode("latin-1")) <= set(chars)]
+    runs._chain_rows = None  # nothing kept from earlier tests
+    skipped, _, count = runs.chain_rows(allowed, words, min_count=1000)
+    assert count == len(want) and (skipped is None) == (count < 1000)
+    rows, longest, count = runs.chain_rows(allowed, words)  # no minimum now: made, though counted before
+    assert count == len(want) and longest == max(len(vocab.token_bytes[t]) for t in want)
+    ids = np.arange(vocab.size)
+    assert np.nonzero((rows[-1][ids >> 5] >> (ids & 31)) & 1)[0].tolist() == want
+
+
 @pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed (the `fast` extra)")
 def test_compiled_walk_grows_its_buffers(smollm2_vocab, monkeypatch):
     """With buffers of 8 rows a compiled walk fills them many times over (thousands
