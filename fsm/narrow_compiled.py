@@ -171,6 +171,8 @@ class CompiledWalk:
                 self.mask, b)
             if builder is not None:
                 dfa.sync_states()
+            if self.chain_ask[0]:  # a byte set met for the first time: its pairs wait aside
+                self._add_chain(int(self.chain_ask[1]), int(self.chain_ask[2]))
             if outcome == wc.OVER_BUDGET:
                 return None
             if n_asks:
@@ -183,8 +185,6 @@ class CompiledWalk:
                 self._out = _doubled(self._out)
             elif not sp:
                 break
-        if self.chain_ask[0]:
-            self._add_chain(int(self.chain_ask[1]), int(self.chain_ask[2]))
         out = self._out[:n_out]
         return out[:, 0].copy(), out[:, 1].copy(), row
 

@@ -214,6 +214,8 @@ def test_plain_tokens_that_fit_near_the_end_of_a_counted_string(smollm2_vocab, p
     (r'"[0-9A-Za-z]{12}"', '"00000000000', True), (r'"[0-9A-Za-z]{12}"', '"000000000000', False),
     (r'"[a-f0-9]{40}"', '"000', True), (r'"x[0-9]{0,6}"', '"x0', True), (r'"[a-z]{2,30}"', '"', True),
     (r'"a{3}"', '"', True), (r'"[a-z]{0,60}"', '"ab', True),
+    # longer than any token: deferred copies past the first chunk, the chain still followed
+    (r'"[0-9a-zA-Z_-]{1,255}"', '"ex', True), (r'"[0-9a-zA-Z_-]{1,255}"', '"', True),
     # the set changes along the way, or its bytes lead apart: walked as before
     (r'"[0-9A-Za-z]{4}-[0-9A-Za-z]{4}"', '"', False), (r'"([a-z]{3}|ab[0-9])"', '"', False),
     (r'"apiVersion"', '"api', False), (r'"a{3}b"', '"', False), (r'"(abc|abd)"', '"ab', False),
@@ -240,6 +242,23 @@ def test_plain_tokens_of_one_byte_set_near_the_end_of_a_counted_run(smollm2_voca
         again = index._walker.walk(index.dfa, state, budget=2_000)
         assert again is not None and not len(again[0]), (pattern, written)
         assert (again[2].view(np.int32) == index.mask(state) & ~index.eos_row).all()
+
+
+@pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed (the `fast` extra)")
+@pytest.mark.parametrize("pattern", [r'"[0-9a-zA-Z_-]{1,255}"', r'"[0-9A-Za-z]{12}"'])
+def test_the_first_walk_that_meets_a_byte_set_waits_for_its_rows(smollm2_vocab, pattern):
+    """A walk that meets a byte set it does not know sets the pair aside until
+    Python has made the set's rows, and a chain that runs into copies not built yet
+    asks for them: the first walk takes the row too, where walking the alphanumeric
+    tokens takes ~29k checks."""
+    vocab = smollm2_vocab
+    index = TokenIndex(_lazy_dfa(pattern), vocab, eager=False, compiled=True)
+    assert index._narrow_miss(0) and index._walker.n_slots == 0  # the walker made; no set met before the quote
+    state = index.dfa.step(0, b'"ex')
+    got = index._walker.walk(index.dfa, state, budget=2_000)
+    assert got is not None and index._walker.n_slots == 1
+    assert (got[2].view(np.int32) == index.mask(state) & ~index.eos_row).all()
+    _assert_brute_force(index, vocab, state, pattern)
 
 
 @pytest.mark.parametrize("chars", ["0123", "0123456789", "0123456789abcdefghijklmnopqrstuvwxyz-"])
