@@ -20,7 +20,7 @@ import re
 import numpy as np
 
 from fsm.dfa import DFA, MAX_DFA_STATES, determinize
-from fsm.errors import EmptyLanguageError, RegexError
+from fsm.errors import EmptyLanguageError, RegexError, RegexTooLargeError
 from fsm.nfa import NFA
 from fsm.ops import MAX_PRODUCT_STATES, difference, intersect, is_empty_intersection, product_bound, repeat_unit
 
@@ -142,6 +142,32 @@ def constraint_dfa(kind: str, rx: str) -> DFA:
     """The string-body DFA of a pattern (search) or a format regex (full match)."""
     build = jt.pattern_body if kind == "pattern" else jt.full_match_body
     return body_dfa(lambda n: build(n, rx))
+
+
+#: A pattern whose NFA has at most this many states, none of them deferred, is copied
+#: in as its minimal DFA where that has at most half as many (``small_pattern_dfa``).
+SMALL_PATTERN_STATES = 5_000
+
+
+@functools.lru_cache(maxsize=1024)
+def small_pattern_dfa(rx: str) -> DFA | None:
+    """The minimal DFA of a pattern's string body, where the pattern is small: its
+    NFA (built lazily, so a long counted part is left deferred and says no) and its
+    DFA have at most ``SMALL_PATTERN_STATES`` states, the DFA at most half as many
+    as the NFA; else None. A copy of the DFA is a few times smaller than a copy of
+    the NFA (each ``[A-Fa-f\\d]`` of ``^[A-Fa-f\\d]{24}$``, any Unicode digit in
+    UTF-8, is ~100 NFA states; the DFA has ~22 a position), and the lazy
+    automaton's rows over it are one state each. On 200 MaskBench schemas with
+    patterns, time to first mask fell 10-12% (interleaved in one process)."""
+    nfa = NFA(lazy=True)
+    s, e = jt.pattern_body(nfa, rx)
+    if nfa.pending or len(nfa) > SMALL_PATTERN_STATES:
+        return None
+    try:
+        dfa = determinize(nfa, s, e, SMALL_PATTERN_STATES)
+    except RegexTooLargeError:
+        return None
+    return dfa if 2 * dfa.num_states <= len(nfa) else None
 
 
 @functools.lru_cache(maxsize=512)

@@ -91,3 +91,29 @@ def test_edge_lists_are_sorted_merged_ranges_that_move_as_the_dfa_does(pattern):
                 target[b] = t
         for b in range(256):
             assert target.get(b, -1) == dfa.step(s, bytes([b]))
+
+
+def test_a_small_pattern_is_copied_in_as_its_minimal_dfa():
+    """``small_pattern_dfa``: a pattern with a small automaton is copied in as its
+    minimal DFA (here ~4x smaller than its NFA), which matches what the pattern
+    matches in JSON text, Unicode digits included; a pattern with a
+    long counted part stays an NFA built as reached."""
+    import jsonschema
+
+    from grammars.json_schema import compile_json_schema
+    from grammars.json_string_dfas import small_pattern_dfa
+
+    rx = r"^[A-Fa-f\d]{24}$"
+    nfa = NFA(lazy=True)
+    jt.pattern_body(nfa, rx)
+    dfa = small_pattern_dfa(rx)
+    assert dfa is not None and 2 * dfa.num_states <= len(nfa)
+    assert small_pattern_dfa("[a-z]{1,255}") is None
+    schema = {"type": "array", "items": {"type": "string", "pattern": rx}, "maxItems": 3}
+    automaton = compile_json_schema(schema, "compact")
+    texts = ['["0123456789abcdef01234567"]', '["0123456789abcdef01234567","0123456789ABCDEF01234567"]',
+             '["0123456789abcdef0123456٣"]', '["0123456789abcdef0123456"]', '["0123456789abcdef0123456g"]',
+             '["0123456789abcdef012345678"]', '["0123456789abcdef0123456\\n"]', '[]']
+    for text in texts:
+        valid = jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
+        assert automaton.matches(text.encode()) == valid, text
