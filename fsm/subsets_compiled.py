@@ -493,6 +493,30 @@ class LazySubsets:
                 return int(b.counts[_NEED])
             b.grow(outcome)
 
+    def closure_state(self, t: int) -> tuple[int, int]:
+        """``(the DFA state of NFA state t's closure, -1)``, made if new; or ``(-1,
+        the start of a deferred fragment the closure meets)``: the caller builds it,
+        calls ``add_states`` and asks again (as for ``row``). Several starts may share
+        one construction (a grammar rule's points)."""
+        b = self.b
+        while True:
+            j = _state_of(t, b.nf, b.ep, b.cl, b.df, b.sub, b.table, b.counts, b.seen, b.mark)
+            if j >= 0:
+                return j, -1
+            if -j == _MEETS_PENDING:
+                return -1, int(b.counts[_NEED])
+            b.grow(-j)
+
+    def members(self, d: int) -> np.ndarray:
+        """DFA state ``d``'s NFA states."""
+        b = self.b
+        return b.sub[b.df[d, _SUB_LO] : b.df[d, _SUB_HI]]
+
+    def keep_in_closures(self, states) -> None:
+        """Keep ``states`` in the closures that reach them, as states with byte moves
+        and the final state are (a grammar rule's ends)."""
+        self.b.nf[list(states), _MOVES] = 1
+
     def add_states(self, nfa, first: int, built: int) -> None:
         """Take in the NFA states numbered from ``first`` on, made by building the
         deferred fragment that starts at ``built`` (which now has an epsilon move

@@ -28,15 +28,20 @@ inline one; such a document may be refused (never a wrong one accepted).
 
 Cost notes: every plain ``$ref`` is a rule of its own (written once, however often
 used), so the text between two calls stays small. Compiling costs one pass per rule
-(``RuleEnds``: which ends each NFA state leads to) and one row per point (is its
-terminal nonempty?); the rest of each point's subset construction is built a row at
-a time as the lexer reaches it, never minimised. (Built whole, those tables were
-three quarters of the compile time of recursive MaskBench schemas.)
+(``RuleEnds``: which ends each NFA state leads to) and one closure per point (is its
+terminal nonempty?); the subset construction from the points is built a row at a
+time as the lexer reaches it, never minimised: compiled, one per rule shared by its
+points (``SharedPointTable``), else one per point in Python (``PointTable``). (Built
+whole, those tables were three quarters of the compile time of recursive MaskBench
+schemas; with rows compiled, the 12 grammar schemas holding the most slow masks
+spent 6-18% less on masks and 64% less on time to first mask.)
 """
 
 from __future__ import annotations
 
 from fsm.dfa import nfa_byte_classes, sweep_row
+from fsm.jit import AVAILABLE as COMPILED_AVAILABLE
+from fsm.lazy import MAX_LAZY_DFA_STATES
 from fsm.nfa import NFA
 
 from .earley import CFG, productive_symbols, trim
@@ -47,6 +52,7 @@ from .lark_frontend import CompiledGrammar
 from .lexer import TerminalTable, TerminalView
 
 _START = "#"
+UNBUILT = -2  # a row of the compiled construction not built yet
 _ANY = "(any JSON value)"
 
 
@@ -186,9 +192,13 @@ def _body(compiler: SchemaCompiler, calls: _Calls, rule: str):
 class RuleEnds:
     """What the terminals of one rule share: its NFA's byte classes, the ends a
     terminal may stop at (each call's start, then the rule's end), and per NFA state
-    ``reach``, the ends it leads to by bytes (a bit each, through no call)."""
+    ``reach``, the ends it leads to by bytes (a bit each, through no call). With
+    ``compiled`` (numba installed, by default), also one compiled subset
+    construction from all its points (``SharedPointTable``), made when decoding
+    first needs a row of it (~0.3 ms a rule: compiling a schema of 77 rules took
+    ~15% longer when each made its own up front)."""
 
-    def __init__(self, nfa: CallNFA, end: int):
+    def __init__(self, nfa: CallNFA, end: int, compiled: bool | None = None):
         self.nfa = nfa
         flat = nfa.flat()  # one pass over the NFA's lists, for its byte classes and reach
         self.byte_to_class = nfa_byte_classes(nfa, flat[2])
@@ -202,6 +212,23 @@ class RuleEnds:
         self._classes = self.byte_to_class.tolist()
         self._closures: dict[int, frozenset[int]] = {}
         self._intervals: dict[int, list[tuple[int, int, int]]] = {}
+        self.compiled = COMPILED_AVAILABLE if compiled is None else compiled
+        self._fast = None
+        #: per state of the shared construction: the ends it accepts, and reaches
+        self.accept_bits: list[int] = []
+        self.live_bits: list[int] = []
+
+    def point_bits(self, point: int) -> tuple[int, int, int]:
+        """The ends ``point`` accepts (the empty string leads there), reaches, and
+        reaches by a nonempty string, from its closure and its moves."""
+        acc = live = nonempty = 0
+        end_bit, reach, edges = self.end_bit, self.reach, self.nfa.edges
+        for x in self.closure(point):
+            acc |= end_bit.get(x, 0)
+            live |= reach[x]
+            for _, _, t in edges[x]:
+                nonempty |= reach[t]
+        return acc, live, nonempty
 
     def closure(self, s: int) -> frozenset[int]:
         """The live states ``s`` reaches by epsilons that have byte moves or are ends."""
@@ -223,10 +250,60 @@ class RuleEnds:
     def _build(self, s: int) -> None:
         """Build the deferred fragment at ``s``; its new states reach what its end does."""
         nfa = self.nfa
+        n0 = len(nfa)
         nfa.materialize(s)
         if len(nfa.calls) != self._calls:
             raise AssertionError("a deferred fragment of a grammar rule made a call")
         nfa.reach_bits({}, self.reach)
+        if self._fast is not None:
+            self._fast.add_states(nfa, n0, s)
+
+    # -- the compiled construction --------------------------------------------------
+
+    @property
+    def fast(self):
+        """The compiled construction (``LazySubsets``) over the NFA as it is now."""
+        if self._fast is None:
+            from fsm.subsets_compiled import LazySubsets  # imports numba
+
+            classes, nfa = self._classes, self.nfa
+            starts = [b in (0, 256) or classes[b - 1] != classes[b] for b in range(257)]
+            end = self.ends[-1]
+            self._fast = LazySubsets(nfa, end, end, [r != 0 for r in self.reach], self.byte_to_class, starts,
+                                     nfa.flat(), MAX_LAZY_DFA_STATES)
+            self._fast.keep_in_closures(self.ends)
+        return self._fast
+
+    def start_state(self, point: int) -> int:
+        """The shared construction's state of ``point``'s closure."""
+        while True:
+            d, pending = self.fast.closure_state(point)
+            if pending < 0:
+                self._take_new_states()
+                return d
+            self._build(pending)
+
+    def row(self, d: int) -> list[int]:
+        """State ``d``'s row in the shared construction, built if need be."""
+        fast = self.fast
+        trans = fast.b.trans
+        if trans[d, 0] == UNBUILT:
+            while (pending := fast.row(d)) >= 0:
+                self._build(pending)
+            self._take_new_states()
+            trans = fast.b.trans
+        return trans[d].tolist()
+
+    def _take_new_states(self) -> None:
+        """The accept and live bits of the states the construction made since."""
+        end_bit, reach, fast = self.end_bit, self.reach, self.fast
+        for d in range(len(self.accept_bits), fast.b.num_states):
+            acc = live = 0
+            for x in fast.members(d).tolist():
+                acc |= end_bit.get(x, 0)
+                live |= reach[x]
+            self.accept_bits.append(acc)
+            self.live_bits.append(live)
 
     def intervals(self, s: int) -> list[tuple[int, int, int]]:
         got = self._intervals.get(s)
@@ -234,6 +311,50 @@ class RuleEnds:
             classes, reach = self._classes, self.reach
             got = self._intervals[s] = [(classes[lo], classes[hi], t) for lo, hi, t in self.nfa.edges[s] if reach[t]]
         return got
+
+
+class SharedPointTable(TerminalTable):
+    """``PointTable`` over its rule's one compiled construction (``RuleEnds.fast``):
+    every point of a rule starts in that construction, whose states (and rows) the
+    points share. A row costs a kernel call (~15 µs with its Python around it),
+    where ``sweep_row`` in Python cost ~30 µs and was a third of grammar mask time
+    on the slowest recursive schemas. Compiling reads only the point's closure
+    (``start_accept``, ``start_live``, ``ends_nonempty``); its start state is made
+    when a lexeme first starts here."""
+
+    def __init__(self, rule: RuleEnds, point: int):
+        self.rule, self.point = rule, point
+        self.byte_to_class = rule.byte_to_class
+        self.start_accept, self.start_live, self._nonempty = rule.point_bits(point)
+        self._start: int | None = None
+        self._asked: set[int] = set()
+
+    @property
+    def start(self) -> int:
+        if self._start is None:
+            self._start = self.rule.start_state(self.point)
+        return self._start
+
+    @property
+    def accept_bits(self) -> list[int]:
+        return self.rule.accept_bits
+
+    @property
+    def live_bits(self) -> list[int]:
+        return self.rule.live_bits
+
+    def row(self, state: int) -> list[int]:
+        self._asked.add(state)
+        return self.rule.row(state)
+
+    @property
+    def rows_built(self) -> int:
+        """The rows this point asked for (the construction's rows are shared)."""
+        return len(self._asked)
+
+    def ends_nonempty(self) -> int:
+        """The terminals that match some nonempty string."""
+        return self._nonempty
 
 
 class PointTable(TerminalTable):
@@ -251,6 +372,7 @@ class PointTable(TerminalTable):
         self.accept_bits: list[int] = []
         self.live_bits: list[int] = []
         self._add(rule.closure(point))
+        self.start_accept, self.start_live = self.accept_bits[0], self.live_bits[0]
 
     def _add(self, subset: frozenset[int]) -> int:
         j = self._ids.get(subset)
@@ -301,13 +423,13 @@ def _grammar(bodies: dict, families: dict[str, ObjectFamily]) -> CompiledGrammar
         for p in dict.fromkeys([s] + [b for _, _, b in nfa.calls]):
             if not ends.reach[p]:
                 continue
-            table = PointTable(ends, p)
+            table = SharedPointTable(ends, p) if ends.compiled else PointTable(ends, p)
             nonempty = table.ends_nonempty()
             for i, end in enumerate(ends.ends):
                 bit = 1 << i
-                if not table.live_bits[0] & bit:
+                if not table.start_live & bit:
                     continue
-                alts = [()] if table.accept_bits[0] & bit else []  # the empty path: no terminal at all
+                alts = [()] if table.start_accept & bit else []  # the empty path: no terminal at all
                 if nonempty & bit:
                     alts.append((("t", len(terminals)),))
                     terminals.append(TerminalView(table, bit))

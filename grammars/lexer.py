@@ -45,13 +45,15 @@ def _getter(indices: list[int]):
 class TerminalTable:
     """A table that several terminals share (the same text region, different end
     points), each terminal one bit: ``byte_to_class``, ``row(state)`` (successor per
-    own byte class, -1 none; the start is state 0), and per state ``accept_bits``
-    (the terminals that end there) and ``live_bits`` (the terminals still reachable
-    from there; None: every state is live). The lists may grow as rows are built."""
+    own byte class, -1 none), ``start`` (the state a lexeme begins in), and per state
+    ``accept_bits`` (the terminals that end there) and ``live_bits`` (the terminals
+    still reachable from there; None: every state is live). The lists may grow as
+    rows are built."""
 
     byte_to_class: np.ndarray
     accept_bits: list[int]
     live_bits: list[int] | None
+    start: int = 0
 
     def row(self, state: int) -> list[int]:
         raise NotImplementedError
@@ -162,7 +164,8 @@ class Lexer:
         """The state that begins a lexeme of one of the ``allowed`` terminals."""
         sid = self._starts.get(allowed)
         if sid is None:
-            sid = self._starts[allowed] = self._intern(tuple((t, 0) for t in sorted(allowed)))
+            tables, table_of = self._tables, self._table_of
+            sid = self._starts[allowed] = self._intern(tuple((t, tables[table_of[t]].start) for t in sorted(allowed)))
         return sid
 
     @property

@@ -80,9 +80,20 @@ def matches(guide, text: bytes) -> bool:
     return state is not None and index.can_end(state)
 
 
-@pytest.fixture(scope="module")
-def guides(smollm2_vocab):
-    return {name: guided.compile(guided.JsonSchema(s, whitespace="compact"), smollm2_vocab) for name, s in SCHEMAS.items()}
+@pytest.fixture(scope="module", params=["shared", "per point"])
+def guides(smollm2_vocab, request):
+    """Each point's terminals read through its rule's one compiled construction
+    (``SharedPointTable``), and through a Python construction of the point's own
+    (``PointTable``, without numba)."""
+    from fsm.jit import AVAILABLE
+    from grammars import json_recursive
+
+    if request.param == "shared" and not AVAILABLE:
+        pytest.skip("numba is not installed (the `fast` extra)")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(json_recursive, "COMPILED_AVAILABLE", request.param == "shared")
+        return {name: guided.compile(guided.JsonSchema(s, whitespace="compact"), smollm2_vocab)
+                for name, s in SCHEMAS.items()}
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
