@@ -4,7 +4,7 @@
 
     terminal DFAs  T0: "{"   T1: /[0-9]+/   T2: /"(...)*"/ ...
     lexer state    = the set of (terminal, terminal-DFA state) pairs still alive
-    start(allowed) = {(t, 0) for t in allowed}   (the parser says which t may come)
+    start(allowed) = {(t, start of t) for t in allowed}   (the parser says which t may come)
     step(state, b) = the pairs that survive byte b; -1 when none does
 
 A terminal is a ``fsm.DFA`` (anything with ``transitions``, ``byte_to_class``,
