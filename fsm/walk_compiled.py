@@ -20,9 +20,10 @@ counted string near its end), allows exactly the plain tokens that fit, one row 
 longer tokens: 27k-50k checks at 4-11 bytes left, past the budget, and the batched
 walk it fell back to took ~30 ms. Likewise a state that takes one smaller set of
 plain bytes, each into one next state, until it takes none (``[0-9A-Za-z]{12}``,
-``[a-f0-9]{40}``): one row of ``RunTrie.chain_rows`` (``_chain``; sets with fewer
-than ~1,000 tokens are walked, and Python makes a set's rows after the first walk
-that meets it). Walking the alphanumeric tokens took 28k checks, ~400 µs; with the
+``[a-f0-9]{40}``), or keeps taking it past the longest token: one row of
+``RunTrie.chain_rows`` (``_chain``; sets with fewer than ~1,000 tokens are walked; a
+set met for the first time waits aside while Python makes its rows, once per
+vocabulary). Walking the alphanumeric tokens took 28k checks, ~400 µs; with the
 row, ~30 µs. The Python walk returns runs, which a row by length is not; it keeps
 walking there (its rows are the same).
 
