@@ -174,6 +174,13 @@ def nfa_byte_classes(nfa: NFA, moves: np.ndarray | None = None) -> np.ndarray:
     return (np.cumsum(cuts[:256]) - 1).astype(np.int32)
 
 
+def class_starts(byte_to_class) -> list[bool]:
+    """Per byte 0..256, whether it opens a byte class (256 counts as one): a byte
+    range a deferred fragment adds later must start and end on these."""
+    classes = byte_to_class.tolist() if hasattr(byte_to_class, "tolist") else byte_to_class
+    return [b in (0, 256) or classes[b - 1] != classes[b] for b in range(257)]
+
+
 def determinize(nfa: NFA, start: int, final: int, limit: int = MAX_DFA_STATES, compiled: bool | None = None) -> DFA:
     """Subset construction, then dead-state removal and minimisation; more than
     ``limit`` subsets raise ``RegexTooLargeError``. The construction is compiled

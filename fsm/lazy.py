@@ -31,7 +31,7 @@ import threading
 
 import numpy as np
 
-from .dfa import SMALL_SEARCH_EDGES, co_reachable, nfa_byte_classes, sweep_row
+from .dfa import SMALL_SEARCH_EDGES, class_starts, co_reachable, nfa_byte_classes, sweep_row
 from .errors import EmptyLanguageError, RegexTooLargeError
 from .jit import AVAILABLE as COMPILED_AVAILABLE
 from .nfa import NFA
@@ -90,8 +90,7 @@ class LazyDFA:
         self._num_states = 0  # asked for at every step of a walk: kept as an int
         self._transitions = np.full((64, self._n_classes), UNKNOWN, dtype=np.int32)
         self._classes = self.byte_to_class.tolist()
-        classes = self._classes  # byte b opens a class (256 counts as one): checked on deferred fragments
-        self._class_starts = [b in (0, 256) or classes[b - 1] != classes[b] for b in range(257)]
+        self._class_starts = class_starts(self._classes)  # checked on deferred fragments
         #: Held while a row is built (and by a ``TokenIndex`` over this DFA while it
         #: computes rows): one compiled guide may serve several threads.
         self.lock = threading.RLock()

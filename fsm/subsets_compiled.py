@@ -558,8 +558,18 @@ class LazySubsets:
     def member_room(self, d: int) -> int:
         """The largest ``NFA.rooms`` among DFA state ``d``'s NFA states (0: none)."""
         b = self.b
-        lo, hi = b.df[d, _SUB_LO], b.df[d, _SUB_HI]
-        return int(b.nf[b.sub[lo:hi], _ROOM].max(initial=0))
+        return int(_member_room(d, b.nf, b.df, b.sub))
+
+
+@njit(cache=True, nogil=True)
+def _member_room(s, nf, df, sub):
+    """The largest ``NFA.rooms`` among DFA state ``s``'s NFA states (0: none)."""
+    best = 0
+    for p in range(df[s, _SUB_LO], df[s, _SUB_HI]):
+        r = nf[sub[p], _ROOM]
+        if r > best:
+            best = r
+    return best
 
 
 @njit(cache=True, nogil=True)

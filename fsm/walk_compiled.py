@@ -51,7 +51,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .subsets_compiled import _DONE, _ROOM, _SUB_HI, _SUB_LO, _row
+from .subsets_compiled import _DONE, _member_room, _row
 
 UNKNOWN = -2  # a row not built yet (``fsm.lazy.UNKNOWN``)
 
@@ -232,17 +232,6 @@ def _room(s, col, trans, facts, plain_classes, u_seq, u_steps, u_classes, path, 
         room = min(cap, room + 1)
         facts[path[i], col] = room
     return facts[path[0], col] if n > 0 else room
-
-
-@njit(cache=True, nogil=True)
-def _member_room(s, nf, df, sub):
-    """The largest ``NFA.rooms`` among DFA state ``s``'s NFA states (0: none)."""
-    best = 0
-    for p in range(df[s, _SUB_LO], df[s, _SUB_HI]):
-        r = nf[sub[p], _ROOM]
-        if r > best:
-            best = r
-    return best
 
 
 @njit(cache=True, nogil=True)

@@ -39,7 +39,7 @@ spent 6-18% less on masks and 64% less on time to first mask.)
 
 from __future__ import annotations
 
-from fsm.dfa import nfa_byte_classes, sweep_row
+from fsm.dfa import class_starts, nfa_byte_classes, sweep_row
 from fsm.jit import AVAILABLE as COMPILED_AVAILABLE
 from fsm.lazy import MAX_LAZY_DFA_STATES
 from fsm.nfa import NFA
@@ -218,17 +218,24 @@ class RuleEnds:
         self.accept_bits: list[int] = []
         self.live_bits: list[int] = []
 
+    def bits_of(self, states) -> tuple[int, int]:
+        """The ends a subset of NFA ``states`` accepts, and the ends it reaches."""
+        end_bit, reach = self.end_bit, self.reach
+        acc = live = 0
+        for x in states:
+            acc |= end_bit.get(x, 0)
+            live |= reach[x]
+        return acc, live
+
     def point_bits(self, point: int) -> tuple[int, int, int]:
         """The ends ``point`` accepts (the empty string leads there), reaches, and
         reaches by a nonempty string, from its closure and its moves."""
-        acc = live = nonempty = 0
-        end_bit, reach, edges = self.end_bit, self.reach, self.nfa.edges
-        for x in self.closure(point):
-            acc |= end_bit.get(x, 0)
-            live |= reach[x]
+        closure, reach, edges = self.closure(point), self.reach, self.nfa.edges
+        nonempty = 0
+        for x in closure:
             for _, _, t in edges[x]:
                 nonempty |= reach[t]
-        return acc, live, nonempty
+        return (*self.bits_of(closure), nonempty)
 
     def closure(self, s: int) -> frozenset[int]:
         """The live states ``s`` reaches by epsilons that have byte moves or are ends."""
@@ -266,11 +273,9 @@ class RuleEnds:
         if self._fast is None:
             from fsm.subsets_compiled import LazySubsets  # imports numba
 
-            classes, nfa = self._classes, self.nfa
-            starts = [b in (0, 256) or classes[b - 1] != classes[b] for b in range(257)]
-            end = self.ends[-1]
-            self._fast = LazySubsets(nfa, end, end, [r != 0 for r in self.reach], self.byte_to_class, starts,
-                                     nfa.flat(), MAX_LAZY_DFA_STATES)
+            nfa, end = self.nfa, self.ends[-1]
+            self._fast = LazySubsets(nfa, end, end, [r != 0 for r in self.reach], self.byte_to_class,
+                                     class_starts(self._classes), nfa.flat(), MAX_LAZY_DFA_STATES)
             self._fast.keep_in_closures(self.ends)
         return self._fast
 
@@ -296,12 +301,9 @@ class RuleEnds:
 
     def _take_new_states(self) -> None:
         """The accept and live bits of the states the construction made since."""
-        end_bit, reach, fast = self.end_bit, self.reach, self.fast
+        fast = self.fast
         for d in range(len(self.accept_bits), fast.b.num_states):
-            acc = live = 0
-            for x in fast.members(d).tolist():
-                acc |= end_bit.get(x, 0)
-                live |= reach[x]
+            acc, live = self.bits_of(fast.members(d).tolist())
             self.accept_bits.append(acc)
             self.live_bits.append(live)
 
@@ -380,11 +382,7 @@ class PointTable(TerminalTable):
             j = self._ids[subset] = len(self._sets)
             self._sets.append(subset)
             self._rows.append(None)
-            end_bit, reach = self.rule.end_bit, self.rule.reach
-            acc = live = 0
-            for x in subset:
-                acc |= end_bit.get(x, 0)
-                live |= reach[x]
+            acc, live = self.rule.bits_of(subset)
             self.accept_bits.append(acc)
             self.live_bits.append(live)
         return j
