@@ -86,11 +86,12 @@ _WORD = (1 << 64) - 1  # one 64-bit word of a bit set (``reach_bits`` compiled)
 class Template:
     """A fragment's states as built (``NFA.template``), to copy with ``NFA.paste``."""
 
-    __slots__ = ("eps", "edges", "first", "start", "end", "rooms")
+    __slots__ = ("eps", "edges", "first", "start", "end", "rooms", "holes")
 
-    def __init__(self, eps, edges, first: int, start: int, end: int, rooms=()):
+    def __init__(self, eps, edges, first: int, start: int, end: int, rooms=(), holes=()):
         self.eps, self.edges, self.first, self.start, self.end = eps, edges, first, start, end
         self.rooms = rooms  # (state - first, room) for ``NFA.rooms``
+        self.holes = holes  # (start - first, end - first, build) of deferred fragments
 
 
 class NFA:
@@ -126,6 +127,9 @@ class NFA:
         #: token index reads it so that it need not build a long string's states
         #: ahead of the text to learn that every token fits.
         self.rooms: dict[int, int] = {}
+        #: the marks of ``truncate`` calls, in order (a builder that keeps state
+        #: numbers checks that they were not dropped)
+        self.truncations: list[int] = []
 
     def __len__(self) -> int:
         return len(self.eps)
@@ -296,33 +300,46 @@ class NFA:
             out.append((s, self.rooms[s]))
         return out
 
-    def template(self, first: int, start: int, end: int) -> "Template | None":
+    def template(self, first: int, start: int, end: int, holes: bool = False) -> "Template | None":
         """The fragment ``(start, end)`` that was just built as the states numbered
         from ``first`` on, kept for ``paste``: a copy of their moves as they are now
         (a caller links the end onward afterwards). None when it cannot be copied: it
-        holds a deferred fragment, or moves to a state outside it."""
+        moves to a state outside it, or it holds a deferred fragment and ``holes`` is
+        false. With ``holes``, each copy gets deferred fragments of its own with the
+        same builders: the caller vouches that those builders make a fresh fragment
+        at every call, whichever copy they serve (no count or state shared between
+        calls, as ``repeat``'s rooms and lazy chunks have)."""
         n = len(self.eps)
-        # Deferred starts are new states when added, so the last one is the highest.
-        if next(reversed(self.pending), -1) >= first:
-            return None
-        eps = [list(t) for t in self.eps[first:]]
-        edges = [list(m) for m in self.edges[first:]]
-        if any(not first <= t < n for ts in eps for t in ts) or any(not first <= m[2] < n for ms in edges for m in ms):
-            return None
+        kept = []
+        # Deferred starts are new states when added (and pasted in order), so the
+        # pending fragments are in state order: the search from the newest stops at
+        # the first older one.
+        for s in reversed(self.pending):
+            if s < first:
+                break
+            if not holes:
+                return None
+            build, e = self.pending[s]
+            kept.append((s - first, e - first, build))
+        eps = [t[:] for t in self.eps[first:]]
+        edges = [m[:] for m in self.edges[first:]]
+        for targets in (list(chain.from_iterable(eps)), [m[2] for ms in edges for m in ms]):
+            if targets and (min(targets) < first or max(targets) >= n):
+                return None
         rooms = [(s - first, r) for s, r in reversed(self._rooms_from(first))]
-        return Template(eps, edges, first, start - first, end - first, rooms)
+        return Template(eps, edges, first, start - first, end - first, rooms, kept[::-1])
 
-    def built_once(self, templates: dict, key, build) -> tuple[int, int]:
+    def built_once(self, templates: dict, key, build, holes: bool = False) -> tuple[int, int]:
         """``build()``'s fragment, pasted from ``templates[key]`` when an earlier call
         kept it there (copying is several times cheaper than building again), else
-        built now and kept where it can be (``template``). ``templates``: the caller's
-        cache (per compile, or this NFA's ``templates``)."""
+        built now and kept where it can be (``template``; ``holes`` as there).
+        ``templates``: the caller's cache (per compile, or this NFA's ``templates``)."""
         template = templates.get(key)
         if template is not None:
             return self.paste(template)
         first = len(self.eps)
         s, e = build()
-        template = self.template(first, s, e)
+        template = self.template(first, s, e, holes)
         if template is not None:
             templates[key] = template
         return s, e
@@ -338,6 +355,8 @@ class NFA:
                 eps[base + i] = [t + shift for t in targets]
         for i, room in template.rooms:
             self.rooms[base + i] = room
+        for i, j, build in template.holes:
+            self.pending[base + i] = (build, base + j)
         return base + template.start, base + template.end
 
     def epsilon(self, a: int, b: int) -> None:
@@ -353,7 +372,7 @@ class NFA:
 
         Byte classes are fixed before deferred fragments exist, so ``cuts`` must hold
         every boundary (``lo`` and ``hi + 1``) of the byte ranges ``build`` will use
-        (``edge_cuts`` of a sample copy). The automaton counts the fragment as able to
+        (``edge_cuts`` of a sample copy), but those of ranges the NFA already has. The automaton counts the fragment as able to
         reach its end before building it, so every state ``build`` makes must be.
         """
         if not self.lazy:
@@ -373,6 +392,7 @@ class NFA:
         """Drop the states numbered from ``mark`` on: a fragment that was abandoned
         while being built (nothing older may point into it)."""
         del self.eps[mark:], self.edges[mark:]
+        self.truncations.append(mark)
         for s in [s for s in self.pending if s >= mark]:
             del self.pending[s]
         for s in [s for s in self.rooms if s >= mark]:  # every one: a stale room would be wrong

@@ -31,9 +31,10 @@ are mixins in their own modules: ``json_logic`` (allOf / anyOf / oneOf / not / i
 ``json_scalars`` (enum, const, numbers, strings), ``json_arrays``, ``json_objects``;
 tables, limits and small helpers shared by all of them are in ``json_keywords``.
 
-Cost notes: one NFA for the whole schema (``$ref`` targets inlined), determinised
-lazily (``fsm.lazy``): compile time grows with the schema's size, not with its DFA's,
-and only the states decoding visits are ever built. Sub-automata are built eagerly
+Cost notes: one NFA for the whole schema (``$ref`` targets inlined, each built once
+and deferred at its other uses: ``json_reuse``), determinised lazily (``fsm.lazy``):
+compile time grows with the schema's size, not with its DFA's, and only the states
+decoding visits are ever built. Sub-automata are built eagerly
 (and minimised) only where DFA algebra needs them: ``oneOf`` overlaps, ``not``,
 ``if``, ``allOf`` parts that do not merge, several patterns on one string, keys.
 """
@@ -58,6 +59,7 @@ from .json_errors import (ApproximationLimitError, RecursiveSchemaError, SchemaE
                           UnsupportedSchemaError)
 from .json_drafts import in_declared_draft
 from .json_key_order import AnyOrderTooLarge
+from .json_reuse import ReusedValues
 from .json_presence import presence_keys, presence_variants
 from . import json_superset as sup
 from .json_keywords import (ANY_DEPTH, DEPENDENCY_KEYWORDS, HANDLED, KEY_ORDERS, MAX_DEPENDENCY_TRIGGERS, OPEN_DEPTH,
@@ -142,6 +144,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
         self._string_bodies: dict[tuple, DFA] = {}  # (constraints, minLength, maxLength) -> body
         self._deferred_bodies: dict[tuple, set | None] = {}  # the same key -> cuts if deferred
         self._pattern_templates: dict[str, Template] = {}  # _pattern_fragment
+        self._reused = ReusedValues()  # value's sub-schemas built so far
         #: Over mode: supersets taken so far, and the cached DFAs that hold one.
         self.approximations = 0
         #: Over mode: container levels still written member by member (``json_superset``).
@@ -451,6 +454,15 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
             raise UnsatisfiableSchemaError("the schema is false: no value is valid", path)
         if not isinstance(schema, dict):
             raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", path)
+        if nfa.lazy and not self.over and (self.grammar is None or not self.grammar.owns(nfa)):
+            # A sub-schema used again ($ref targets, a value in each key count's
+            # chain) is deferred after its first copy (``json_reuse``).
+            return self._reused.value(nfa, schema, depth if self.ws.depth_matters() else 0,
+                                      lambda: self._value_of(nfa, schema, path, depth))
+        return self._value_of(nfa, schema, path, depth)
+
+    def _value_of(self, nfa: NFA, schema: dict, path: str, depth: int) -> tuple[int, int]:
+        """``value`` of a schema object (``$ref`` and booleans dealt with)."""
         self.check_keywords(schema, path)
         schema = _without_idle_conditionals(schema)
         if "not" in schema:
@@ -632,7 +644,11 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
             return self._deferred_any(n, depth + 1, levels - 1)
 
         def build():  # at levels == 0 only scalars: _any never calls child
-            return self._any(nfa, depth, levels, child)
+            # Pasted after the first: a value's ~100 states took ~100 µs to make, in
+            # the first mask that reached it. Its children are deferred values whose
+            # builders serve every copy (``NFA.template``'s holes).
+            key = ("any", self.ws.key(), depth if self.ws.depth_matters() else 0, levels)
+            return nfa.built_once(nfa.templates, key, lambda: self._any(nfa, depth, levels, child), holes=True)
 
         return nfa.deferred(build, cuts)
 

@@ -347,6 +347,35 @@ def test_a_pasted_template_matches_what_the_original_matches(pattern):
             assert dfa.matches((text + suffix).encode()) == expected, (pattern, text, suffix)
 
 
+def test_a_template_with_holes_gives_each_copy_its_own_deferred_fragments():
+    """``template(..., holes=True)`` keeps a fragment's deferred parts as holes: each
+    pasted copy gets deferred fragments of its own, built with the same builder
+    when the automaton reaches it, and linked into that copy only."""
+    nfa = NFA(lazy=True)
+    built = []
+
+    def inner():
+        built.append(len(nfa))
+        return nfa.byte_string(b"in")
+
+    def outer():
+        return nfa.concat([nfa.byte_string(b"<"), nfa.deferred(inner, {105, 106, 110, 111}), nfa.byte_string(b">")])
+
+    templates = {}
+    frags = [nfa.built_once(templates, "k", outer, holes=True) for _ in range(3)]
+    assert len(templates["k"].holes) == 1 and len(nfa.pending) == 3
+    suffixed = [nfa.concat([f, nfa.byte_string(suffix)]) for f, suffix in zip(frags, (b"a", b"b", b"c"))]
+    dfa = LazyDFA(nfa, *nfa.union(suffixed))
+    assert not built
+    assert dfa.matches(b"<in>b") and len(built) == 3  # "<" reaches each copy's own hole
+    assert dfa.matches(b"<in>a") and dfa.matches(b"<in>c")
+    assert not dfa.matches(b"<>b") and not dfa.matches(b"<in>") and not dfa.matches(b"<in>d")
+    plain = NFA(lazy=True)
+    first = len(plain)
+    s, e = plain.deferred(inner, set())
+    assert plain.template(first, s, e) is None and plain.template(first, s, e, holes=True) is not None
+
+
 def test_a_fragment_with_deferred_parts_is_not_a_template():
     nfa = NFA(lazy=True)
     first = len(nfa)

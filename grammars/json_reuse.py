@@ -1,0 +1,114 @@
+"""Sub-schemas used more than once in a schema: built at their first use, deferred at
+the others.
+
+::
+
+    "#/$defs/address" used 40 times ──> 1st use: built now (states first..last)
+                                        2nd..40th: NFA.deferred(build, cuts of the 1st copy)
+
+Large real schemas (Github_ultra, JSON Schema Store) use a few definitions in many
+places, and the object chains around them repeat a property's value once per count
+of keys written: in the 200 slowest MaskBench schemas to compile, 70-90% of the NFA
+was such later copies. A later copy is a deferred fragment
+(``NFA.deferred``), built when decoding first reaches it, so compile time follows
+the schema's distinct parts.
+
+A deferred fragment must be able to reach its end (the automaton counts it as
+live before it is built), and its byte ranges must fall on the automaton's byte
+classes. Both follow from the first copy, which is in the NFA as built (its caller
+has only linked its end onward since): its start reaches its end (a search over its
+states), and its byte ranges are among those the classes were cut from (the
+deferred fragments inside it declared their cuts when it was built). So a later
+copy declares no cuts of its own.
+
+Cost notes: one dict lookup per value; the search once per sub-schema used again,
+over its first copy's states (well under a µs a state, against ~5 µs a state to
+build the copies it saves). A later copy built while decoding costs what building
+it at compile time would have, in the first mask that reaches it.
+"""
+
+from __future__ import annotations
+
+from fsm.nfa import NFA
+
+#: A sub-schema whose first copy has fewer NFA states than this is built at each use:
+#: building a small fragment costs less than a deferred one's bookkeeping, and a
+#: deferred build is a slower mask later.
+MIN_DEFERRED_STATES = 300
+
+
+class _FirstCopy:
+    __slots__ = ("schema", "nfa", "first", "last", "start", "end", "truncations", "deferrable")
+
+    def __init__(self, schema, nfa, first, last, start, end):
+        # The schema is kept so that its id() stays its own for the compile.
+        self.schema, self.nfa, self.first, self.last, self.start, self.end = schema, nfa, first, last, start, end
+        self.truncations = len(nfa.truncations)
+        self.deferrable: bool | None = None  # None: not looked at yet
+
+
+class ReusedValues:
+    """The values a compile has built, by sub-schema (the dict itself) and depth.
+
+    Example::
+
+        >>> nfa = NFA(lazy=True)
+        >>> reuse = ReusedValues()
+        >>> schema = {"type": "string"}
+        >>> first = reuse.value(nfa, schema, 0, lambda: nfa.byte_string(b"x" * 400))
+        >>> second = reuse.value(nfa, schema, 0, lambda: nfa.byte_string(b"x" * 400))
+        >>> second[0] in nfa.pending
+        True
+    """
+
+    def __init__(self) -> None:
+        self._first: dict[tuple[int, int], _FirstCopy] = {}
+
+    def value(self, nfa: NFA, schema: dict, depth: int, build) -> tuple[int, int]:
+        """``build()``'s fragment for ``schema`` at ``depth``: built now at its first
+        use in ``nfa``, a deferred fragment (the same ``build``) at the others where
+        the first copy allows it."""
+        key = (id(schema), depth)
+        copy = self._first.get(key)
+        if copy is None or copy.nfa is not nfa or not self._still_there(copy):
+            first = len(nfa)
+            s, e = build()
+            self._first[key] = _FirstCopy(schema, nfa, first, len(nfa), s, e)
+            return s, e
+        if copy.deferrable is None:
+            copy.deferrable = _deferrable(nfa, copy)
+        if not copy.deferrable:
+            return build()
+        return nfa.deferred(build, ())
+
+    @staticmethod
+    def _still_there(copy: _FirstCopy) -> bool:
+        """Whether no ``NFA.truncate`` since the first copy was made dropped its states."""
+        return all(mark >= copy.last for mark in copy.nfa.truncations[copy.truncations:])
+
+
+def _deferrable(nfa: NFA, copy: _FirstCopy) -> bool:
+    """Whether later copies may be deferred: the first copy is large enough, and its
+    start reaches its end within its own states (a deferred fragment inside it
+    counts as reaching its end)."""
+    first, last = copy.first, copy.last
+    if last - first < MIN_DEFERRED_STATES or not first <= copy.start < last or not first <= copy.end < last:
+        return False
+    eps, edges, pending = nfa.eps, nfa.edges, nfa.pending
+    seen = {copy.start}
+    stack = [copy.start]
+    while stack:
+        s = stack.pop()
+        if s == copy.end:
+            continue  # its caller has linked it onward since
+        nxt = list(eps[s])
+        nxt.extend(t for _, _, t in edges[s])
+        if s in pending:
+            nxt.append(pending[s][1])
+        for t in nxt:
+            if t not in seen:
+                if not first <= t < last:
+                    return False  # it moves out of its own states: not a fragment to defer
+                seen.add(t)
+                stack.append(t)
+    return copy.end in seen
