@@ -90,25 +90,26 @@ class ReusedValues:
 def _deferrable(nfa: NFA, copy: _FirstCopy) -> bool:
     """Whether later copies may be deferred: the first copy is large enough, and its
     start reaches its end within its own states (a deferred fragment inside it
-    counts as reaching its end)."""
-    first, last = copy.first, copy.last
-    if last - first < MIN_DEFERRED_STATES or not first <= copy.start < last or not first <= copy.end < last:
+    counts as reaching its end). The search stops at the end (its caller has linked
+    it onward since) and as soon as it gets there."""
+    first, last, end = copy.first, copy.last, copy.end
+    if last - first < MIN_DEFERRED_STATES or not first <= copy.start < last or not first <= end < last:
         return False
+    if copy.start == end:
+        return True
     eps, edges, pending = nfa.eps, nfa.edges, nfa.pending
-    seen = {copy.start}
+    seen = bytearray(last - first)
+    seen[copy.start - first] = 1
     stack = [copy.start]
     while stack:
         s = stack.pop()
-        if s == copy.end:
-            continue  # its caller has linked it onward since
-        nxt = list(eps[s])
-        nxt.extend(t for _, _, t in edges[s])
+        nxt = eps[s] + [m[2] for m in edges[s]]
         if s in pending:
             nxt.append(pending[s][1])
         for t in nxt:
-            if t not in seen:
-                if not first <= t < last:
-                    return False  # it moves out of its own states: not a fragment to defer
-                seen.add(t)
+            if t == end:
+                return True
+            if first <= t < last and not seen[t - first]:
+                seen[t - first] = 1
                 stack.append(t)
-    return copy.end in seen
+    return False
