@@ -55,31 +55,43 @@ class ReusedValues:
         >>> nfa = NFA(lazy=True)
         >>> reuse = ReusedValues()
         >>> schema = {"type": "string"}
-        >>> first = reuse.value(nfa, schema, 0, lambda: nfa.byte_string(b"x" * 400))
-        >>> second = reuse.value(nfa, schema, 0, lambda: nfa.byte_string(b"x" * 400))
-        >>> second[0] in nfa.pending
+        >>> build = lambda: nfa.byte_string(b"x" * 400)
+        >>> reuse.later_copy(nfa, schema, 0, build) is None  # none built yet
+        True
+        >>> first = len(nfa); reuse.built(nfa, schema, 0, first, build())
+        >>> s, e = reuse.later_copy(nfa, schema, 0, build)
+        >>> s in nfa.pending
         True
     """
 
     def __init__(self) -> None:
         self._first: dict[tuple[int, int], _FirstCopy] = {}
 
-    def value(self, nfa: NFA, schema: dict, depth: int, build) -> tuple[int, int]:
-        """``build()``'s fragment for ``schema`` at ``depth``: built now at its first
-        use in ``nfa``, a deferred fragment (the same ``build``) at the others where
-        the first copy allows it."""
-        key = (id(schema), depth)
-        copy = self._first.get(key)
-        if copy is None or copy.nfa is not nfa or not self._still_there(copy):
-            first = len(nfa)
-            s, e = build()
-            self._first[key] = _FirstCopy(schema, nfa, first, len(nfa), s, e)
-            return s, e
+    def later_copy(self, nfa: NFA, schema: dict, depth: int, build) -> tuple[int, int] | None:
+        """A deferred fragment of ``build()`` where ``schema`` at ``depth`` has a first
+        copy in ``nfa`` that allows one; else None: the caller builds it now and
+        says so (``built``). Two calls, not one taking a builder, so that a schema's
+        nesting costs one Python frame less a level (deep schemas reach Python's
+        recursion limit)."""
+        copy = self._kept(nfa, (id(schema), depth))
+        if copy is None:
+            return None
         if copy.deferrable is None:
             copy.deferrable = _deferrable(nfa, copy)
-        if not copy.deferrable:
-            return build()
-        return nfa.deferred(build, ())
+        return nfa.deferred(build, ()) if copy.deferrable else None
+
+    def built(self, nfa: NFA, schema: dict, depth: int, first: int, frag: tuple[int, int]) -> None:
+        """``frag``, made as the states numbered from ``first`` on, is a copy of
+        ``schema`` at ``depth``: the first one, unless a first copy is kept."""
+        key = (id(schema), depth)
+        if self._kept(nfa, key) is None:
+            self._first[key] = _FirstCopy(schema, nfa, first, len(nfa), *frag)
+
+    def _kept(self, nfa: NFA, key) -> _FirstCopy | None:
+        copy = self._first.get(key)
+        if copy is None or copy.nfa is not nfa or not self._still_there(copy):
+            return None
+        return copy
 
     @staticmethod
     def _still_there(copy: _FirstCopy) -> bool:

@@ -457,8 +457,14 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
         if nfa.lazy and not self.over and (self.grammar is None or not self.grammar.owns(nfa)):
             # A sub-schema used again ($ref targets, a value in each key count's
             # chain) is deferred after its first copy (``json_reuse``).
-            return self._reused.value(nfa, schema, depth if self.ws.depth_matters() else 0,
-                                      lambda: self._value_of(nfa, schema, path, depth))
+            at = depth if self.ws.depth_matters() else 0
+            later = self._reused.later_copy(nfa, schema, at, lambda: self._value_of(nfa, schema, path, depth))
+            if later is not None:
+                return later
+            first = len(nfa)
+            frag = self._value_of(nfa, schema, path, depth)
+            self._reused.built(nfa, schema, at, first, frag)
+            return frag
         return self._value_of(nfa, schema, path, depth)
 
     def _value_of(self, nfa: NFA, schema: dict, path: str, depth: int) -> tuple[int, int]:

@@ -71,13 +71,24 @@ def _filler(nfa, linked: bool):
     return s, e
 
 
+def _use(reuse, nfa, schema, linked):
+    """One use of ``schema``, as ``SchemaCompiler.value`` makes it."""
+    later = reuse.later_copy(nfa, schema, 0, lambda: _filler(nfa, linked))
+    if later is not None:
+        return later
+    first = len(nfa)
+    frag = _filler(nfa, linked)
+    reuse.built(nfa, schema, 0, first, frag)
+    return frag
+
+
 @pytest.mark.parametrize("linked", [True, False])
 def test_a_first_copy_that_cannot_end_is_never_deferred(linked):
     nfa = NFA(lazy=True)
     reuse = ReusedValues()
     schema = {}
-    reuse.value(nfa, schema, 0, lambda: _filler(nfa, linked))
-    s, e = reuse.value(nfa, schema, 0, lambda: _filler(nfa, linked))
+    _use(reuse, nfa, schema, linked)
+    s, e = _use(reuse, nfa, schema, linked)
     assert (s in nfa.pending) == linked
 
 
@@ -86,10 +97,10 @@ def test_a_first_copy_dropped_by_truncate_is_not_read():
     reuse = ReusedValues()
     schema = {}
     mark = len(nfa)
-    reuse.value(nfa, schema, 0, lambda: _filler(nfa, True))
+    _use(reuse, nfa, schema, True)
     nfa.truncate(mark)
     nfa.byte_string(b"y")  # other states where the first copy was
-    s, e = reuse.value(nfa, schema, 0, lambda: _filler(nfa, True))
+    s, e = _use(reuse, nfa, schema, True)
     assert s not in nfa.pending  # built again: the new first copy
-    s, e = reuse.value(nfa, schema, 0, lambda: _filler(nfa, True))
+    s, e = _use(reuse, nfa, schema, True)
     assert s in nfa.pending
