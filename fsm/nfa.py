@@ -372,8 +372,9 @@ class NFA:
 
         Byte classes are fixed before deferred fragments exist, so ``cuts`` must hold
         every boundary (``lo`` and ``hi + 1``) of the byte ranges ``build`` will use
-        (``edge_cuts`` of a sample copy), but those of ranges the NFA already has. The automaton counts the fragment as able to
-        reach its end before building it, so every state ``build`` makes must be.
+        (``edge_cuts`` of a sample copy), but those of ranges the NFA already has.
+        The automaton counts the fragment as able to reach its end before building
+        it, so every state ``build`` makes must be.
         """
         if not self.lazy:
             raise ValueError("deferred fragments need NFA(lazy=True) and a LazyDFA")

@@ -4,7 +4,7 @@ the others.
 ::
 
     "#/$defs/address" used 40 times ──> 1st use: built now (states first..last)
-                                        2nd..40th: NFA.deferred(build, cuts of the 1st copy)
+                                        2nd..40th: NFA.deferred(build), built if reached
 
 Large real schemas (Github_ultra, JSON Schema Store) use a few definitions in many
 places, and the object chains around them repeat a property's value once per count
@@ -38,6 +38,8 @@ MIN_DEFERRED_STATES = 300
 
 
 class _FirstCopy:
+    """Where a sub-schema's first copy stands in the NFA, and what it allows."""
+
     __slots__ = ("schema", "nfa", "first", "last", "start", "end", "truncations", "deferrable")
 
     def __init__(self, schema, nfa, first, last, start, end):
