@@ -193,37 +193,21 @@ def _key_excluding_by_byte(nfa: NFA, names) -> tuple[int, int]:
                 body_state.append(got)
             node = nxt
         terminal.add(node)
-    # A node's moves on bytes no name uses (for ASCII names, the ~8 lead-byte ranges
-    # of other characters) are the same for every node standing for that body state:
-    # one state per body state holds them, and the nodes reach it by an epsilon move.
-    top = max((b for kids in children for b in kids), default=-1) + 1  # ranges from here on: shared
     root = len(nfa)
-    moved: dict[int, tuple] = {}  # body state -> (moves into this copy of the body, their starts, shared)
+    moved: dict[int, tuple] = {}  # body state -> its moves into this copy of the body, their starts
     edges = []
-    shared_moves = []  # per shared state, its moves
     for kids, bstate in zip(children, body_state):
         got = moved.get(bstate)
         if got is None:
             moves = [(lo, hi, base + t) for lo, hi, t in body_edges[bstate]]
-            near = [m for m in moves if m[0] < top]
-            far = [m for m in moves if m[0] >= top]
-            shared = None
-            if len(far) > 1:
-                shared = len(shared_moves)
-                shared_moves.append(far)
-                moves = near
-            got = moved[bstate] = (moves, [m[0] for m in moves], shared)
-        out = _punched(got[0], got[1], sorted(kids)) if kids else list(got[0])
+            got = moved[bstate] = (moves, [m[0] for m in moves])
+        out = _punched(*got, sorted(kids)) if kids else list(got[0])
         out.extend((b, b, root + kid) for b, kid in kids.items())
         edges.append(out)
-    nfa.add_states(len(children) + len(shared_moves), edges + shared_moves)
+    nfa.add_states(len(children), edges)
     nfa.epsilon(open_quote[1], root)
     eps = nfa.eps
-    first_shared = root + len(children)
     for node, bstate in enumerate(body_state):
-        shared = moved[bstate][2]
-        if shared is not None:
-            eps[root + node].append(first_shared + shared)
         if node not in terminal and body.is_accepting(bstate):
             eps[root + node].append(close[0])
     return open_quote[0], close[1]
