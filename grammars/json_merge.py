@@ -61,10 +61,11 @@ def merge(a, b):
         elif k in ("maximum", "maxLength", "maxItems", "maxProperties", "exclusiveMaximum") and not isinstance(v, bool) and not isinstance(w, bool):
             out[k] = min(w, v)
         elif k == "properties":
-            props = dict(w)
-            for name, sub in v.items():
-                props[name] = {"allOf": [props[name], sub]} if name in props else sub
-            out[k] = props
+            # Keys follow the first side's order, then the other's new keys; but a
+            # side that only names keys the other names too (a oneOf branch pinning
+            # some of the object's properties) takes the other's order.
+            order = list(v) + [n for n in w if n not in v] if set(w) < set(v) else list(w) + [n for n in v if n not in w]
+            out[k] = {n: ({"allOf": [w[n], v[n]]} if n in w and n in v else w[n] if n in w else v[n]) for n in order}
         elif k == "enum":
             out[k] = [x for x in w if any(json_equal(x, y) for y in v)]
         elif k in ("items", "additionalProperties", "propertyNames", "contains") and isinstance(w, (dict, bool)) and isinstance(v, (dict, bool)):
