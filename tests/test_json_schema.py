@@ -862,6 +862,24 @@ def test_merged_keys_follow_the_order_the_schema_names_them():
     assert dfa.matches(b'{"events":"all","spawn":true}') and not dfa.matches(b'{"spawn":true,"events":"all"}')
 
 
+def test_a_branch_naming_only_known_keys_keeps_the_properties_order():
+    """A oneOf branch that pins some of the object's own properties (an enum per
+    grant type) does not move them ahead of the others, even listed before
+    "properties" (as in key-sorted schemas): the keys keep the properties' order
+    (Github_easy o10011, which llguidance passes)."""
+    schema = {
+        "oneOf": [{"properties": {"grant": {"enum": ["code"]}, "response": {"enum": ["c"]}}, "required": ["grant"]},
+                  {"properties": {"grant": {"enum": ["token"]}, "response": {"enum": ["t"]}}, "required": ["grant"]}],
+        "properties": {"grant": {"type": "string"}, "uris": {"type": "array"}, "response": {"type": "string"}},
+        "additionalProperties": False, "type": "object",
+    }
+    dfa = compile_json_schema(schema, "compact")
+    doc = {"grant": "code", "uris": ["x"], "response": "c"}
+    assert _validator(schema).is_valid(doc) and dfa.matches(compact(doc))
+    assert not dfa.matches(compact({"grant": "code", "response": "c", "uris": ["x"]}))
+    assert not dfa.matches(compact({"grant": "code", "uris": ["x"], "response": "t"}))
+
+
 def test_all_of_parts_differing_in_unknown_keywords_still_merge():
     """Keywords no draft defines (x-intellij-html-description beside a $ref in the
     skaffold schemas) constrain nothing: two allOf parts that disagree on one must
