@@ -182,7 +182,9 @@ def _listed_before_properties(schema: dict, keyword: str) -> bool:
 
     Merged objects list their keys in the order the schema text names them: the keys
     of ``{"allOf": [{"$ref": "#/$defs/base"}], "properties": {...}}`` start with the
-    base's, those of ``{"properties": {...}, "oneOf": [...]}`` with its own.
+    base's, those of ``{"properties": {...}, "oneOf": [...]}`` with its own. (But a
+    part that only names keys the other names too takes the other's order:
+    ``json_merge.merge``.)
     """
     order = list(schema)
     return "properties" in schema and order.index(keyword) < order.index("properties")

@@ -64,7 +64,7 @@ def merge(a, b):
             # Keys follow the first side's order, then the other's new keys; but a
             # side that only names keys the other names too (a oneOf branch pinning
             # some of the object's properties) takes the other's order.
-            order = list(v) + [n for n in w if n not in v] if set(w) < set(v) else list(w) + [n for n in v if n not in w]
+            order = list(v) if set(w) < set(v) else list(w) + [n for n in v if n not in w]
             out[k] = {n: ({"allOf": [w[n], v[n]]} if n in w and n in v else w[n] if n in w else v[n]) for n in order}
         elif k == "enum":
             out[k] = [x for x in w if any(json_equal(x, y) for y in v)]
