@@ -99,12 +99,17 @@ class CompiledWalk:
         self.class_words = class_words(byte_to_class)
         self.plain_classes = np.array(plain_classes, dtype=np.int64)
         self.u_seq, self.u_steps, self.u_classes = _utf8_tables(byte_to_class)
-        self.params = np.zeros(9, dtype=np.int64)
+        self.params = np.zeros(10, dtype=np.int64)
         p = self.params
         p[wc.P_TEXT_ROOT], p[wc.P_FIRST_WIDE], p[wc.P_REST_CHARS] = (lists.text_root, lists.text_first_wide,
                                                                       lists.text_rest_chars)
         p[wc.P_PLAIN_CAP], p[wc.P_TEXT_CAP], p[wc.P_LONG_RUN] = plain_cap, text_cap, long_run
         p[wc.P_PLAIN_ROOT] = table.plain_root
+        p[wc.P_CHAIN_BYTES] = self.CHAIN_BYTES
+        # Per plain class, its plain bytes: the kernel walks a smaller set than
+        # CHAIN_BYTES without asking _add_chain.
+        plain_of = byte_to_class[:256][_PLAIN_BYTE]
+        self.plain_bytes = np.array([np.count_nonzero(plain_of == c) for c in plain_classes], dtype=np.int64)
         self.runs = runs  # the RunTrie: rows by length of its plain tokens
         self.plain_rows = runs.plain_rows(words)
         # The plain byte sets met so far (``_chain``): a set as bits of plain_classes'
@@ -118,7 +123,7 @@ class CompiledWalk:
         self.chain_rows = np.zeros((1, *self.plain_rows.shape), dtype=np.uint32)
         self.n_slots = 0
         self.chain_ask = np.zeros(3, dtype=np.uint64)
-        self.mask = np.zeros(2, dtype=np.uint64)
+        self.mask = np.zeros(3, dtype=np.uint64)
         self._byte_to_class = byte_to_class
         builder = getattr(dfa, "compiled_builder", None)
         p[wc.P_BUILD] = builder is not None and builder() is not None
@@ -165,7 +170,7 @@ class CompiledWalk:
             b = builder.builder_args() if builder is not None else self._no_builder
             outcome, sp, n_out, n_asks, checks = wc.walk_round(
                 t.nodes, t.below, self.classes, dfa.transitions, self.facts, self.loops, self.class_words,
-                self.plain_classes, self.u_seq, self.u_steps, self.u_classes, self.params, self.ctl, self.path,
+                self.plain_classes, self.plain_bytes, self.u_seq, self.u_steps, self.u_classes, self.params, self.ctl, self.path,
                 self.sets, self._stack, sp, self.order, row, self._out, n_out, self._aside, self._asks, checks,
                 self.plain_rows, self.chain_keys, self.chain_len, self.chain_rows, self.n_keys, self.chain_ask,
                 self.mask, b)

@@ -64,7 +64,8 @@ _PLAIN, _TEXT = 1, 2  # _KIND
 ROOM, TEXT_ROOM, LOOP, UTF8, MARK = range(5)
 UNKNOWN_LOOP, NO_LOOP, SOME_LOOP = range(3)
 # Slots of ``params``.
-P_TEXT_ROOT, P_FIRST_WIDE, P_REST_CHARS, P_PLAIN_CAP, P_TEXT_CAP, P_BUDGET, P_BUILD, P_LONG_RUN, P_PLAIN_ROOT = range(9)
+(P_TEXT_ROOT, P_FIRST_WIDE, P_REST_CHARS, P_PLAIN_CAP, P_TEXT_CAP, P_BUDGET, P_BUILD, P_LONG_RUN, P_PLAIN_ROOT,
+ P_CHAIN_BYTES) = range(10)
 # Slots of ``ctl``: the state a fact waits on (its row: Python's to build), the last
 # room chain's stamp.
 _ASKED, _STAMP = range(2)
@@ -280,11 +281,12 @@ def _emit(lo, hi, out, n_out, row, order, long_run):
 
 
 @njit(cache=True, nogil=True)
-def _one_target(x, trans, plain_classes, mask):
+def _one_target(x, trans, plain_classes, plain_bytes, mask):
     """The one state every plain byte ``x`` takes leads to, or -1 (none taken) or -2
-    (several targets); the plain classes taken (their indices) as bits of ``mask``."""
+    (several targets); the plain classes taken (their indices) as bits of ``mask``,
+    and how many plain bytes they hold (``plain_bytes``: per class) in ``mask[2]``."""
     target = -1
-    mask[0] = mask[1] = 0
+    mask[0] = mask[1] = mask[2] = 0
     for j in range(plain_classes.shape[0]):
         t = trans[x, plain_classes[j]]
         if t >= 0:
@@ -293,11 +295,13 @@ def _one_target(x, trans, plain_classes, mask):
             elif t != target:
                 return -2
             mask[j >> 6] |= np.uint64(1) << np.uint64(j & 63)
+            mask[2] += np.uint64(plain_bytes[j])
     return target
 
 
 @njit(cache=True, nogil=True)
-def _chain(state, trans, plain_classes, longest, chain_keys, chain_len, n_keys, ask, mask, params, ctl, b):
+def _chain(state, trans, plain_classes, plain_bytes, longest, chain_keys, chain_len, n_keys, ask, mask, params, ctl,
+           b):
     """``RunTrie.chain_rows``' rule at the plain root: ``(slot, n)`` where ``state``
     takes one set of plain bytes, each into one next state, ``n`` times and then
     none (or keeps doing so for ``longest`` bytes, the longest plain token: a token
@@ -310,11 +314,13 @@ def _chain(state, trans, plain_classes, longest, chain_keys, chain_len, n_keys, 
     vocabulary) or built the row. Walking the tokens instead took ~29k checks
     (~450 µs) at the first sight of each set in each schema, and at every position
     of ``[0-9a-zA-Z_-]{1,255}`` (a counted run longer than the longest token ends in
-    deferred copies)."""
+    deferred copies). A set of fewer than ``params[P_CHAIN_BYTES]`` plain bytes is walked
+    without asking: Python would find it too small, and the round trip to hear so
+    (~50 µs) cost more than the walk at each new byte of a key."""
     if trans[state, 0] == UNKNOWN:
         return -1, 0
-    x = _one_target(state, trans, plain_classes, mask)
-    if x < 0:
+    x = _one_target(state, trans, plain_classes, plain_bytes, mask)
+    if x < 0 or mask[2] < params[P_CHAIN_BYTES]:
         return -1, 0
     first0, first1 = mask[0], mask[1]
     slot = -2
@@ -332,7 +338,7 @@ def _chain(state, trans, plain_classes, longest, chain_keys, chain_len, n_keys, 
     for n in range(1, longest):
         if not _built(x, trans, params, ctl, b):
             return _CHAIN_ASKED, 0
-        nxt = _one_target(x, trans, plain_classes, mask)
+        nxt = _one_target(x, trans, plain_classes, plain_bytes, mask)
         if nxt == -1:
             return slot, min(n, chain_len[slot])
         if nxt < 0 or mask[0] != first0 or mask[1] != first1:
@@ -342,8 +348,8 @@ def _chain(state, trans, plain_classes, longest, chain_keys, chain_len, n_keys, 
 
 
 @njit(cache=True, nogil=True)
-def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_classes, u_seq, u_steps, u_classes,
-               params, ctl, path, sets, stack, sp, order, row, out, n_out, aside, asks, checks, plain_rows, chain_keys,
+def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_classes, plain_bytes, u_seq, u_steps,
+               u_classes, params, ctl, path, sets, stack, sp, order, row, out, n_out, aside, asks, checks, plain_rows, chain_keys,
                chain_len, chain_rows, n_keys, ask, mask, b):
     """One round: walk the pairs on ``stack[:sp]``; returns (outcome, sp, n_out,
     n_asks, checks). The tokens found so far: in ``row`` (uint32 bits), but the long
@@ -419,8 +425,8 @@ def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_cl
                     row[w] |= plain_rows[room, w]
                 continue
             # Likewise where it takes fewer plain bytes, the same ones all along.
-            key, n = _chain(state, trans, plain_classes, plain_rows.shape[0] - 1, chain_keys, chain_len, n_keys, ask,
-                            mask, params, ctl, b)
+            key, n = _chain(state, trans, plain_classes, plain_bytes, plain_rows.shape[0] - 1, chain_keys, chain_len,
+                            n_keys, ask, mask, params, ctl, b)
             if key == _CHAIN_ASKED:
                 aside[n_aside, 0], aside[n_aside, 1] = node, state
                 n_aside += 1
