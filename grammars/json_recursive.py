@@ -166,7 +166,7 @@ def compile_recursive_schema(schema, whitespace="flexible", strict: bool = True,
             rule = calls.todo.pop()
             bodies[rule] = _body(compiler, calls, rule)
     except RecursionError:
-        raise RecursiveSchemaError("the schema nests too deeply for this compiler", "#") from None
+        raise compiler.too_deep(RecursiveSchemaError) from None
     bodies.update(calls.built)
     return _grammar(bodies, calls.families)
 

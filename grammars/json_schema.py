@@ -140,6 +140,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
         self.over = over
         self._partner = partner
         self._ref_stack: list[str] = []
+        self._deepest: list[str] = []  # where the recursion limit was met (``too_deep``)
         self._dfas: dict[tuple, DFA] = {}
         self._string_bodies: dict[tuple, DFA] = {}  # (constraints, minLength, maxLength) -> body
         self._deferred_bodies: dict[tuple, set | None] = {}  # the same key -> cuts if deferred
@@ -164,6 +165,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
             self.root, self.ws, self.strict = partner.root, partner.ws, partner.strict
             self.key_order = partner.key_order
             self.dropped, self._validator = partner.dropped, None
+            self._deepest = partner._deepest
             if partner.grammar is not None:
                 # Grammar mode reads terminals by longest match: a finer superset makes
                 # more inline "not X" alternatives start like the recursive calls beside
@@ -326,6 +328,18 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
             self._partner = SchemaCompiler(None, over=not self.over, partner=self)
         return self._partner
 
+    def too_deep(self, error: type) -> SchemaError:
+        """``error`` for a schema whose expansion went past Python's recursion limit,
+        at the pointer where it did (shortened in the middle): most such schemas
+        expand a recursive ``$ref`` without end where recursion cannot be a grammar
+        rule (inside ``allOf`` / ``oneOf`` / ``not`` algebra), the rest nest about 50
+        objects deep."""
+        at = self._deepest[0] if self._deepest else "#"
+        if len(at) > 160:
+            at = at[:60] + "/…/" + at[-90:]
+        return error("the schema nests too deeply for this compiler (past Python's recursion limit; "
+                     "a recursive $ref expanded through allOf / oneOf / not, or very deep nesting)", at)
+
     def negated_dfa(self, schema, path: str, depth: int) -> DFA:
         """What a subtraction may remove: a superset when we are the subset compiler."""
         return self.opposite().dfa(schema, path, depth)
@@ -423,49 +437,56 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
     # -- values --------------------------------------------------------------------
 
     def value(self, nfa: NFA, schema, path: str, depth: int) -> tuple[int, int]:
-        if isinstance(schema, dict) and "$ref" in schema:
-            ref = schema["$ref"]
-            if self.grammar is not None and self.grammar.owns(nfa) and isinstance(ref, str) and not (
-                set(schema) - {"$ref"} - ANNOTATIONS
-            ):
-                # Grammar mode: a plain reference is a rule, written once however often used.
-                return self.grammar.call(nfa, ref)
-            if ref in self._ref_stack:
-                if self.over:
-                    self.approximate()
-                    return nfa.any_bytes()  # a superset of any recursive structure
-                if self.grammar is not None and self.grammar.owns(nfa):
+        # The innermost frame that meets the recursion limit notes where it stands: the
+        # error then names that pointer (``too_deep``), not the root.
+        try:
+            if isinstance(schema, dict) and "$ref" in schema:
+                ref = schema["$ref"]
+                if self.grammar is not None and self.grammar.owns(nfa) and isinstance(ref, str) and not (
+                    set(schema) - {"$ref"} - ANNOTATIONS
+                ):
+                    # Grammar mode: a plain reference is a rule, written once however often used.
                     return self.grammar.call(nfa, ref)
-                why = (
-                    "recursion is supported through anyOf, properties and items, not inside the "
-                    "oneOf / not / if / allOf parts that need automaton algebra"
-                    if self.grammar is not None
-                    else "recursive schemas are not supported by the regular (automaton) compiler"
-                )
-                raise RecursiveSchemaError(f"recursive $ref {ref!r}: {why}", _pointer(path, "$ref"), "$ref")
-            self._ref_stack.append(ref)
-            try:
-                return self.value(nfa, self.deref(schema, path), path, depth)
-            finally:
-                self._ref_stack.pop()
-        if schema is True:
-            return self.any_value(nfa, depth, ANY_DEPTH)
-        if schema is False:
-            raise UnsatisfiableSchemaError("the schema is false: no value is valid", path)
-        if not isinstance(schema, dict):
-            raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", path)
-        if nfa.lazy and not self.over and (self.grammar is None or not self.grammar.owns(nfa)):
-            # A sub-schema used again ($ref targets, a value in each key count's
-            # chain) is deferred after its first copy (``json_reuse``).
-            at = depth if self.ws.depth_matters() else 0
-            later = self._reused.later_copy(nfa, schema, at, lambda: self._value_of(nfa, schema, path, depth))
-            if later is not None:
-                return later
-            first = len(nfa)
-            frag = self._value_of(nfa, schema, path, depth)
-            self._reused.built(nfa, schema, at, first, frag)
-            return frag
-        return self._value_of(nfa, schema, path, depth)
+                if ref in self._ref_stack:
+                    if self.over:
+                        self.approximate()
+                        return nfa.any_bytes()  # a superset of any recursive structure
+                    if self.grammar is not None and self.grammar.owns(nfa):
+                        return self.grammar.call(nfa, ref)
+                    why = (
+                        "recursion is supported through anyOf, properties and items, not inside the "
+                        "oneOf / not / if / allOf parts that need automaton algebra"
+                        if self.grammar is not None
+                        else "recursive schemas are not supported by the regular (automaton) compiler"
+                    )
+                    raise RecursiveSchemaError(f"recursive $ref {ref!r}: {why}", _pointer(path, "$ref"), "$ref")
+                self._ref_stack.append(ref)
+                try:
+                    return self.value(nfa, self.deref(schema, path), path, depth)
+                finally:
+                    self._ref_stack.pop()
+            if schema is True:
+                return self.any_value(nfa, depth, ANY_DEPTH)
+            if schema is False:
+                raise UnsatisfiableSchemaError("the schema is false: no value is valid", path)
+            if not isinstance(schema, dict):
+                raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", path)
+            if nfa.lazy and not self.over and (self.grammar is None or not self.grammar.owns(nfa)):
+                # A sub-schema used again ($ref targets, a value in each key count's
+                # chain) is deferred after its first copy (``json_reuse``).
+                at = depth if self.ws.depth_matters() else 0
+                later = self._reused.later_copy(nfa, schema, at, lambda: self._value_of(nfa, schema, path, depth))
+                if later is not None:
+                    return later
+                first = len(nfa)
+                frag = self._value_of(nfa, schema, path, depth)
+                self._reused.built(nfa, schema, at, first, frag)
+                return frag
+            return self._value_of(nfa, schema, path, depth)
+        except RecursionError:
+            if not self._deepest:
+                self._deepest.append(path)
+            raise
 
     def _value_of(self, nfa: NFA, schema: dict, path: str, depth: int) -> tuple[int, int]:
         """``value`` of a schema object (``$ref`` and booleans dealt with)."""
@@ -688,11 +709,12 @@ _ANY_CUTS: dict[tuple, set[int]] = {}
 
 def compile_json_schema(schema, whitespace="flexible", strict: bool = True, key_order: str = "schema") -> LazyDFA:
     """The automaton of JSON documents valid against ``schema`` (determinised lazily)."""
+    compiler = SchemaCompiler(schema, whitespace, strict, key_order=key_order)
     try:
-        return SchemaCompiler(schema, whitespace, strict, key_order=key_order).compile()
+        return compiler.compile()
     except RecursionError:
-        raise UnsupportedSchemaError("the schema nests too deeply for this compiler", "#") from None
+        raise compiler.too_deep(UnsupportedSchemaError) from None
     except BaseException as e:
         if _is_recursion_panic(e):
-            raise UnsupportedSchemaError("the schema nests too deeply for this compiler", "#") from None
+            raise compiler.too_deep(UnsupportedSchemaError) from None
         raise

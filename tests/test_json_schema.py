@@ -1522,6 +1522,19 @@ def test_running_out_of_stack_inside_the_validator_is_a_clear_error(monkeypatch)
         compile_json_schema({"enum": ["a", "b"], "minLength": 1})
 
 
+def test_a_schema_past_the_recursion_limit_names_where_it_got_to():
+    # A recursive $ref inside allOf is expanded, not made a rule: the error says where
+    # the expansion stood when it met Python's recursion limit, not just "#".
+    foo = {"type": "object", "properties": {"child": {"allOf": [{"$ref": "#/definitions/Foo"}, {"type": "object"}]}},
+           "required": ["child"]}
+    schema = {"definitions": {"Foo": foo}, "properties": {"foo": {"$ref": "#/definitions/Foo"}}, "required": ["foo"]}
+    with pytest.raises(guided.UnsupportedSchemaError, match="nests too deeply") as info:
+        compile_json_schema(schema)
+    assert info.value.pointer.startswith("#/properties/foo/properties/child/properties/child")
+    assert info.value.pointer.endswith("/properties/child")
+    assert len(info.value.pointer) < 200  # shortened in the middle
+
+
 def test_one_of_tags_are_compared_before_container_values(monkeypatch):
     # Both branches require "meta" (an object) and "kind" (the tag). Comparing the
     # objects' supersets may take seconds on real schemas; the tag decides at once,
