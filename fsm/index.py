@@ -286,10 +286,8 @@ class TokenIndex:
         if self.compiled:  # the walk set the bits of short runs; the long ones from the bank
             lo, hi, row = got
             if len(lo):
-                from .walk_compiled import runs_row  # imports numba
-
                 ids, bank = split.bank_rows(lo.tolist(), hi.tolist(), self.words)
-                runs_row(row, split.order, lo, hi, LONG_RUN, bank, ids)
+                self._walker.runs_row(row, split.order, lo, hi, LONG_RUN, bank, ids)
             row = row.view(np.int32)
             rid = self._intern(row | self.eos_row if acc else row)
         else:

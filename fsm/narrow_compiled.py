@@ -90,6 +90,7 @@ class CompiledWalk:
         from . import walk_compiled as wc  # imports numba
 
         self._wc = wc
+        self.runs_row = wc.runs_row  # for the caller: sets the bits of a walk's long runs
         self.table = table
         self.order = order
         self.words = words

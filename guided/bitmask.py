@@ -33,6 +33,23 @@ def allocate_token_bitmask(batch_size: int, vocab_size: int, device="cpu") -> to
     return torch.full((batch_size, bitmask_words(vocab_size)), -1, dtype=torch.int32, device=device)
 
 
+def write_host_row(bitmask, index: int, row: np.ndarray) -> bool:
+    """Write ``row`` (int32 words) into row ``index`` of a bitmask in host memory (a
+    numpy array or a CPU tensor), clearing the words past it; False (nothing
+    written) for a bitmask on an accelerator. Through numpy: indexing a tensor and
+    copying into it cost several µs a mask, more than a cached mask's whole lookup.
+    """
+    if isinstance(bitmask, np.ndarray):
+        target = bitmask[index]
+    elif bitmask.device.type == "cpu":
+        target = bitmask.numpy()[index]
+    else:
+        return False
+    target[: len(row)] = row
+    target[len(row) :] = 0
+    return True
+
+
 def unpack_token_bitmask(bitmask: torch.Tensor, vocab_size: int, *, invert: bool = False) -> torch.Tensor:
     """bool ``[..., vocab_size]`` (True = allowed, or = disallowed with ``invert``).
 

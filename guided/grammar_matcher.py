@@ -15,6 +15,7 @@ from grammars.grammar_index import GrammarIndex
 from grammars.lark_frontend import CompiledGrammar
 from grammars.lexer import Lexer
 
+from .bitmask import write_host_row
 from .matcher import Guide, StackMatcher
 
 _EOS_ACCEPTED = None  # history entry after EOS; nothing may follow it
@@ -61,9 +62,7 @@ class GrammarMatcher(StackMatcher):
         """Write the allowed tokens into row ``index`` of ``bitmask`` (computed on the
         CPU, copied to the bitmask's device); returns True."""
         row = self.guide.row(self._states[-1])
-        if isinstance(bitmask, np.ndarray):
-            bitmask[index, : len(row)] = row
-            bitmask[index, len(row) :] = 0
+        if write_host_row(bitmask, index, row):
             return True
         target = bitmask[index]
         target[: len(row)].copy_(torch.from_numpy(row), non_blocking=True)

@@ -18,7 +18,7 @@ import torch
 from fsm.dfa import DFA
 from fsm.index import TokenIndex
 
-from .bitmask import bitmask_words
+from .bitmask import bitmask_words, write_host_row
 
 _EOS_ACCEPTED = -2  # history entry after EOS; nothing may follow it
 
@@ -174,11 +174,7 @@ class FSMMatcher(StackMatcher):
         padding ids are never allowed.
         """
         if isinstance(bitmask, np.ndarray) or bitmask.device.type == "cpu":
-            row = self.guide.row(self.state)
-            target = bitmask[index] if isinstance(bitmask, np.ndarray) else bitmask[index].numpy()
-            target[: len(row)] = row
-            target[len(row) :] = 0
-            return True
+            return write_host_row(bitmask, index, self.guide.row(self.state))
         # On an accelerator: copy one row of the device-resident table, no host sync.
         n = self.guide.row_number(self.state)
         table = self.guide.device_rows(bitmask.device)
