@@ -286,7 +286,7 @@ class TokenIndex:
         if self.compiled:  # the walk set the bits of short runs; the long ones from the bank
             lo, hi, row = got
             if len(lo):
-                ids, bank = split.bank_rows(lo.tolist(), hi.tolist(), self.words)
+                ids, bank = split.bank_ids(lo, hi, self.words)
                 self._walker.runs_row(row, split.order, lo, hi, LONG_RUN, bank, ids)
             row = row.view(np.int32)
             rid = self._intern(row | self.eos_row if acc else row)

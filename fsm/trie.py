@@ -185,6 +185,10 @@ _PLAIN_SET = frozenset(bytes([b]) for b in PLAIN_BYTES)
 #: shorter ones are cheaper to set position by position.
 LONG_RUN = 256
 
+#: ``RunTrie.bank_ids`` remembers this many sets of runs (~1 KB each at most) before
+#: it starts again.
+_BANK_ID_MEMO = 20_000
+
 
 #: ``RunTrie.chain_rows`` keeps the rows of this many byte sets per vocabulary.
 CHAIN_SETS_KEPT = 64
@@ -205,7 +209,7 @@ class RunTrie:
     """
 
     __slots__ = ("trie", "roots", "plain_node", "text_node", "height", "chars", "text_need", "order", "lo", "hi",
-                 "own", "is_end", "lists", "table", "bank", "_bank_of", "_bank_lock", "_plain_rows", "_chain_rows",
+                 "own", "is_end", "lists", "table", "bank", "_bank_of", "_bank_ids", "_bank_lock", "_plain_rows", "_chain_rows",
                  "_node_depth", "_token_ends")
 
     def __init__(self, trie: Trie, plain_marker: int, text_marker: int = -1, bytes_are_symbols: bool = False):
@@ -247,6 +251,7 @@ class RunTrie:
         #: subtrees recur in every row that allows them (``bank_rows``).
         self.bank = np.zeros((0, 0), dtype=np.uint32)
         self._bank_of: dict[tuple[int, int], int] = {}
+        self._bank_ids: dict[bytes, np.ndarray] = {}  # bank_ids' memo
         self._bank_lock = threading.Lock()
         self.lists = None  # fsm.narrow.TrieLists, made on first use
         self.table = None  # fsm.narrow_compiled.TrieTable, likewise
@@ -264,6 +269,19 @@ class RunTrie:
         got = np.zeros(words, dtype=np.uint32)
         set_bits(got, self.order[lo:hi])
         return got
+
+    def bank_ids(self, lo: np.ndarray, hi: np.ndarray, words: int) -> tuple[np.ndarray, np.ndarray]:
+        """``bank_rows`` of a walk's runs (int64 arrays), memoised by the runs: the
+        string-interior states of every schema end in the same few dozen subtrees,
+        where looking each run up again cost more than the walk's own overhead."""
+        key = lo.tobytes() + hi.tobytes()
+        ids = self._bank_ids.get(key)
+        if ids is None:
+            ids, _ = self.bank_rows(lo.tolist(), hi.tolist(), words)
+            if len(self._bank_ids) >= _BANK_ID_MEMO:
+                self._bank_ids.clear()
+            self._bank_ids[key] = ids
+        return ids, self.bank
 
     def bank_rows(self, lo: list[int], hi: list[int], words: int) -> tuple[np.ndarray, np.ndarray]:
         """``(ids, bank)``: the rows of ``bank`` holding the bits of the long runs
