@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -88,3 +89,18 @@ def test_cpu_batches_equal_generic_path(batch):
     got = logits.clone()
     guided.apply_token_bitmask_(got, bm, indices=rows)
     assert torch.equal(got[rows], ref[rows]) and torch.equal(got[1:-1], logits[1:-1])
+
+
+def test_write_host_row_fills_a_row_and_clears_its_padding():
+    from guided.bitmask import write_host_row
+
+    row = np.array([5, -1], dtype=np.int32)
+    tensor = torch.full((3, 4), 7, dtype=torch.int32)
+    assert write_host_row(tensor, 1, row)
+    assert tensor.tolist() == [[7] * 4, [5, -1, 0, 0], [7] * 4]
+    strided = torch.full((4, 4), 7, dtype=torch.int32)[::2]  # a view: rows 0 and 2
+    assert write_host_row(strided, 1, row) and strided[1].tolist() == [5, -1, 0, 0]
+    array = np.full((2, 3), 7, dtype=np.int32)
+    assert write_host_row(array, 0, row) and array.tolist() == [[5, -1, 0], [7, 7, 7]]
+    # Not in host memory: nothing written, the caller copies on the device.
+    assert not write_host_row(torch.empty((2, 4), dtype=torch.int32, device="meta"), 0, row)

@@ -336,3 +336,25 @@ def test_threads_share_one_index(smollm2_vocab, compiled):
     for t in threads:
         t.join()
     assert not errors and not wrong, (errors, wrong[:3])
+
+
+def test_bank_ids_agree_with_bank_rows_and_survive_a_cleared_memo(smollm2_vocab, monkeypatch):
+    """``RunTrie.bank_ids`` (a walk's long runs, memoised by their bytes) names the
+    bank rows ``bank_rows`` does, holding exactly each run's tokens, also after the
+    memo has been emptied at its limit."""
+    import fsm.trie as trie_module
+    from fsm.trie import LONG_RUN, split_vocabulary
+
+    split = split_vocabulary(smollm2_vocab).byte_level
+    words = (smollm2_vocab.size + 31) // 32
+    n = len(split.order)
+    lo = np.array([0, LONG_RUN, n - LONG_RUN - 7], dtype=np.int64)
+    hi = lo + np.array([LONG_RUN, 3 * LONG_RUN, LONG_RUN], dtype=np.int64)
+    monkeypatch.setattr(trie_module, "_BANK_ID_MEMO", 2)
+    for rounds in range(3):  # the third lookup of the same runs meets a full memo
+        ids, bank = split.bank_ids(lo, hi, words)
+        assert ids.tolist() == split.bank_rows(lo.tolist(), hi.tolist(), words)[0].tolist()
+        for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
+            bits = np.unpackbits(bank[ids[i]].view(np.uint8), bitorder="little")
+            assert sorted(np.flatnonzero(bits).tolist()) == sorted(split.order[a:b].tolist())
+        split.bank_ids(lo[:1], hi[:1], words)  # another key, so the memo fills
