@@ -171,8 +171,8 @@ class CompiledWalk:
             b = builder.builder_args() if builder is not None else self._no_builder
             outcome, sp, n_out, n_asks, checks = wc.walk_round(
                 t.nodes, t.below, self.classes, dfa.transitions, self.facts, self.loops, self.class_words,
-                self.plain_classes, self.plain_bytes, self.u_seq, self.u_steps, self.u_classes, self.params, self.ctl, self.path,
-                self.sets, self._stack, sp, self.order, row, self._out, n_out, self._aside, self._asks, checks,
+                self.plain_classes, self.plain_bytes, self.u_seq, self.u_steps, self.u_classes, self.params, self.ctl,
+                self.path, self.sets, self._stack, sp, self.order, row, self._out, n_out, self._aside, self._asks, checks,
                 self.plain_rows, self.chain_keys, self.chain_len, self.chain_rows, self.n_keys, self.chain_ask,
                 self.mask, b)
             if builder is not None:

@@ -209,8 +209,8 @@ class RunTrie:
     """
 
     __slots__ = ("trie", "roots", "plain_node", "text_node", "height", "chars", "text_need", "order", "lo", "hi",
-                 "own", "is_end", "lists", "table", "bank", "_bank_of", "_bank_ids", "_bank_lock", "_plain_rows", "_chain_rows",
-                 "_node_depth", "_token_ends")
+                 "own", "is_end", "lists", "table", "bank", "_bank_of", "_bank_ids", "_bank_lock", "_plain_rows",
+                 "_chain_rows", "_node_depth", "_token_ends")
 
     def __init__(self, trie: Trie, plain_marker: int, text_marker: int = -1, bytes_are_symbols: bool = False):
         self.trie = trie

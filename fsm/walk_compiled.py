@@ -23,7 +23,8 @@ plain bytes, each into one next state, until it takes none (``[0-9A-Za-z]{12}``,
 ``[a-f0-9]{40}``), or keeps taking it past the longest token: one row of
 ``RunTrie.chain_rows`` (``_chain``; sets with fewer than ~1,000 tokens are walked; a
 set met for the first time waits aside while Python makes its rows, once per
-vocabulary). Walking the alphanumeric tokens took 28k checks, ~400 µs; with the
+vocabulary, but for sets of fewer than 3 plain bytes, which the kernel walks at
+once). Walking the alphanumeric tokens took 28k checks, ~400 µs; with the
 row, ~30 µs. The Python walk returns runs, which a row by length is not; it keeps
 walking there (its rows are the same).
 
@@ -314,9 +315,9 @@ def _chain(state, trans, plain_classes, plain_bytes, longest, chain_keys, chain_
     vocabulary) or built the row. Walking the tokens instead took ~29k checks
     (~450 µs) at the first sight of each set in each schema, and at every position
     of ``[0-9a-zA-Z_-]{1,255}`` (a counted run longer than the longest token ends in
-    deferred copies). A set of fewer than ``params[P_CHAIN_BYTES]`` plain bytes is walked
-    without asking: Python would find it too small, and the round trip to hear so
-    (~50 µs) cost more than the walk at each new byte of a key."""
+    deferred copies). A set of fewer than ``params[P_CHAIN_BYTES]`` plain bytes is
+    walked without asking: Python would find it too small, and the round trip to
+    hear so (~50 µs) cost more than the walk, at each new byte of a key."""
     if trans[state, 0] == UNKNOWN:
         return -1, 0
     x = _one_target(state, trans, plain_classes, plain_bytes, mask)
@@ -349,8 +350,8 @@ def _chain(state, trans, plain_classes, plain_bytes, longest, chain_keys, chain_
 
 @njit(cache=True, nogil=True)
 def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_classes, plain_bytes, u_seq, u_steps,
-               u_classes, params, ctl, path, sets, stack, sp, order, row, out, n_out, aside, asks, checks, plain_rows, chain_keys,
-               chain_len, chain_rows, n_keys, ask, mask, b):
+               u_classes, params, ctl, path, sets, stack, sp, order, row, out, n_out, aside, asks, checks, plain_rows,
+               chain_keys, chain_len, chain_rows, n_keys, ask, mask, b):
     """One round: walk the pairs on ``stack[:sp]``; returns (outcome, sp, n_out,
     n_asks, checks). The tokens found so far: in ``row`` (uint32 bits), but the long
     runs, ``out[:n_out]`` as ``(lo, hi)`` of ``order`` (``_emit``); a pair
