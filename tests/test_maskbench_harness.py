@@ -474,3 +474,17 @@ def test_real_data_sample_is_stratified():
     total = Counter(mb.category(i) for i in ids)
     for c, n in total.items():
         assert abs(cats[c] - 200 * n / len(ids)) < 1.0
+
+
+def test_mask_times_compare_takes_each_masks_fastest_run():
+    import mask_times
+
+    old = [np.array([300_000, 1_000, 50_000]), np.array([100_000, 2_000, 250_000])]  # ns: minima 100, 1, 50 µs
+    new = [np.array([150_000, 900, 40_000])]
+    table = mask_times.compare([old, new])
+    lines = table.splitlines()
+    assert lines[1].split()[0] == "old" and lines[1].split()[-1] == "0"  # no minimum reaches 200 µs
+    assert lines[2].split()[-1] == "0" and float(lines[2].split()[-2]) == pytest.approx(0.0, abs=0.01)
+    assert "100-200" in table and "       1 masks" in table  # the 100 µs mask, in the old band 100-200
+    with pytest.raises(SystemExit, match="different numbers of masks"):
+        mask_times.compare([old, [np.array([1, 2])]])
