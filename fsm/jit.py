@@ -11,6 +11,7 @@ numba the Python code they mirror runs instead.
 
 from __future__ import annotations
 
+from importlib import import_module
 from importlib.util import find_spec
 
 #: Whether compiled kernels can be used: numba is installed. It is imported on the
@@ -28,3 +29,12 @@ def compiled(fn):
 
         got = _compiled[fn] = njit(cache=True, nogil=True)(fn)
     return got
+
+
+def import_now() -> None:
+    """Import numba now, where it is installed. A schema compile recurses deep and
+    reaches its first compiled call there: Python's recursion limit could interrupt
+    the import of numba's modules, leaving them half-initialised for the rest of the
+    process (every later compiled call failing on a missing attribute)."""
+    if AVAILABLE:
+        import_module("numba")

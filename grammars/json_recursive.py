@@ -40,7 +40,7 @@ spent 6-18% less on masks and 64% less on time to first mask.)
 from __future__ import annotations
 
 from fsm.dfa import class_starts, nfa_byte_classes, sweep_row
-from fsm.jit import AVAILABLE as COMPILED_AVAILABLE
+from fsm.jit import AVAILABLE as COMPILED_AVAILABLE, import_now
 from fsm.lazy import MAX_LAZY_DFA_STATES
 from fsm.nfa import NFA
 
@@ -151,6 +151,7 @@ def compile_recursive_schema(schema, whitespace="flexible", strict: bool = True,
         >>> len(g.terminal_names) > 0
         True
     """
+    import_now()  # not at the first compiled call, deep in the recursion
     compiler = SchemaCompiler(schema, whitespace, strict, key_order=key_order)
     if compiler.ws.depth_matters():
         raise RecursiveSchemaError(

@@ -47,6 +47,7 @@ import warnings
 
 from fsm.dfa import DFA, MAX_DFA_STATES, determinize
 from fsm.errors import EmptyLanguageError, RegexTooLargeError
+from fsm.jit import import_now
 from fsm.lazy import LazyDFA
 from fsm.nfa import NFA, Template
 from fsm.ops import MAX_PRODUCT_STATES, embed, intersect
@@ -709,6 +710,7 @@ _ANY_CUTS: dict[tuple, set[int]] = {}
 
 def compile_json_schema(schema, whitespace="flexible", strict: bool = True, key_order: str = "schema") -> LazyDFA:
     """The automaton of JSON documents valid against ``schema`` (determinised lazily)."""
+    import_now()  # not at the first compiled call, deep in the recursion
     compiler = SchemaCompiler(schema, whitespace, strict, key_order=key_order)
     try:
         return compiler.compile()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import os
 import random
 
 import jsonschema
@@ -1523,16 +1524,45 @@ def test_running_out_of_stack_inside_the_validator_is_a_clear_error(monkeypatch)
 
 
 def test_a_schema_past_the_recursion_limit_names_where_it_got_to():
-    # A recursive $ref inside allOf is expanded, not made a rule: the error says where
-    # the expansion stood when it met Python's recursion limit, not just "#".
-    foo = {"type": "object", "properties": {"child": {"allOf": [{"$ref": "#/definitions/Foo"}, {"type": "object"}]}},
-           "required": ["child"]}
-    schema = {"definitions": {"Foo": foo}, "properties": {"foo": {"$ref": "#/definitions/Foo"}}, "required": ["foo"]}
+    # 120 nested objects, each an anyOf branch (built at once, not deferred): the
+    # error says where the expansion stood when it met Python's recursion limit.
+    schema = {"type": "string"}
+    for _ in range(120):
+        schema = {"anyOf": [{"type": "object", "properties": {"c": schema}, "required": ["c"]}, {"type": "null"}]}
     with pytest.raises(guided.UnsupportedSchemaError, match="nests too deeply") as info:
         compile_json_schema(schema)
-    assert info.value.pointer.startswith("#/properties/foo/properties/child/properties/child")
-    assert info.value.pointer.endswith("/properties/child")
-    assert len(info.value.pointer) < 200  # shortened in the middle
+    assert info.value.pointer.startswith("#/anyOf/0/properties/c/anyOf/0/properties/c")
+    assert "/…/" in info.value.pointer and len(info.value.pointer) < 200  # shortened in the middle
+
+
+def test_a_first_compile_past_the_recursion_limit_leaves_numba_usable(tmp_path):
+    # Under pytest's deeper stack, a first compile that nests 120 objects reached
+    # its first compiled call (numba's import) near the recursion limit, which cut
+    # the import short: numba stayed half-initialised and the next compile failed
+    # ("partially initialized module 'numba.core.types'"). A fresh pytest process,
+    # as numba is long imported in this one.
+    import subprocess
+    import sys
+
+    (tmp_path / "test_first_compile.py").write_text(
+        "from grammars.json_schema import compile_json_schema\n"
+        "def test_deep_first():\n"
+        "    s = {'type': 'string'}\n"
+        "    for _ in range(120):\n"
+        "        s = {'type': 'object', 'properties': {'c': s}, 'required': ['c']}\n"
+        "    try:\n"
+        "        compile_json_schema(s)\n"
+        "    except Exception as e:\n"
+        "        assert 'nests too deeply' in str(e), e\n"
+        "def test_then_another():\n"
+        "    dfa = compile_json_schema({'type': 'array', 'items': {'type': 'integer'}}, 'compact')\n"
+        "    assert dfa.matches(b'[1,22]') and not dfa.matches(b'[1,')\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", root,
+                           "-c", os.path.join(root, "pyproject.toml"), str(tmp_path / "test_first_compile.py")],
+                          cwd=root, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]
 
 
 def test_one_of_tags_are_compared_before_container_values(monkeypatch):
