@@ -15,7 +15,8 @@ from importlib import import_module
 from importlib.util import find_spec
 
 #: Whether compiled kernels can be used: numba is installed. It is imported on the
-#: first compiled call (importing it costs ~0.3 s), not by ``import guided``.
+#: first compiled call or JSON Schema compile (``import_now``; importing it costs
+#: ~0.3 s), not by ``import guided``.
 AVAILABLE = find_spec("numba") is not None
 
 _compiled: dict = {}
