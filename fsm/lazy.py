@@ -289,9 +289,15 @@ class LazyDFA:
                     break
                 if self.growth_limit is not None and len(self._nfa) >= self.growth_limit:
                     raise GrowthDeferred(pending)  # the state stays unexpanded
-                n0 = len(self._nfa)
-                self._nfa.materialize(pending)
-                fast.add_states(self._nfa, n0, pending)  # (its liveness too)
+                nfa = self._nfa
+                pasted = nfa.paste_pending(pending)
+                if pasted is not None:  # a copy of a kept fragment: from its arrays
+                    template, first, end = pasted
+                    fast.paste(template, first, pending, nfa.eps[pending], end)
+                else:
+                    n0 = len(nfa)
+                    nfa.materialize(pending)
+                    fast.add_states(nfa, n0, pending)  # (its liveness too)
         finally:  # states made before a buffer had to grow stay made
             self.sync_states()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from itertools import chain
+from itertools import chain, repeat
 
 import numpy as np
 
@@ -86,12 +86,66 @@ _WORD = (1 << 64) - 1  # one 64-bit word of a bit set (``reach_bits`` compiled)
 class Template:
     """A fragment's states as built (``NFA.template``), to copy with ``NFA.paste``."""
 
-    __slots__ = ("eps", "edges", "first", "start", "end", "rooms", "holes")
+    __slots__ = ("eps", "edges", "first", "start", "end", "rooms", "holes", "_packed")
 
     def __init__(self, eps, edges, first: int, start: int, end: int, rooms=(), holes=()):
         self.eps, self.edges, self.first, self.start, self.end = eps, edges, first, start, end
         self.rooms = rooms  # (state - first, room) for ``NFA.rooms``
         self.holes = holes  # (start - first, end - first, build) of deferred fragments
+        self._packed = None
+
+    def packed(self) -> tuple[np.ndarray, np.ndarray]:
+        """The states as arrays, made once: per state its epsilon-move count, then
+        its byte-move count, then the epsilon targets and the byte moves ``(lo, hi,
+        target)``, targets counted from the fragment's first state (the layout of
+        ``LazySubsets.add_states``); and the holes' ``(start, end)``, likewise."""
+        if self._packed is None:
+            n = len(self.eps)
+            packed = np.fromiter(chain(map(len, self.eps), map(len, self.edges), chain.from_iterable(self.eps),
+                                       chain.from_iterable(chain.from_iterable(self.edges))), dtype=np.int64)
+            n_e = int(packed[:n].sum())
+            packed[2 * n : 2 * n + n_e] -= self.first
+            packed[2 * n + n_e + 2 :: 3] -= self.first
+            holes = np.array([(i, j) for i, j, _ in self.holes], dtype=np.int64).reshape(-1, 2)
+            self._packed = (packed, holes)
+        return self._packed
+
+
+class _InArrays:
+    """The moves of a state that ``NFA.paste_pending`` pasted straight into a
+    compiled construction's arrays: it has no Python lists, and reading them is a
+    mistake that must not pass for "no moves"."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args):
+        raise RuntimeError("this NFA state was pasted into a compiled construction's arrays only: "
+                           "its moves have no Python lists")
+
+    __iter__ = __len__ = __getitem__ = append = _refuse
+
+
+#: The lists of every state pasted by ``NFA.paste_pending`` (one shared object).
+IN_ARRAYS = _InArrays()
+
+
+class PastedOnce:
+    """A deferred fragment's builder that builds ``build()`` once per ``templates``
+    and ``key`` and pastes copies after that (``NFA.built_once``; made by
+    ``NFA.deferred_once``). Once its template exists, a compiled construction may
+    take a copy in from the template's arrays (``NFA.paste_pending``)."""
+
+    __slots__ = ("nfa", "templates", "key", "build", "holes")
+
+    def __init__(self, nfa: "NFA", templates: dict, key, build, holes: bool):
+        self.nfa, self.templates, self.key, self.build, self.holes = nfa, templates, key, build, holes
+
+    def __call__(self) -> tuple[int, int]:
+        return self.nfa.built_once(self.templates, self.key, self.build, self.holes)
+
+    @property
+    def template(self) -> "Template | None":
+        return self.templates.get(self.key)
 
 
 class NFA:
@@ -359,6 +413,38 @@ class NFA:
             self.pending[base + i] = (build, base + j)
         return base + template.start, base + template.end
 
+    def paste_pending(self, s: int):
+        """Build the deferred fragment that starts at ``s`` as a copy of its kept
+        template (its builder a ``PastedOnce`` whose template exists), without
+        Python lists: the new states' lists are ``IN_ARRAYS`` but those of the
+        holes' starts (their builds link there), and the fragment's end is not
+        linked onward here. For a compiled construction, which takes the copy in
+        from ``Template.packed`` (``LazySubsets.paste``) with that link.
+
+        Returns ``(template, first new state, the end to link to)``, or None (the
+        builder cannot paste yet: ``materialize`` it)."""
+        build, e = self.pending[s]
+        template = build.template if type(build) is PastedOnce else None
+        if template is None:
+            return None
+        n = len(template.eps)
+        base = len(self.eps)
+        if base + n > MAX_NFA_STATES:
+            self._check_size(n)
+        del self.pending[s]
+        self.pending_built = True
+        self.eps.extend(repeat(IN_ARRAYS, n))
+        self.edges.extend(repeat(IN_ARRAYS, n))
+        shift = base - template.first
+        for i, room in template.rooms:
+            self.rooms[base + i] = room
+        for i, j, hole in template.holes:
+            self.pending[base + i] = (hole, base + j)
+            self.eps[base + i] = [t + shift for t in template.eps[i]]
+            self.edges[base + i] = [(lo, hi, t + shift) for lo, hi, t in template.edges[i]]
+        self.eps[s].append(base + template.start)
+        return template, base, e
+
     def epsilon(self, a: int, b: int) -> None:
         self.eps[a].append(b)
 
@@ -382,6 +468,12 @@ class NFA:
         self.pending[s] = (build, e)
         self.cuts.update(cuts)
         return s, e
+
+    def deferred_once(self, templates: dict, key, build, cuts, holes: bool = False) -> tuple[int, int]:
+        """``deferred`` of ``built_once(templates, key, build, holes)``: built at
+        its first use, pasted at the others (straight into a compiled construction's
+        arrays: ``paste_pending``)."""
+        return self.deferred(PastedOnce(self, templates, key, build, holes), cuts)
 
     def deferrable(self, first_state: int) -> bool:
         """Whether copies of the fragment just built as the states numbered from

@@ -526,7 +526,6 @@ class LazySubsets:
         iterators (``_take_in`` unpacks it): a fragment is ~100 states, where the
         fixed cost of each numpy call, cold between decoding steps, is what counts
         (``NFA.flat`` and a few small arrays cost ~130 µs a fragment)."""
-        b = self.b
         n = len(nfa)
         eps, edges = nfa.eps[first:], nfa.edges[first:]
         new_pending = []  # deferred fragments the build made: the newest starts
@@ -538,6 +537,25 @@ class LazySubsets:
         packed = np.fromiter(chain(map(len, eps), map(len, edges), chain.from_iterable(eps),
                                    chain.from_iterable(chain.from_iterable(edges)), built_eps,
                                    chain.from_iterable(new_pending)), dtype=np.int64)
+        self._take(first, n - first, packed, len(built_eps), len(new_pending), built, nfa._rooms_from(first))
+
+    def paste(self, template, first: int, built: int, built_eps: list[int], end: int) -> None:
+        """``add_states`` for a copy of ``template`` numbered from ``first`` on that
+        ``NFA.paste_pending`` made without Python lists: its states from the
+        template's arrays, its end linked to ``end``; ``built``'s epsilon moves are
+        ``built_eps``. About a third of the cost of pasting lists and reading them."""
+        rel, holes = template.packed()
+        n = len(template.eps)
+        packed = _pasted(rel, n, first, template.end, end, np.array(built_eps, dtype=np.int64), holes)
+        rooms = [(first + i, room) for i, room in template.rooms]
+        self._take(first, n, packed, len(built_eps), len(holes), built, rooms)
+
+    def _take(self, first: int, n_new: int, packed: np.ndarray, n_built: int, n_pending: int, built: int,
+              rooms) -> None:
+        """Make room for ``n_new`` states from ``first`` on, take them in (``_take_in``)
+        and note their ``rooms`` (``(state, room)`` pairs)."""
+        b = self.b
+        n = first + n_new
         if n > len(b.nf):
             size = max(n, 2 * len(b.nf))
             b.nf = _grown(b.nf, size, 0)
@@ -547,12 +565,12 @@ class LazySubsets:
             b.ep = _grown(b.ep, max(2 * len(b.ep), self.n_ep + len(packed)), 0)
         if self.n_mv + len(packed) // 3 > len(b.mv):
             b.mv = _grown(b.mv, max(2 * len(b.mv), self.n_mv + len(packed) // 3), 0)
-        got = _take_in(first, n - first, packed, len(built_eps), len(new_pending), built, self.classes,
-                       self.class_starts, self.live, b.nf, b.ep, self.n_ep, b.mv, self.n_mv)
+        got = _take_in(first, n_new, packed, n_built, n_pending, built, self.classes, self.class_starts, self.live,
+                       b.nf, b.ep, self.n_ep, b.mv, self.n_mv)
         if got[0] < 0:
             raise AssertionError(f"deferred fragment uses byte range {got[1]}-{got[2]} missing from its cuts")
         self.n_ep, self.n_mv = int(got[0]), int(got[1])
-        for s, room in nfa._rooms_from(first):
+        for s, room in rooms:
             b.nf[s, _ROOM] = room
 
     def member_room(self, d: int) -> int:
@@ -684,6 +702,45 @@ def _take_in(first, n, packed, n_built, n_pending, built, classes, class_starts,
     nf[built, _EP_HI] = n_ep
     nf[built, _PENDING] = 0
     out[0], out[1] = n_ep, n_mv
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _pasted(rel, n, first, end, link, built_eps, holes):
+    """``_take_in``'s ``packed`` for a copy of a template numbered from ``first`` on:
+    ``rel`` is ``Template.packed``'s (targets counted from 0), the copy's ``end``
+    (counted from 0 too) gets ``link`` as its last epsilon move (as
+    ``NFA.materialize`` appends it), then ``built_eps`` and the ``holes`` moved."""
+    n_e = 0
+    n_m = 0
+    for i in range(n):
+        n_e += rel[i]
+        n_m += rel[n + i]
+    out = np.empty(2 * n + n_e + 1 + 3 * n_m + len(built_eps) + 2 * len(holes), dtype=np.int64)
+    out[: 2 * n] = rel[: 2 * n]
+    out[end] += 1
+    src = dst = 2 * n
+    for i in range(n):
+        for _ in range(rel[i]):
+            out[dst] = rel[src] + first
+            src += 1
+            dst += 1
+        if i == end:
+            out[dst] = link
+            dst += 1
+    for _ in range(n_m):
+        out[dst] = rel[src]
+        out[dst + 1] = rel[src + 1]
+        out[dst + 2] = rel[src + 2] + first
+        src += 3
+        dst += 3
+    for k in range(len(built_eps)):
+        out[dst] = built_eps[k]
+        dst += 1
+    for k in range(len(holes)):
+        out[dst] = holes[k, 0] + first
+        out[dst + 1] = holes[k, 1] + first
+        dst += 2
     return out
 
 

@@ -671,14 +671,12 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
         def child(n, i=0):
             return self._deferred_any(n, depth + 1, levels - 1)
 
-        def build():  # at levels == 0 only scalars: _any never calls child
-            # Pasted after the first: a value's ~100 states took ~100 µs to make, in
-            # the first mask that reached it. Its children are deferred values whose
-            # builders serve every copy (``NFA.template``'s holes).
-            key = ("any", self.ws.key(), depth if self.ws.depth_matters() else 0, levels)
-            return nfa.built_once(nfa.templates, key, lambda: self._any(nfa, depth, levels, child), holes=True)
-
-        return nfa.deferred(build, cuts)
+        # Pasted after the first (at levels == 0 only scalars: _any never calls
+        # child): a value's ~100 states took ~100 µs to make, in the first mask that
+        # reached it. Its children are deferred values whose builders serve every
+        # copy (``NFA.template``'s holes).
+        key = ("any", self.ws.key(), depth if self.ws.depth_matters() else 0, levels)
+        return nfa.deferred_once(nfa.templates, key, lambda: self._any(nfa, depth, levels, child), cuts, holes=True)
 
     def _bounded_any(self, nfa, depth, levels):
         return self._any(nfa, depth, levels, lambda n, i=0: self._bounded_any(n, depth + 1, levels - 1))

@@ -6,6 +6,8 @@ same coarsest partition as ``fsm.dfa``'s Hopcroft and Moore refinements; the pro
 two DFAs (``fsm.product_compiled``) has the same pairs, numbered alike, as
 ``fsm.ops._product_by_pair``."""
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -206,8 +208,10 @@ def _lazy_pair(spec, monkeypatch):
 def _explore(dfa, limit: int = 1500) -> None:
     """Expand states breadth-first from the start, ``limit`` rows at most."""
     seen, queue = {0}, [0]
-    for state in queue[:limit]:
-        for t in dfa.next_states(state):
+    for k in itertools.count():
+        if k == len(queue) or k == limit:
+            return
+        for t in dfa.next_states(queue[k]):
             if t >= 0 and t not in seen:
                 seen.add(t)
                 queue.append(t)
@@ -227,6 +231,27 @@ def test_compiled_lazy_rows_equal_the_python_rows(spec, monkeypatch):
     assert np.array_equal(slow.transitions[:n], fast.transitions[:n])
     assert np.array_equal(slow.accepting, fast.accepting)
     assert slow.nfa_size == fast.nfa_size
+
+
+def test_compiled_lazy_construction_pastes_kept_fragments_from_their_arrays(monkeypatch):
+    """Open values after the first are pasted straight into the compiled
+    construction's arrays (``NFA.paste_pending``): their states have no Python
+    lists, which refuse to be read, and the automaton is the Python one."""
+    from fsm.nfa import IN_ARRAYS
+
+    slow, fast = _lazy_pair({"type": "array", "items": {}}, monkeypatch)
+    for dfa in (slow, fast):
+        _explore(dfa, 400)
+    assert slow.nfa_size == fast.nfa_size
+    n = slow.num_states
+    assert n == fast.num_states and np.array_equal(slow.transitions[:n], fast.transitions[:n])
+    pasted = [s for s, moves in enumerate(fast._nfa.eps) if moves is IN_ARRAYS]
+    assert len(pasted) > fast.nfa_size // 2 and not any(moves is IN_ARRAYS for moves in slow._nfa.eps)
+    with pytest.raises(RuntimeError, match="arrays only"):
+        fast._nfa.flat()
+    for text in (b'[1,{"a":[null,"x"]},[[true]]]', b'[{"b":{"c":{}}}]'):
+        assert fast.matches(text) and slow.matches(text)
+    assert not fast.matches(b'[{"b":{"c":}}]')
 
 
 def test_compiled_lazy_growth_limit_leaves_the_state_unexpanded(monkeypatch):
