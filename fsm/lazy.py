@@ -16,6 +16,10 @@ are deduplicated by the index, so masks cost the same.
 Deferred fragments (``NFA.deferred``: open JSON values, huge counted repetitions) are
 built into the NFA when a closure first reaches them, so the NFA grows with what
 decoding visits; byte classes were fixed in advance from the fragments' ``cuts``.
+Those built once and copied after that (``NFA.deferred_once``: open values, the
+tries of other keys) are copied by the compiled construction straight from the
+kept fragment's arrays (``NFA.paste_pending``, ``LazySubsets.paste``): their
+states get no Python lists.
 
 Cost notes: one row costs the union of its NFA states' moves plus a closure per
 target: in Python 7 µs for a one-state subset and 20-30 µs for a few states (JSON
