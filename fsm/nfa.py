@@ -84,15 +84,52 @@ _WORD = (1 << 64) - 1  # one 64-bit word of a bit set (``reach_bits`` compiled)
 
 
 class Template:
-    """A fragment's states as built (``NFA.template``), to copy with ``NFA.paste``."""
+    """A fragment's states as built (``NFA.template``), to copy with ``NFA.paste``;
+    or made as arrays by a compiled builder (``Template.of_packed``), whose lists
+    are made only if a copy needs them."""
 
-    __slots__ = ("eps", "edges", "first", "start", "end", "rooms", "holes", "_packed")
+    __slots__ = ("_eps", "_edges", "first", "n", "start", "end", "rooms", "holes", "_packed")
 
     def __init__(self, eps, edges, first: int, start: int, end: int, rooms=(), holes=()):
-        self.eps, self.edges, self.first, self.start, self.end = eps, edges, first, start, end
+        self._eps, self._edges, self.first, self.start, self.end = eps, edges, first, start, end
+        self.n = len(eps)
         self.rooms = rooms  # (state - first, room) for ``NFA.rooms``
         self.holes = holes  # (start - first, end - first, build) of deferred fragments
         self._packed = None
+
+    @classmethod
+    def of_packed(cls, packed: np.ndarray, n: int, start: int, end: int) -> "Template":
+        """A template of ``n`` states given in ``packed``'s layout (see ``packed``),
+        without rooms or holes."""
+        template = cls([], [], 0, start, end)
+        template.n, template._eps, template._edges = n, None, None
+        template._packed = (packed, np.zeros((0, 2), dtype=np.int64))
+        return template
+
+    @property
+    def eps(self) -> list[list[int]]:
+        if self._eps is None:
+            self._unpack()
+        return self._eps
+
+    @property
+    def edges(self) -> list[list[tuple[int, int, int]]]:
+        if self._edges is None:
+            self._unpack()
+        return self._edges
+
+    def _unpack(self) -> None:
+        flat, n = self._packed[0].tolist(), self.n
+        at = 2 * n
+        self._eps = []
+        for c in flat[:n]:
+            self._eps.append(flat[at : at + c])
+            at += c
+        self._edges = []
+        for c in flat[n : 2 * n]:
+            self._edges.append(list(zip(flat[at : at + 3 * c : 3], flat[at + 1 : at + 3 * c : 3],
+                                        flat[at + 2 : at + 3 * c : 3])))
+            at += 3 * c
 
     def packed(self) -> tuple[np.ndarray, np.ndarray]:
         """The states as arrays, made once: per state its epsilon-move count, then
@@ -100,9 +137,9 @@ class Template:
         target)``, targets counted from the fragment's first state (the layout of
         ``LazySubsets.add_states``); and the holes' ``(start, end)``, likewise."""
         if self._packed is None:
-            n = len(self.eps)
-            packed = np.fromiter(chain(map(len, self.eps), map(len, self.edges), chain.from_iterable(self.eps),
-                                       chain.from_iterable(chain.from_iterable(self.edges))), dtype=np.int64)
+            n, eps, edges = self.n, self._eps, self._edges
+            packed = np.fromiter(chain(map(len, eps), map(len, edges), chain.from_iterable(eps),
+                                       chain.from_iterable(chain.from_iterable(edges))), dtype=np.int64)
             n_e = int(packed[:n].sum())
             packed[2 * n : 2 * n + n_e] -= self.first
             packed[2 * n + n_e + 2 :: 3] -= self.first
@@ -135,17 +172,25 @@ class PastedOnce:
     ``NFA.deferred_once``). Once its template exists, a compiled construction may
     take a copy in from the template's arrays (``NFA.paste_pending``)."""
 
-    __slots__ = ("nfa", "templates", "key", "build", "holes")
+    __slots__ = ("nfa", "templates", "key", "build", "holes", "make")
 
-    def __init__(self, nfa: "NFA", templates: dict, key, build, holes: bool):
+    def __init__(self, nfa: "NFA", templates: dict, key, build, holes: bool, make=None):
         self.nfa, self.templates, self.key, self.build, self.holes = nfa, templates, key, build, holes
+        self.make = make
 
     def __call__(self) -> tuple[int, int]:
         return self.nfa.built_once(self.templates, self.key, self.build, self.holes)
 
     @property
     def template(self) -> "Template | None":
-        return self.templates.get(self.key)
+        """The template kept, or else the one ``make()`` makes as arrays (kept
+        from then on; None where it cannot)."""
+        got = self.templates.get(self.key)
+        if got is None and self.make is not None:
+            got = self.make()
+            if got is not None:
+                self.templates[self.key] = got
+        return got
 
 
 class NFA:
@@ -401,7 +446,7 @@ class NFA:
     def paste(self, template: "Template") -> tuple[int, int]:
         """A fresh copy of a ``template`` fragment: ``(start, end)``."""
         shift = len(self.eps) - template.first
-        base = self.add_states(len(template.eps), [[(lo, hi, t + shift) for lo, hi, t in moves]
+        base = self.add_states(template.n, [[(lo, hi, t + shift) for lo, hi, t in moves]
                                                    for moves in template.edges])
         eps = self.eps
         for i, targets in enumerate(template.eps):
@@ -427,7 +472,7 @@ class NFA:
         template = build.template if type(build) is PastedOnce else None
         if template is None:
             return None
-        n = len(template.eps)
+        n = template.n
         base = len(self.eps)
         if base + n > MAX_NFA_STATES:
             self._check_size(n)
@@ -469,11 +514,13 @@ class NFA:
         self.cuts.update(cuts)
         return s, e
 
-    def deferred_once(self, templates: dict, key, build, cuts, holes: bool = False) -> tuple[int, int]:
+    def deferred_once(self, templates: dict, key, build, cuts, holes: bool = False, make=None) -> tuple[int, int]:
         """``deferred`` of ``built_once(templates, key, build, holes)``: built at
         its first use, pasted at the others (straight into a compiled construction's
-        arrays: ``paste_pending``)."""
-        return self.deferred(PastedOnce(self, templates, key, build, holes), cuts)
+        arrays: ``paste_pending``). ``make``: a compiled builder of the same states
+        as a ``Template.of_packed`` (or None), which ``paste_pending`` uses for the
+        first copy too."""
+        return self.deferred(PastedOnce(self, templates, key, build, holes, make), cuts)
 
     def deferrable(self, first_state: int) -> bool:
         """Whether copies of the fragment just built as the states numbered from

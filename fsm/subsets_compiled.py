@@ -549,7 +549,7 @@ class LazySubsets:
         template's arrays, its end linked to ``end``; ``built``'s epsilon moves are
         ``built_eps``. About a quarter of the cost of pasting lists and reading them."""
         rel, holes = template.packed()
-        n = len(template.eps)
+        n = template.n
         packed = _pasted(rel, n, first, template.end, end, np.array(built_eps, dtype=np.int64), holes)
         rooms = [(first + i, room) for i, room in template.rooms]
         self._take(first, n, packed, len(built_eps), len(holes), built, rooms)

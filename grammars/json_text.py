@@ -18,8 +18,11 @@ from __future__ import annotations
 import functools
 from bisect import bisect_right
 
+import numpy as np
+
 from fsm.dfa import DFA, determinize
-from fsm.nfa import NFA
+from fsm.jit import AVAILABLE as COMPILED_AVAILABLE
+from fsm.nfa import NFA, Template
 from fsm.ops import embed
 from fsm.regex import compile_regex, regex_to_nfa
 from fsm.utf8 import MAX_CODE_POINT, normalize, subtract
@@ -136,9 +139,36 @@ def key_excluding(nfa: NFA, names) -> tuple[int, int]:
         # any order, every set of written keys is a node of its own with its own
         # copy (90 names: ~4 ms to build, 0.25 ms to paste).
         names = frozenset(names)
+        make = (lambda: key_trie_template(names)) if COMPILED_AVAILABLE else None
         return nfa.deferred_once(nfa.templates, ("key_excluding", names), lambda: _key_excluding_by_byte(nfa, names),
-                                 _key_trie_cuts(names))
+                                 _key_trie_cuts(names), make=make)
     return _key_excluding_by_byte(nfa, names)
+
+
+def key_trie_template(names) -> Template | None:
+    """``_key_excluding_by_byte``'s states made by a compiled kernel as a template
+    (``grammars.key_trie_compiled``; needs numba), for a compiled construction to
+    paste; None where a name leaves the string body (the Python builder then
+    builds it)."""
+    from .key_trie_compiled import key_trie_packed  # imports numba
+
+    encoded = [name.encode("utf-8") for name in sorted(names)]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(b) for b in encoded])
+    packed, n, start, end = key_trie_packed(np.frombuffer(b"".join(encoded), dtype=np.uint8), offsets,
+                                            *_string_body_arrays())
+    return Template.of_packed(packed, n, start, end) if n else None
+
+
+@functools.lru_cache(maxsize=1)
+def _string_body_arrays() -> tuple:
+    """The string body DFA for ``key_trie_packed``: its transitions, byte classes,
+    accepting states, and moves (``DFA.flat_edges``) as arrays."""
+    body = _string_body_dfa()
+    lo, hi, target, spans, _ = body.flat_edges()
+    return (body.transitions, body.byte_to_class.astype(np.int64), body.accepting.astype(bool),
+            np.array(lo, dtype=np.int64), np.array(hi, dtype=np.int64), target.astype(np.int64),
+            np.array(spans, dtype=np.int64).reshape(-1, 2))
 
 
 def _key_trie_cuts(names) -> set[int]:

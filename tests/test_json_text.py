@@ -4,9 +4,11 @@ schema fragments are copied from."""
 import json
 import random
 
+import numpy as np
 import pytest
 
 from fsm.dfa import determinize
+from fsm.jit import AVAILABLE as COMPILED_AVAILABLE
 from fsm.lazy import LazyDFA
 from fsm.nfa import NFA
 from fsm.regex import compile_regex
@@ -74,6 +76,24 @@ def test_other_keys_used_twice_in_one_lazy_nfa_judge_alike(names):
         assert dfa.matches(b"1" + quoted) == dfa.matches(b"2" + quoted) == (text not in names), (names, text)
     by_byte = not any(ch in '"\\/' or ord(ch) < 0x20 for name in names for ch in name)
     assert len(nfa.templates) == (1 if by_byte else 0)
+
+
+@pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed")
+@pytest.mark.parametrize("names", [n for n in NAME_SETS if not any(ch in '"\\/\t' for name in n for ch in name)]
+                         + [[f"k{i}" for i in range(120)], ["ab", "abc", "abd", "b", "ba"]])
+def test_the_compiled_key_trie_makes_the_python_builders_states(names):
+    """``key_trie_template`` (a numba kernel) makes the states that the Python
+    builder makes, in the same order: a compiled construction pastes the one and the
+    Python construction builds the other, and they must agree."""
+    nfa = NFA(lazy=True)
+    nfa.state()  # the fragment not at state 0: its targets are counted from its first state
+    s, e = jt._key_excluding_by_byte(nfa, set(names))
+    built = nfa.template(1, s, e)
+    made = jt.key_trie_template(frozenset(names))
+    assert (made.n, made.start, made.end) == (built.n, built.start, built.end)
+    assert np.array_equal(made.packed()[0], built.packed()[0])
+    assert made.edges == [[(lo, hi, t - 1) for lo, hi, t in moves] for moves in built.edges]
+    assert made.eps == [[t - 1 for t in targets] for targets in built.eps]
 
 
 @pytest.mark.parametrize("pattern", [r"[a-c]|[d-f]x", r"[\x00-\x7f]+z", r"\w{1,3}", r"é|[^é]"])
