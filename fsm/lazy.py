@@ -296,8 +296,8 @@ class LazyDFA:
                 nfa = self._nfa
                 pasted = nfa.paste_pending(pending)
                 if pasted is not None:  # a copy of a kept fragment: from its arrays
-                    template, first, end = pasted
-                    fast.paste(template, first, pending, nfa.eps[pending], end)
+                    template, first, end, rooms = pasted
+                    fast.paste(template, first, pending, nfa.eps[pending], end, rooms)
                 else:
                     n0 = len(nfa)
                     nfa.materialize(pending)

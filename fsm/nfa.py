@@ -192,6 +192,51 @@ class PastedOnce:
                 self.templates[self.key] = got
         return got
 
+    def extras(self, base: int, template: "Template") -> tuple[list, list]:
+        """The ``NFA.rooms`` and deferred fragments ``(start, end, build)`` of the
+        copy of ``template`` at ``base`` (as ``NFA.paste`` gives them)."""
+        return ([(base + i, room) for i, room in template.rooms],
+                [(base + i, base + j, build) for i, j, build in template.holes])
+
+
+class ChunkCopy(PastedOnce):
+    """The builder of a middle chunk of a lazy repetition (``NFA._lazy_repeat``:
+    copies ``done`` on, each optional, the next chunk deferred). Every middle
+    chunk has the states of the first one built but for its copies' rooms and the
+    next chunk's builder: the first is built and kept (``templates``), and a
+    compiled construction takes the others from its arrays (``NFA.paste_pending``).
+    Built as lists, a chunk is always built (``rest``): a list copy would share
+    the first chunk's next builder."""
+
+    __slots__ = ("done", "chunk", "rest", "next_build")
+
+    def __init__(self, nfa: "NFA", templates: dict, done: int, chunk: int, rest, next_build):
+        super().__init__(nfa, templates, "chunk", None, True)
+        self.done, self.chunk, self.rest, self.next_build = done, chunk, rest, next_build
+
+    def __call__(self) -> tuple[int, int]:
+        nfa = self.nfa
+        first = len(nfa)
+        s, e = self.rest(self.done)
+        if "chunk" not in self.templates:
+            template = nfa.template(first, s, e, holes=True)
+            # only the next chunk deferred (items with deferred parts of their own
+            # would share their builders between copies)
+            if template is not None and len(template.holes) == 1:
+                self.templates["chunk"] = (template, self.done)
+        return s, e
+
+    @property
+    def template(self) -> "Template | None":
+        got = self.templates.get("chunk")
+        return got[0] if got is not None else None
+
+    def extras(self, base: int, template: "Template") -> tuple[list, list]:
+        shift = self.done - self.templates["chunk"][1]  # copies later by this much: rooms less
+        rooms = [(base + i, room if room == UNBOUNDED_ROOM else room - shift) for i, room in template.rooms]
+        ((i, j, _),) = template.holes
+        return rooms, [(base + i, base + j, self.next_build(self.done + self.chunk))]
+
 
 class NFA:
     """Byte-level Thompson NFA.
@@ -466,10 +511,11 @@ class NFA:
         linked onward here. For a compiled construction, which takes the copy in
         from ``Template.packed`` (``LazySubsets.paste``) with that link.
 
-        Returns ``(template, first new state, the end to link to)``, or None (the
-        builder cannot paste yet: ``materialize`` it)."""
+        Returns ``(template, first new state, the end to link to, the copy's rooms
+        as (state, room))``, or None (the builder cannot paste yet: ``materialize``
+        it)."""
         build, e = self.pending[s]
-        template = build.template if type(build) is PastedOnce else None
+        template = build.template if isinstance(build, PastedOnce) else None
         if template is None:
             return None
         n = template.n
@@ -480,15 +526,17 @@ class NFA:
         self.pending_built = True
         self.eps.extend(repeat(IN_ARRAYS, n))
         self.edges.extend(repeat(IN_ARRAYS, n))
+        rooms, holes = build.extras(base, template)
+        for state, room in rooms:
+            self.rooms[state] = room
         shift = base - template.first
-        for i, room in template.rooms:
-            self.rooms[base + i] = room
-        for i, j, hole in template.holes:
-            self.pending[base + i] = (hole, base + j)
-            self.eps[base + i] = [t + shift for t in template.eps[i]]
-            self.edges[base + i] = [(lo, hi, t + shift) for lo, hi, t in template.edges[i]]
+        for start, end, hole in holes:
+            self.pending[start] = (hole, end)
+            i = start - base
+            self.eps[start] = [t + shift for t in template.eps[i]]
+            self.edges[start] = [(lo, hi, t + shift) for lo, hi, t in template.edges[i]]
         self.eps[s].append(base + template.start)
-        return template, base, e
+        return template, base, e, rooms
 
     def epsilon(self, a: int, b: int) -> None:
         self.eps[a].append(b)
@@ -612,22 +660,24 @@ class NFA:
         ``any_char``: each copy takes any one character (a plain byte or a whole
         non-ASCII character) from its start state, as an unconstrained JSON string
         character does; the copies' starts get their ``rooms``."""
-        note = self._room_of_copies(hi) if any_char else (lambda frag: frag)
+        note = self._room_of_copies(hi) if any_char else (lambda frag, i: frag)
         built = []  # a first copy already made (to measure it), used before new ones
         count = max(lo, hi or 0)
         if self.lazy and count > 1:
             n0 = len(self)
-            built.append(note(make()))
+            built.append(note(make(), 0))
             size = len(self) - n0
             if self.deferrable(n0) and (count > LAZY_REPEAT_ABOVE or size * (count - 1) > LAZY_REPEAT_STATES):
                 chunk = max(1, min(LAZY_REPEAT_CHUNK, LAZY_REPEAT_STATES // max(size, 1)))
                 # Later copies are pasted from the first one the deferred chunks
                 # build (2-4x cheaper than making each again).
                 make_once = functools.partial(self.built_once, {}, None, make)
-                return self._lazy_repeat(lambda: note(make_once()), lo, hi, built[0], self.edge_cuts(n0), chunk)
+                return self._lazy_repeat(lambda i: note(make_once(), i), lo, hi, built[0], self.edge_cuts(n0), chunk)
+        made = itertools.count()
 
         def copy():
-            return built.pop() if built else note(make())
+            i = next(made)
+            return built.pop() if built else note(make(), i)
 
         parts = [copy() for _ in range(lo)]
         if hi is None:
@@ -653,14 +703,12 @@ class NFA:
         return self.concat(parts)
 
     def _room_of_copies(self, hi: int | None):
-        """A function that gives the start of each copy it is handed, in order, its
-        room: the characters the copies from there on take (``hi - i`` for the i-th).
+        """A function ``note(copy, i)`` that gives the start of the i-th copy (from
+        0) its room: the characters the copies from there on take (``hi - i``).
         Called on each copy as made or pasted, after it is made: a template kept
         while making a copy must not hold that copy's room."""
-        made = itertools.count()
 
-        def note(frag: tuple[int, int]) -> tuple[int, int]:
-            i = next(made)
+        def note(frag: tuple[int, int], i: int) -> tuple[int, int]:
             self.rooms[frag[0]] = UNBOUNDED_ROOM if hi is None else hi - i
             return frag
 
@@ -669,7 +717,15 @@ class NFA:
     def _lazy_repeat(self, make, lo: int, hi: int | None, first, cuts, chunk: int) -> tuple[int, int]:
         """``repeat`` whose copies past ``first`` (made already; ``cuts`` are its byte
         ranges' boundaries) are built ``chunk`` at a time, when the automaton reaches
-        them."""
+        them. ``make(i)`` makes the i-th copy."""
+        kept: dict = {}  # the first middle chunk, for ``ChunkCopy``
+
+        def builder(done: int):
+            """The builder of the chunk of the copies from ``done`` on: a middle
+            one (each copy optional, more to come) may be copied from the first."""
+            if hi is not None and lo <= done and done + chunk < hi:
+                return ChunkCopy(self, kept, done, chunk, rest, builder)
+            return lambda: rest(done)
 
         def rest(done: int) -> tuple[int, int]:
             # Copies number done, done + 1, ...: optional once lo are written.
@@ -679,21 +735,21 @@ class NFA:
             while n < done + chunk and (hi is None or n < hi):
                 if n >= lo:
                     if hi is None:  # past the minimum of an unbounded run: a plain loop
-                        s, e = make()
+                        s, e = make(n)
                         self.epsilon(cur, s)
                         self.epsilon(e, s)
                         self.epsilon(e, end)
                         self.epsilon(cur, end)
                         return start, end
                     self.epsilon(cur, end)
-                s, e = make()
+                s, e = make(n)
                 self.epsilon(cur, s)
                 cur = e
                 n += 1
             if hi is not None and n >= hi:
                 self.epsilon(cur, end)
             else:
-                ds, de = self.deferred(lambda: rest(n), cuts)
+                ds, de = self.deferred(builder(n), cuts)
                 self.epsilon(cur, ds)
                 self.epsilon(de, end)
             return start, end
@@ -702,7 +758,7 @@ class NFA:
         if lo == 0:
             self.epsilon(start, end)
         self.epsilon(start, first[0])
-        tail = self.deferred(lambda: rest(1), cuts)
+        tail = self.deferred(builder(1), cuts)
         self.epsilon(first[1], tail[0])
         self.epsilon(tail[1], end)
         return start, end

@@ -543,15 +543,15 @@ class LazySubsets:
                                    chain.from_iterable(new_pending)), dtype=np.int64)
         self._take(first, n - first, packed, len(built_eps), len(new_pending), built, nfa._rooms_from(first))
 
-    def paste(self, template, first: int, built: int, built_eps: list[int], end: int) -> None:
+    def paste(self, template, first: int, built: int, built_eps: list[int], end: int, rooms) -> None:
         """``add_states`` for a copy of ``template`` numbered from ``first`` on that
         ``NFA.paste_pending`` made without Python lists: its states from the
-        template's arrays, its end linked to ``end``; ``built``'s epsilon moves are
-        ``built_eps``. About a quarter of the cost of pasting lists and reading them."""
+        template's arrays, its end linked to ``end``, its ``rooms`` ``(state,
+        room)``; ``built``'s epsilon moves are ``built_eps``. About a quarter of the
+        cost of pasting lists and reading them."""
         rel, holes = template.packed()
         n = template.n
         packed = _pasted(rel, n, first, template.end, end, np.array(built_eps, dtype=np.int64), holes)
-        rooms = [(first + i, room) for i, room in template.rooms]
         self._take(first, n, packed, len(built_eps), len(holes), built, rooms)
 
     def _take(self, first: int, n_new: int, packed: np.ndarray, n_built: int, n_pending: int, built: int,

@@ -183,6 +183,7 @@ LAZY_SCHEMAS = [
     {"type": "array", "items": {"type": "object", "properties": {f"p{i}": {"type": "string", "maxLength": 40}
                                                                  for i in range(30)}}, "maxItems": 6},
     {"type": "string", "maxLength": 300},
+    {"type": "array", "items": {"type": "string", "minLength": 2, "maxLength": 100}, "minItems": 1},
 ]
 
 
@@ -231,6 +232,7 @@ def test_compiled_lazy_rows_equal_the_python_rows(spec, monkeypatch):
     assert np.array_equal(slow.transitions[:n], fast.transitions[:n])
     assert np.array_equal(slow.accepting, fast.accepting)
     assert slow.nfa_size == fast.nfa_size
+    assert [slow.member_room(d) for d in range(n)] == [fast.member_room(d) for d in range(n)]
 
 
 def test_compiled_lazy_construction_pastes_kept_fragments_from_their_arrays(monkeypatch):
