@@ -38,7 +38,7 @@ import numpy as np
 from .dfa import SMALL_SEARCH_EDGES, class_starts, co_reachable, nfa_byte_classes, sweep_row
 from .errors import EmptyLanguageError, RegexTooLargeError
 from .jit import AVAILABLE as COMPILED_AVAILABLE
-from .nfa import NFA
+from .nfa import NFA, PastedOnce
 
 UNKNOWN = -2  # a transition not computed yet
 
@@ -300,8 +300,16 @@ class LazyDFA:
                     fast.paste(template, first, pending, nfa.eps[pending], end, rooms)
                 else:
                     n0 = len(nfa)
+                    build, end = nfa.pending[pending]
                     nfa.materialize(pending)
-                    fast.add_states(nfa, n0, pending)  # (its liveness too)
+                    made = build.template if isinstance(build, PastedOnce) else None
+                    if made is not None and made.first == n0 and n0 + made.n == len(nfa):
+                        # just built and kept: read once, as the template's arrays,
+                        # which its copies are taken from
+                        rooms = [(n0 + i, room) for i, room in made.rooms]
+                        fast.paste(made, n0, pending, nfa.eps[pending], end, rooms)
+                    else:
+                        fast.add_states(nfa, n0, pending)  # (its liveness too)
         finally:  # states made before a buffer had to grow stay made
             self.sync_states()
 
