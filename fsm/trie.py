@@ -370,7 +370,6 @@ class RunTrie:
         """uint32 [longest plain token + 1, words]: row ``n``, the tokens of at most
         ``n`` bytes below the plain marker that end at a node where ``keep`` is set;
         and those tokens' lengths."""
-        t = self.trie
         depth = self._depth() - 1  # bytes below the marker
         units, ends = self._ends()
         plain = self.plain_node[ends]
