@@ -4,9 +4,9 @@ Compiled kernels are functions over numpy arrays, compiled on first use and cach
 disk by numba (``cache=True``): the first process pays about a second a kernel, later
 ones load it. ``fsm.walk_compiled`` (the narrow walk's kernels), ``fsm.subsets_compiled``,
 ``fsm.partition_compiled``, ``fsm.product_compiled`` and ``fsm.reach_compiled``
-decorate theirs and are imported only where ``AVAILABLE``, as is
-``grammars.units_compiled``, which compiles its walk with ``compiled``. Without
-numba the Python code they mirror runs instead.
+decorate theirs and are imported only where ``AVAILABLE``, as are
+``grammars.key_trie_compiled`` and ``grammars.units_compiled`` (which compiles its
+walk with ``compiled``). Without numba the Python code they mirror runs instead.
 """
 
 from __future__ import annotations
