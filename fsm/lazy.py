@@ -293,25 +293,30 @@ class LazyDFA:
                     break
                 if self.growth_limit is not None and len(self._nfa) >= self.growth_limit:
                     raise GrowthDeferred(pending)  # the state stays unexpanded
-                nfa = self._nfa
-                pasted = nfa.paste_pending(pending)
-                if pasted is not None:  # a copy of a kept fragment: from its arrays
-                    template, first, end, rooms = pasted
-                    fast.paste(template, first, pending, nfa.eps[pending], end, rooms)
-                else:
-                    n0 = len(nfa)
-                    build, end = nfa.pending[pending]
-                    nfa.materialize(pending)
-                    made = build.template if isinstance(build, PastedOnce) else None
-                    if made is not None and made.first == n0 and n0 + made.n == len(nfa):
-                        # just built and kept: read once, as the template's arrays,
-                        # which its copies are taken from
-                        rooms = [(n0 + i, room) for i, room in made.rooms]
-                        fast.paste(made, n0, pending, nfa.eps[pending], end, rooms)
-                    else:
-                        fast.add_states(nfa, n0, pending)  # (its liveness too)
+                self._take_in_pending(pending)
         finally:  # states made before a buffer had to grow stay made
             self.sync_states()
+
+    def _take_in_pending(self, pending: int) -> None:
+        """Build the deferred fragment that starts at ``pending`` into the NFA and
+        the compiled construction: a copy of a kept fragment straight from its
+        arrays; else built in Python and read once, as its template's arrays where
+        it was just kept (its copies come from those), or from the NFA's lists."""
+        nfa, fast = self._nfa, self._fast
+        pasted = nfa.paste_pending(pending)
+        if pasted is not None:
+            template, first, end, rooms = pasted
+            fast.paste(template, first, pending, nfa.eps[pending], end, rooms)
+            return
+        n0 = len(nfa)
+        build, end = nfa.pending[pending]
+        nfa.materialize(pending)
+        made = build.template if isinstance(build, PastedOnce) else None
+        if made is not None and made.first == n0 and n0 + made.n == len(nfa):
+            rooms = [(n0 + i, room) for i, room in made.rooms]
+            fast.paste(made, n0, pending, nfa.eps[pending], end, rooms)
+        else:
+            fast.add_states(nfa, n0, pending)  # (its liveness too)
 
     def compiled_builder(self):
         """The compiled construction's buffers (``fsm.subsets_compiled.Buffers``),

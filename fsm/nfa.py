@@ -190,6 +190,8 @@ class PastedOnce:
             got = self.make()
             if got is not None:
                 self.templates[self.key] = got
+            else:  # it cannot: built in Python, from now on
+                self.make = None
         return got
 
     def extras(self, base: int, template: "Template") -> tuple[list, list]:
