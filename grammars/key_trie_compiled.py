@@ -1,5 +1,5 @@
 """``json_text._key_excluding_by_byte``'s fragment made by a numba kernel straight
-in ``NFA.Template.packed``'s layout (imported only where numba is installed: the
+in ``fsm.nfa.Template.packed``'s layout (imported only where numba is installed: the
 `fast` extra).
 
 ::
@@ -21,6 +21,15 @@ import numpy as np
 from numba import njit
 
 QUOTE = ord('"')
+
+
+@njit(cache=True, nogil=True)
+def _widest(spans):
+    """The most moves any one state has."""
+    best = 0
+    for s in range(spans.shape[0]):
+        best = max(best, spans[s, 1] - spans[s, 0])
+    return best
 
 
 @njit(cache=True, nogil=True)
@@ -75,7 +84,7 @@ def key_trie_packed(text, offsets, trans, byte_to_class, accepting, lo, hi, targ
     m_count = np.zeros(n, dtype=np.int64)
     eps = np.zeros(n, dtype=np.int64)  # at most one epsilon move a state here
     n_body = spans[nb - 1, 1] if nb else 0
-    moves = np.zeros((n_body + 2 + n_nodes * (spans_width(spans) + 3), 3), dtype=np.int64)
+    moves = np.zeros((n_body + 2 + n_nodes * (_widest(spans) + 3), 3), dtype=np.int64)
     n_e = 0
     n_m = 0
     # The body copy (``fsm.ops.embed``): its moves, its accepting states into its end.
@@ -134,12 +143,3 @@ def key_trie_packed(text, offsets, trans, byte_to_class, accepting, lo, hi, targ
     packed[2 * n : 2 * n + n_e] = eps[:n_e]
     packed[2 * n + n_e :] = moves[:n_m].ravel()
     return packed, n, q0, q0 + 3
-
-
-@njit(cache=True, nogil=True)
-def spans_width(spans):
-    """The most moves any one state has."""
-    best = 0
-    for s in range(spans.shape[0]):
-        best = max(best, spans[s, 1] - spans[s, 0])
-    return best
