@@ -131,6 +131,15 @@ class Template:
                                         flat[at + 2 : at + 3 * c : 3])))
             at += 3 * c
 
+    def with_holes(self, build) -> "Template":
+        """This template with every hole built by ``build`` (states and arrays
+        shared, not copied)."""
+        other = Template.__new__(Template)
+        for name in Template.__slots__:
+            setattr(other, name, getattr(self, name))
+        other.holes = tuple((i, j, build) for i, j, _ in self.holes)
+        return other
+
     def packed(self) -> tuple[np.ndarray, np.ndarray]:
         """The states as arrays, made once: per state its epsilon-move count, then
         its byte-move count, then the epsilon targets and the byte moves ``(lo, hi,
@@ -212,8 +221,8 @@ class ChunkCopy(PastedOnce):
 
     __slots__ = ("done", "chunk", "rest", "next_build")
 
-    def __init__(self, nfa: "NFA", templates: dict, done: int, chunk: int, rest, next_build):
-        super().__init__(nfa, templates, "chunk", None, True)
+    def __init__(self, nfa: "NFA", templates: dict, done: int, chunk: int, rest, next_build, make=None):
+        super().__init__(nfa, templates, "chunk", None, True, make)
         self.done, self.chunk, self.rest, self.next_build = done, chunk, rest, next_build
 
     def __call__(self) -> tuple[int, int]:
@@ -230,7 +239,14 @@ class ChunkCopy(PastedOnce):
 
     @property
     def template(self) -> "Template | None":
+        """The first middle chunk kept, or else made as arrays (``_chunk_template``)."""
         got = self.templates.get("chunk")
+        if got is None and self.make is not None:
+            made = self.make()
+            if made is not None:
+                got = self.templates["chunk"] = (made, self.done)
+            else:
+                self.make = None
         return got[0] if got is not None else None
 
     def extras(self, base: int, template: "Template") -> tuple[list, list]:
@@ -667,14 +683,18 @@ class NFA:
         count = max(lo, hi or 0)
         if self.lazy and count > 1:
             n0 = len(self)
-            built.append(note(make(), 0))
+            first = make()
             size = len(self) - n0
             if self.deferrable(n0) and (count > LAZY_REPEAT_ABOVE or size * (count - 1) > LAZY_REPEAT_STATES):
                 chunk = max(1, min(LAZY_REPEAT_CHUNK, LAZY_REPEAT_STATES // max(size, 1)))
-                # Later copies are pasted from the first one the deferred chunks
-                # build (2-4x cheaper than making each again).
-                make_once = functools.partial(self.built_once, {}, None, make)
-                return self._lazy_repeat(lambda i: note(make_once(), i), lo, hi, built[0], self.edge_cuts(n0), chunk)
+                # Later copies are pasted from the first one (2-4x cheaper than
+                # making each again), kept before its room is noted.
+                item = self.template(n0, *first)
+                make_once = functools.partial(self.built_once, {} if item is None else {None: item}, None, make)
+                rooms = (lambda i: hi - i) if any_char else None
+                return self._lazy_repeat(lambda i: note(make_once(), i), lo, hi, note(first, 0), self.edge_cuts(n0),
+                                         chunk, item, rooms)
+            built.append(note(first, 0))
         made = itertools.count()
 
         def copy():
@@ -716,17 +736,20 @@ class NFA:
 
         return note
 
-    def _lazy_repeat(self, make, lo: int, hi: int | None, first, cuts, chunk: int) -> tuple[int, int]:
+    def _lazy_repeat(self, make, lo: int, hi: int | None, first, cuts, chunk: int, item, rooms) -> tuple[int, int]:
         """``repeat`` whose copies past ``first`` (made already; ``cuts`` are its byte
         ranges' boundaries) are built ``chunk`` at a time, when the automaton reaches
-        them. ``make(i)`` makes the i-th copy."""
+        them. ``make(i)`` makes the i-th copy: a paste of ``item`` (a ``Template``,
+        or None) with ``rooms(i)`` noted at its start (None: no room)."""
         kept: dict = {}  # the first middle chunk, for ``ChunkCopy``
 
         def builder(done: int):
             """The builder of the chunk of the copies from ``done`` on: a middle
-            one (each copy optional, more to come) may be copied from the first."""
+            one (each copy optional, more to come) may be copied from the first,
+            and the first made as arrays from ``item``."""
             if hi is not None and lo <= done and done + chunk < hi:
-                return ChunkCopy(self, kept, done, chunk, rest, builder)
+                made = None if item is None else functools.partial(_chunk_template, item, done, chunk, rooms)
+                return ChunkCopy(self, kept, done, chunk, rest, builder, made)
             return lambda: rest(done)
 
         def rest(done: int) -> tuple[int, int]:
@@ -764,3 +787,51 @@ class NFA:
         self.epsilon(first[1], tail[0])
         self.epsilon(tail[1], end)
         return start, end
+
+
+def _chunk_template(item: Template, done: int, chunk: int, rooms) -> Template | None:
+    """The states ``NFA._lazy_repeat``'s ``rest(done)`` builds for a middle chunk,
+    as arrays (``Template.of_packed``), numbered alike: its start and end, ``chunk``
+    copies of ``item`` (each optional: its start may go to the end), then the next
+    chunk deferred (the one hole). ``rooms(i)``: the room of copy i's start (None:
+    none). Building them in Python pasted each copy's lists and read them back,
+    ~450 µs a chunk of JSON string characters; this costs ~40 µs. None where
+    ``item`` has holes."""
+    if item.holes:
+        return None
+    m, (rel, _) = item.n, item.packed()
+    e_count, m_count = rel[:m], rel[m : 2 * m]
+    n_e = int(e_count.sum())
+    eps, moves = rel[2 * m : 2 * m + n_e], rel[2 * m + n_e :].reshape(-1, 3)
+    n = 2 + chunk * m + 2
+    base = 2 + m * np.arange(chunk)  # each copy's first state
+    starts, ends = base + item.start, base + item.end
+    hole = n - 2  # the next chunk's start (its end: hole + 1)
+    # Epsilon moves as (owner, target), in the order rest() appends them: the start
+    # to the end and the first copy; each copy's own; each copy's end then to the
+    # chunk's end and the next copy (the last: to the hole); the hole's end to the end.
+    owner_parts = [np.array([0, 0]), (np.repeat(np.arange(m), e_count) + base[:, None]).ravel(),
+                   np.repeat(ends[:-1], 2), ends[-1:], np.array([hole + 1])]
+    target_parts = [np.array([1, starts[0]]), (eps + base[:, None]).ravel(),
+                    np.stack([np.ones(chunk - 1, dtype=np.int64), starts[1:]], axis=1).ravel(), np.array([hole]),
+                    np.array([1])]
+    owner = np.concatenate(owner_parts)
+    order = np.argsort(owner, kind="stable")  # (a copy's end: its own moves first)
+    e_targets = np.concatenate(target_parts)[order]
+    ec = np.bincount(owner, minlength=n)
+    mc = np.zeros(n, dtype=np.int64)
+    mc[2 : 2 + chunk * m] = np.tile(m_count, chunk)
+    shifted = np.broadcast_to(moves, (chunk, *moves.shape)).copy()
+    shifted[:, :, 2] += base[:, None]
+    packed = np.concatenate([ec, mc, e_targets, shifted.ravel()]).astype(np.int64)
+    template = Template.of_packed(packed, n, 0, 1)
+    copy_rooms = {}
+    for k, b in enumerate(base.tolist()):
+        for i, room in item.rooms:
+            copy_rooms[b + i] = room
+        if rooms is not None:
+            copy_rooms[b + item.start] = rooms(done + k)
+    template.rooms = sorted(copy_rooms.items())
+    template.holes = ((hole, hole + 1, None),)
+    template._packed = (packed, np.array([[hole, hole + 1]], dtype=np.int64))
+    return template

@@ -49,7 +49,7 @@ from fsm.dfa import DFA, MAX_DFA_STATES, determinize
 from fsm.errors import EmptyLanguageError, RegexTooLargeError
 from fsm.jit import import_now
 from fsm.lazy import LazyDFA
-from fsm.nfa import NFA, Template
+from fsm.nfa import NFA, PastedOnce, Template
 from fsm.ops import MAX_PRODUCT_STATES, embed, intersect
 
 from . import json_text as jt
@@ -667,16 +667,42 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
             sample = NFA()
             self._bounded_any(sample, 0, 1)
             cuts = _ANY_CUTS[self.ws.key()] = sample.edge_cuts(0)
+        return nfa.deferred(self._any_builder(nfa, depth, levels), cuts)
+
+    def _any_builder(self, nfa, depth, levels) -> PastedOnce:
+        """The builder of an open value ``levels`` containers from the nesting limit.
+
+        Pasted after the first (at levels == 0 only scalars: _any never calls
+        child): a value's ~100 states took ~100 µs to make, in the first mask that
+        reached it. Its children are deferred values whose builders serve every
+        copy (``NFA.template``'s holes). Where the indent does not depend on the
+        depth, a value at any level but 0 has the same states, its children a level
+        deeper: one kept for the whole process (``_ANY_SHAPES``) is pasted with
+        this level's children, so no compile builds one again (each level's first
+        build cost ~150 µs, in ~40% of the first masks past 200 µs that reached
+        an open value)."""
 
         def child(n, i=0):
             return self._deferred_any(n, depth + 1, levels - 1)
 
-        # Pasted after the first (at levels == 0 only scalars: _any never calls
-        # child): a value's ~100 states took ~100 µs to make, in the first mask that
-        # reached it. Its children are deferred values whose builders serve every
-        # copy (``NFA.template``'s holes).
         key = ("any", self.ws.key(), depth if self.ws.depth_matters() else 0, levels)
-        return nfa.deferred_once(nfa.templates, key, lambda: self._any(nfa, depth, levels, child), cuts, holes=True)
+        make = None
+        if levels > 0 and not self.ws.depth_matters():
+            def make():
+                return self._any_from_shape(nfa, depth, levels)
+        return PastedOnce(nfa, nfa.templates, key, lambda: self._any(nfa, depth, levels, child), True, make)
+
+    def _any_from_shape(self, nfa, depth, levels) -> Template | None:
+        """An open value's template at ``levels`` (> 0) from the process's shape,
+        made from a level this NFA built where there is none yet."""
+        shape = _ANY_SHAPES.get(self.ws.key())
+        if shape is None:
+            built = nfa.templates.get(("any", self.ws.key(), 0, levels + 1))
+            if built is None or not all(isinstance(b, PastedOnce) and b.key[0] == "any" for _, _, b in built.holes):
+                return None
+            shape = _ANY_SHAPES[self.ws.key()] = built.with_holes(None)  # (no builder: no NFA kept alive)
+            shape.packed()
+        return shape.with_holes(self._any_builder(nfa, depth + 1, levels - 1))
 
     def _bounded_any(self, nfa, depth, levels):
         return self._any(nfa, depth, levels, lambda n, i=0: self._bounded_any(n, depth + 1, levels - 1))
@@ -703,6 +729,9 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
 
 _ANY_CACHE: dict[tuple, DFA] = {}
 _ANY_CUTS: dict[tuple, set[int]] = {}
+#: Per whitespace key: the states of an open value below the nesting limit, children
+#: left as holes (``SchemaCompiler._any_builder``).
+_ANY_SHAPES: dict[tuple, Template] = {}
 
 
 

@@ -275,3 +275,55 @@ def test_compiled_lazy_growth_limit_leaves_the_state_unexpanded(monkeypatch):
         assert dfa.matches(b"a" * 1000) and not dfa.matches(b"a" * 1001)
         rows.append((steps, dfa.num_states, dfa.transitions[: dfa.num_states].copy()))
     assert rows[0][:2] == rows[1][:2] and np.array_equal(rows[0][2], rows[1][2])
+
+
+def test_open_values_below_the_first_are_pasted_from_the_process_shape(monkeypatch):
+    """Once one compile built an open value below the nesting limit, later compiles
+    build none in Python: every level's first copy is the process's shape pasted
+    with that level's children, and the automaton is the one built in Python."""
+    import collections
+
+    from fsm.nfa import NFA as NFA_
+
+    schema = {"type": "object", "properties": {"a": {}, "b": {"type": "array"}}}
+    text = b'{"a":[1,{"x":[[null],{"y":{}}]}],"b":[{"z":[true]}]}'
+    assert _lazy_pair(schema, monkeypatch)[1].matches(text)  # (the shape exists after this)
+    builds = collections.Counter()
+    materialize = NFA_.materialize
+
+    def counting(nfa, s):
+        key = getattr(nfa.pending[s][0], "key", None)
+        if isinstance(key, tuple) and key[0] == "any":
+            builds[id(nfa)] += 1
+        materialize(nfa, s)
+
+    monkeypatch.setattr(NFA_, "materialize", counting)
+    slow, fast = _lazy_pair(schema, monkeypatch)
+    for dfa in (slow, fast):
+        assert dfa.matches(text) and not dfa.matches(text[:-1] + b"]")
+        _explore(dfa, 800)
+    assert builds[id(slow._nfa)] >= 4 and builds[id(fast._nfa)] == 0
+    n = slow.num_states
+    assert n == fast.num_states and slow.nfa_size == fast.nfa_size
+    assert np.array_equal(slow.transitions[:n], fast.transitions[:n])
+
+
+def test_middle_chunks_of_a_long_string_are_made_as_arrays(monkeypatch):
+    """The first middle chunk of a long string's characters is made as arrays
+    (``fsm.nfa._chunk_template``) where the Python construction builds it: the
+    same states, numbered alike, and the same rooms."""
+    from fsm import nfa as nfa_module
+
+    made = []
+    real = nfa_module._chunk_template
+    monkeypatch.setattr(nfa_module, "_chunk_template", lambda *args: made.append(args[1]) or real(*args))
+    slow, fast = _lazy_pair({"type": "string", "maxLength": 300}, monkeypatch)
+    for dfa in (slow, fast):
+        assert dfa.matches(b'"' + "é".encode() * 150 + b'"') and dfa.matches(b'"' + b"x" * 300 + b'"')
+        assert not dfa.matches(b'"' + b"x" * 301 + b'"')
+        _explore(dfa, 1500)
+    assert made  # (the chunk from copy 1 on, once)
+    n = slow.num_states
+    assert n == fast.num_states and slow.nfa_size == fast.nfa_size
+    assert np.array_equal(slow.transitions[:n], fast.transitions[:n])
+    assert [slow.member_room(d) for d in range(n)] == [fast.member_room(d) for d in range(n)]
