@@ -794,39 +794,23 @@ def _chunk_template(item: Template, done: int, chunk: int, rooms) -> Template | 
     as arrays (``Template.of_packed``), numbered alike: its start and end, ``chunk``
     copies of ``item`` (each optional: its start may go to the end), then the next
     chunk deferred (the one hole). ``rooms(i)``: the room of copy i's start (None:
-    none). Building them in Python pasted each copy's lists and read them back,
-    ~450 µs a chunk of JSON string characters; this costs ~40 µs. None where
-    ``item`` has holes."""
+    none). For a compiled construction only (``NFA.paste_pending``): the states come
+    from a kernel (``fsm.subsets_compiled.chunk_packed``). Building them in Python
+    pasted each copy's lists and read them back, ~450 µs in a mask for a chunk of
+    JSON string characters; this costs ~70 µs there (~50 µs warm; in numpy, ~190).
+    None where ``item`` has holes."""
+    from .subsets_compiled import chunk_packed  # imports numba
+
     if item.holes:
         return None
     m, (rel, _) = item.n, item.packed()
-    e_count, m_count = rel[:m], rel[m : 2 * m]
-    n_e = int(e_count.sum())
-    eps, moves = rel[2 * m : 2 * m + n_e], rel[2 * m + n_e :].reshape(-1, 3)
+    packed = chunk_packed(rel, m, item.start, item.end, chunk)
     n = 2 + chunk * m + 2
-    base = 2 + m * np.arange(chunk)  # each copy's first state
-    starts, ends = base + item.start, base + item.end
     hole = n - 2  # the next chunk's start (its end: hole + 1)
-    # Epsilon moves as (owner, target), in the order rest() appends them: the start
-    # to the end and the first copy; each copy's own; each copy's end then to the
-    # chunk's end and the next copy (the last: to the hole); the hole's end to the end.
-    owner_parts = [np.array([0, 0]), (np.repeat(np.arange(m), e_count) + base[:, None]).ravel(),
-                   np.repeat(ends[:-1], 2), ends[-1:], np.array([hole + 1])]
-    target_parts = [np.array([1, starts[0]]), (eps + base[:, None]).ravel(),
-                    np.stack([np.ones(chunk - 1, dtype=np.int64), starts[1:]], axis=1).ravel(), np.array([hole]),
-                    np.array([1])]
-    owner = np.concatenate(owner_parts)
-    order = np.argsort(owner, kind="stable")  # (a copy's end: its own moves first)
-    e_targets = np.concatenate(target_parts)[order]
-    ec = np.bincount(owner, minlength=n)
-    mc = np.zeros(n, dtype=np.int64)
-    mc[2 : 2 + chunk * m] = np.tile(m_count, chunk)
-    shifted = np.broadcast_to(moves, (chunk, *moves.shape)).copy()
-    shifted[:, :, 2] += base[:, None]
-    packed = np.concatenate([ec, mc, e_targets, shifted.ravel()]).astype(np.int64)
     template = Template.of_packed(packed, n, 0, 1)
     copy_rooms = {}
-    for k, b in enumerate(base.tolist()):
+    for k in range(chunk):
+        b = 2 + k * m
         for i, room in item.rooms:
             copy_rooms[b + i] = room
         if rooms is not None:

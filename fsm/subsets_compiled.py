@@ -753,6 +753,58 @@ def _pasted(rel, n, first, end, link, built_eps, holes):
     return out
 
 
+@njit(cache=True, nogil=True)
+def chunk_packed(rel, m, start, end, chunk):
+    """``Template.packed``'s states of a middle chunk of a lazy repetition
+    (``fsm.nfa._chunk_template``) from its item's (``rel``: ``m`` states, its
+    ``start`` and ``end``): the chunk's start and end, ``chunk`` copies of the item,
+    the deferred next chunk's start and end; epsilon moves in the order
+    ``NFA._lazy_repeat``'s ``rest`` appends them."""
+    n_e = 0
+    n_m = 0
+    for i in range(m):
+        n_e += rel[i]
+        n_m += rel[m + i]
+    n = 2 + chunk * m + 2
+    hole = n - 2
+    out = np.zeros(2 * n + 2 + chunk * n_e + 2 * chunk + 3 * chunk * n_m, dtype=np.int64)
+    out[0] = 2  # the start: to the end, to the first copy
+    for k in range(chunk):
+        b = 2 + k * m
+        for i in range(m):
+            out[b + i] = rel[i]
+            out[n + b + i] = rel[m + i]
+        out[b + end] += 2 if k < chunk - 1 else 1  # a copy's end: to the end and the next copy, or to the hole
+    out[hole + 1] = 1  # the hole's end: to the end
+    d = 2 * n
+    out[d], out[d + 1] = 1, 2 + start
+    d += 2
+    for k in range(chunk):
+        b = 2 + k * m
+        q = 2 * m
+        for i in range(m):
+            for _ in range(rel[i]):
+                out[d] = rel[q] + b
+                d += 1
+                q += 1
+            if i == end:
+                if k < chunk - 1:
+                    out[d], out[d + 1] = 1, b + m + start
+                    d += 2
+                else:
+                    out[d] = hole
+                    d += 1
+    out[d] = 1
+    d += 1
+    moves = 2 * m + n_e
+    for k in range(chunk):
+        b = 2 + k * m
+        for q in range(moves, moves + 3 * n_m, 3):
+            out[d], out[d + 1], out[d + 2] = rel[q], rel[q + 1], rel[q + 2] + b
+            d += 3
+    return out[:d]
+
+
 def _grown(a: np.ndarray, size: int, fill: int) -> np.ndarray:
     """``a`` with room for ``size`` rows (the new ones ``fill``)."""
     if size <= len(a):
