@@ -728,21 +728,7 @@ def _pasted(rel, n, first, end, link, built_eps, holes):
     out = np.empty(2 * n + n_e + 1 + 3 * n_m + len(built_eps) + 2 * len(holes), dtype=np.int64)
     out[: 2 * n] = rel[: 2 * n]
     out[end] += 1
-    src = dst = 2 * n
-    for i in range(n):
-        for _ in range(rel[i]):
-            out[dst] = rel[src] + first
-            src += 1
-            dst += 1
-        if i == end:
-            out[dst] = link
-            dst += 1
-    for _ in range(n_m):
-        out[dst] = rel[src]
-        out[dst + 1] = rel[src + 1]
-        out[dst + 2] = rel[src + 2] + first
-        src += 3
-        dst += 3
+    dst = _copied_moves(rel, n, first, out, 2 * n, end, link, -1)
     for k in range(len(built_eps)):
         out[dst] = built_eps[k]
         dst += 1
@@ -781,28 +767,45 @@ def chunk_packed(rel, m, start, end, chunk):
     d += 2
     for k in range(chunk):
         b = 2 + k * m
-        q = 2 * m
-        for i in range(m):
+        if k < chunk - 1:
+            d = _copied_moves(rel, m, b, out, d, end, 1, b + m + start, moves=False)
+        else:
+            d = _copied_moves(rel, m, b, out, d, end, hole, -1, moves=False)
+    out[d] = 1
+    d += 1
+    for k in range(chunk):
+        d = _copied_moves(rel, m, 2 + k * m, out, d, -1, -1, -1, epsilons=False)
+    return out[:d]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _copied_moves(rel, n, shift, out, d, end, extra, extra2, epsilons=True, moves=True):
+    """Write a template's epsilon targets then its byte moves (``rel``: ``Template.
+    packed``'s, ``n`` states), targets shifted by ``shift``, into ``out`` from ``d``
+    on, ``extra`` and ``extra2`` (-1: none) appended to state ``end``'s own
+    epsilon targets; only one part where the other is off. The new ``d``."""
+    n_e = 0
+    n_m = 0
+    for i in range(n):
+        n_e += rel[i]
+        n_m += rel[n + i]
+    if epsilons:
+        q = 2 * n
+        for i in range(n):
             for _ in range(rel[i]):
-                out[d] = rel[q] + b
+                out[d] = rel[q] + shift
                 d += 1
                 q += 1
             if i == end:
-                if k < chunk - 1:
-                    out[d], out[d + 1] = 1, b + m + start
-                    d += 2
-                else:
-                    out[d] = hole
-                    d += 1
-    out[d] = 1
-    d += 1
-    moves = 2 * m + n_e
-    for k in range(chunk):
-        b = 2 + k * m
-        for q in range(moves, moves + 3 * n_m, 3):
-            out[d], out[d + 1], out[d + 2] = rel[q], rel[q + 1], rel[q + 2] + b
+                for x in (extra, extra2):
+                    if x >= 0:
+                        out[d] = x
+                        d += 1
+    if moves:
+        for q in range(2 * n + n_e, 2 * n + n_e + 3 * n_m, 3):
+            out[d], out[d + 1], out[d + 2] = rel[q], rel[q + 1], rel[q + 2] + shift
             d += 3
-    return out[:d]
+    return d
 
 
 def _grown(a: np.ndarray, size: int, fill: int) -> np.ndarray:

@@ -685,11 +685,11 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
         def child(n, i=0):
             return self._deferred_any(n, depth + 1, levels - 1)
 
+        def from_shape():
+            return self._any_from_shape(nfa, depth, levels)
+
         key = ("any", self.ws.key(), depth if self.ws.depth_matters() else 0, levels)
-        make = None
-        if levels > 0 and not self.ws.depth_matters():
-            def make():
-                return self._any_from_shape(nfa, depth, levels)
+        make = from_shape if levels > 0 and not self.ws.depth_matters() else None
         return PastedOnce(nfa, nfa.templates, key, lambda: self._any(nfa, depth, levels, child), True, make)
 
     def _any_from_shape(self, nfa, depth, levels) -> Template | None:
