@@ -98,12 +98,12 @@ class Template:
         self._packed = None
 
     @classmethod
-    def of_packed(cls, packed: np.ndarray, n: int, start: int, end: int) -> "Template":
+    def of_packed(cls, packed: np.ndarray, n: int, start: int, end: int, rooms=(), holes=()) -> "Template":
         """A template of ``n`` states given in ``packed``'s layout (see ``packed``),
-        without rooms or holes."""
-        template = cls([], [], 0, start, end)
+        with its ``rooms`` and ``holes`` (as the constructor takes them)."""
+        template = cls([], [], 0, start, end, rooms, holes)
         template.n, template._eps, template._edges = n, None, None
-        template._packed = (packed, np.zeros((0, 2), dtype=np.int64))
+        template._packed = (packed, np.array([(i, j) for i, j, _ in holes], dtype=np.int64).reshape(-1, 2))
         return template
 
     @property
@@ -678,7 +678,7 @@ class NFA:
         ``any_char``: each copy takes any one character (a plain byte or a whole
         non-ASCII character) from its start state, as an unconstrained JSON string
         character does; the copies' starts get their ``rooms``."""
-        note = self._room_of_copies(hi) if any_char else (lambda frag, i: frag)
+        note, room = self._room_of_copies(hi) if any_char else ((lambda frag, i: frag), None)
         built = []  # a first copy already made (to measure it), used before new ones
         count = max(lo, hi or 0)
         if self.lazy and count > 1:
@@ -691,9 +691,8 @@ class NFA:
                 # making each again), kept before its room is noted.
                 item = self.template(n0, *first)
                 make_once = functools.partial(self.built_once, {} if item is None else {None: item}, None, make)
-                rooms = (lambda i: hi - i) if any_char else None
                 return self._lazy_repeat(lambda i: note(make_once(), i), lo, hi, note(first, 0), self.edge_cuts(n0),
-                                         chunk, item, rooms)
+                                         chunk, item, room)
             built.append(note(first, 0))
         made = itertools.count()
 
@@ -725,16 +724,20 @@ class NFA:
         return self.concat(parts)
 
     def _room_of_copies(self, hi: int | None):
-        """A function ``note(copy, i)`` that gives the start of the i-th copy (from
-        0) its room: the characters the copies from there on take (``hi - i``).
-        Called on each copy as made or pasted, after it is made: a template kept
-        while making a copy must not hold that copy's room."""
+        """``(note, room)``: ``room(i)`` is the room of the start of the i-th copy
+        (from 0), the characters the copies from there on take (``hi - i``), and
+        ``note(copy, i)`` gives it that room. Called on each copy as made or pasted,
+        after it is made: a template kept while making a copy must not hold that
+        copy's room."""
+
+        def room(i: int) -> int:
+            return UNBOUNDED_ROOM if hi is None else hi - i
 
         def note(frag: tuple[int, int], i: int) -> tuple[int, int]:
-            self.rooms[frag[0]] = UNBOUNDED_ROOM if hi is None else hi - i
+            self.rooms[frag[0]] = room(i)
             return frag
 
-        return note
+        return note, room
 
     def _lazy_repeat(self, make, lo: int, hi: int | None, first, cuts, chunk: int, item, rooms) -> tuple[int, int]:
         """``repeat`` whose copies past ``first`` (made already; ``cuts`` are its byte
@@ -807,7 +810,6 @@ def _chunk_template(item: Template, done: int, chunk: int, rooms) -> Template | 
     packed = chunk_packed(rel, m, item.start, item.end, chunk)
     n = 2 + chunk * m + 2
     hole = n - 2  # the next chunk's start (its end: hole + 1)
-    template = Template.of_packed(packed, n, 0, 1)
     copy_rooms = {}
     for k in range(chunk):
         b = 2 + k * m
@@ -815,7 +817,4 @@ def _chunk_template(item: Template, done: int, chunk: int, rooms) -> Template | 
             copy_rooms[b + i] = room
         if rooms is not None:
             copy_rooms[b + item.start] = rooms(done + k)
-    template.rooms = sorted(copy_rooms.items())
-    template.holes = ((hole, hole + 1, None),)
-    template._packed = (packed, np.array([[hole, hole + 1]], dtype=np.int64))
-    return template
+    return Template.of_packed(packed, n, 0, 1, sorted(copy_rooms.items()), ((hole, hole + 1, None),))
