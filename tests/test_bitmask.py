@@ -104,3 +104,24 @@ def test_write_host_row_fills_a_row_and_clears_its_padding():
     assert write_host_row(array, 0, row) and array.tolist() == [[5, -1, 0], [7, 7, 7]]
     # Not in host memory: nothing written, the caller copies on the device.
     assert not write_host_row(torch.empty((2, 4), dtype=torch.int32, device="meta"), 0, row)
+
+
+def test_write_host_row_follows_a_bitmask_whose_storage_or_shape_changed():
+    # The numpy view of the last tensor written is kept; it must never write into a
+    # storage the tensor no longer uses, nor miss rows a reshaped tensor gained.
+    from guided.bitmask import write_host_row
+
+    row = np.array([5, -1], dtype=np.int32)
+    tensor = torch.full((2, 3), 7, dtype=torch.int32)
+    assert write_host_row(tensor, 1, row) and tensor.tolist() == [[7] * 3, [5, -1, 0]]
+    old = tensor.clone()
+    tensor.set_(torch.full((3, 3), 7, dtype=torch.int32))  # a new storage, one more row
+    assert write_host_row(tensor, 2, row)
+    assert tensor.tolist() == [[7] * 3, [7] * 3, [5, -1, 0]]
+    other = torch.full((1, 3), 7, dtype=torch.int32)
+    assert write_host_row(other, 0, row) and other.tolist() == [[5, -1, 0]]
+    assert write_host_row(tensor, 0, row) and tensor.tolist() == [[5, -1, 0], [7] * 3, [5, -1, 0]]
+    assert old.tolist() == [[7] * 3, [5, -1, 0]]
+    same_storage = tensor.view(9)[:6].view(2, 3)  # another tensor object on the same memory
+    assert write_host_row(same_storage, 1, np.array([1], dtype=np.int32))
+    assert tensor.tolist() == [[5, -1, 0], [1, 0, 0], [5, -1, 0]]
