@@ -103,7 +103,7 @@ class Template:
         with its ``rooms`` and ``holes`` (as the constructor takes them)."""
         template = cls([], [], 0, start, end, rooms, holes)
         template.n, template._eps, template._edges = n, None, None
-        template._packed = (packed, np.array([(i, j) for i, j, _ in holes], dtype=np.int64).reshape(-1, 2))
+        template._packed = (packed, _holes_array(holes))
         return template
 
     @property
@@ -152,9 +152,19 @@ class Template:
             n_e = int(packed[:n].sum())
             packed[2 * n : 2 * n + n_e] -= self.first
             packed[2 * n + n_e + 2 :: 3] -= self.first
-            holes = np.array([(i, j) for i, j, _ in self.holes], dtype=np.int64).reshape(-1, 2)
-            self._packed = (packed, holes)
+            self._packed = (packed, _holes_array(self.holes))
         return self._packed
+
+
+_NO_HOLES = np.zeros((0, 2), dtype=np.int64)  # (writeable: numba types read-only arrays apart)
+
+
+def _holes_array(holes) -> np.ndarray:
+    """Holes' ``(start, end)`` as int64 [k, 2]; one shared array for none (most
+    templates, made in the masks that first reach them)."""
+    if not holes:
+        return _NO_HOLES
+    return np.array([(i, j) for i, j, _ in holes], dtype=np.int64)
 
 
 class _InArrays:

@@ -556,29 +556,45 @@ class LazySubsets:
         cost of pasting lists and reading them."""
         rel, holes = template.packed()
         n = template.n
-        packed = _pasted(rel, n, first, template.end, end, np.array(built_eps, dtype=np.int64), holes)
-        self._take(first, n, packed, len(built_eps), len(holes), built, rooms)
+        built_eps = np.array(built_eps, dtype=np.int64)
+        self._make_room(first + n, len(rel) + 1 + len(built_eps) + 2 * len(holes))
+        b = self.b
+        # One kernel call (``_pasted`` then ``_take_in``): in the masks that paste,
+        # each call from Python cost ~5-10 µs more than its work.
+        got = _paste_in(rel, n, first, template.end, end, built_eps, holes, built, self.classes, self.class_starts,
+                        self.live, b.nf, b.ep, self.n_ep, b.mv, self.n_mv)
+        self._took(got, rooms)
 
     def _take(self, first: int, n_new: int, packed: np.ndarray, n_built: int, n_pending: int, built: int,
               rooms) -> None:
         """Make room for ``n_new`` states from ``first`` on, take them in (``_take_in``)
         and note their ``rooms`` (``(state, room)`` pairs)."""
+        self._make_room(first + n_new, len(packed))
         b = self.b
-        n = first + n_new
+        got = _take_in(first, n_new, packed, n_built, n_pending, built, self.classes, self.class_starts, self.live,
+                       b.nf, b.ep, self.n_ep, b.mv, self.n_mv)
+        self._took(got, rooms)
+
+    def _make_room(self, n: int, packed_size: int) -> None:
+        """Room for NFA states up to ``n`` and for the moves of a ``_take_in``
+        ``packed`` of ``packed_size`` entries (at most that many of each kind)."""
+        b = self.b
         if n > len(b.nf):
             size = max(n, 2 * len(b.nf))
             b.nf = _grown(b.nf, size, 0)
             self.live = _grown(self.live, size, False)
             b.cnt, b.seen, b.mark = (_grown(a, size, 0) for a in (b.cnt, b.seen, b.mark))
-        if self.n_ep + len(packed) > len(b.ep):  # room for every epsilon move, at most len(packed)
-            b.ep = _grown(b.ep, max(2 * len(b.ep), self.n_ep + len(packed)), 0)
-        if self.n_mv + len(packed) // 3 > len(b.mv):
-            b.mv = _grown(b.mv, max(2 * len(b.mv), self.n_mv + len(packed) // 3), 0)
-        got = _take_in(first, n_new, packed, n_built, n_pending, built, self.classes, self.class_starts, self.live,
-                       b.nf, b.ep, self.n_ep, b.mv, self.n_mv)
+        if self.n_ep + packed_size > len(b.ep):
+            b.ep = _grown(b.ep, max(2 * len(b.ep), self.n_ep + packed_size), 0)
+        if self.n_mv + packed_size // 3 > len(b.mv):
+            b.mv = _grown(b.mv, max(2 * len(b.mv), self.n_mv + packed_size // 3), 0)
+
+    def _took(self, got: np.ndarray, rooms) -> None:
+        """After ``_take_in``: its new move counts, or its error; the ``rooms``."""
         if got[0] < 0:
             raise AssertionError(f"deferred fragment uses byte range {got[1]}-{got[2]} missing from its cuts")
         self.n_ep, self.n_mv = int(got[0]), int(got[1])
+        b = self.b
         for s, room in rooms:
             b.nf[s, _ROOM] = room
 
@@ -712,6 +728,14 @@ def _take_in(first, n, packed, n_built, n_pending, built, classes, class_starts,
     nf[built, _PENDING] = 0
     out[0], out[1] = n_ep, n_mv
     return out
+
+
+@njit(cache=True, nogil=True)
+def _paste_in(rel, n, first, end, link, built_eps, holes, built, classes, class_starts, live, nf, ep, n_ep, mv, n_mv):
+    """``_take_in`` of a template's copy (``_pasted``), in one call from Python."""
+    packed = _pasted(rel, n, first, end, link, built_eps, holes)
+    return _take_in(first, n, packed, len(built_eps), len(holes), built, classes, class_starts, live, nf, ep, n_ep,
+                    mv, n_mv)
 
 
 @njit(cache=True, nogil=True)

@@ -33,9 +33,10 @@ def _widest(spans):
 
 
 @njit(cache=True, nogil=True)
-def key_trie_packed(text, offsets, trans, byte_to_class, accepting, lo, hi, target, spans):
-    """The packed states of a quoted string that is none of the names: the names
-    are ``text[offsets[i]:offsets[i + 1]]``, sorted and distinct; the string body
+def key_trie_packed(text, n_names, trans, byte_to_class, accepting, lo, hi, target, spans):
+    """The packed states of a quoted string that is none of the names: ``n_names``
+    names in ``text``, sorted and distinct, each followed by a NUL byte (no name
+    holds one: names with control characters are built by character); the string body
     is a DFA (``trans``, ``byte_to_class``, ``accepting`` as bools) whose moves are
     ``lo``, ``hi``, ``target`` with each state's ``spans``  (``DFA.flat_edges``).
 
@@ -44,7 +45,12 @@ def key_trie_packed(text, offsets, trans, byte_to_class, accepting, lo, hi, targ
     nb = spans.shape[0]
     q0 = nb + 1  # open quote: q0 -"-> q0 + 1; close quote: q0 + 2 -"-> q0 + 3
     root = nb + 5
-    n_names = len(offsets) - 1
+    offsets = np.zeros(n_names + 1, dtype=np.int64)  # name i: text[offsets[i]:offsets[i + 1] - 1]
+    k = 1
+    for i in range(len(text)):
+        if k <= n_names and text[i] == 0:
+            offsets[k] = i + 1
+            k += 1
     cap = len(text) + 1
     state_of = np.zeros(cap, dtype=np.int64)  # each node's body state (root: 0)
     terminal = np.zeros(cap, dtype=np.bool_)
@@ -55,10 +61,10 @@ def key_trie_packed(text, offsets, trans, byte_to_class, accepting, lo, hi, targ
     path = np.zeros(cap, dtype=np.int64)  # the nodes along the previous name
     n_nodes = 1
     for i in range(n_names):
-        a, b = offsets[i], offsets[i + 1]
+        a, b = offsets[i], offsets[i + 1] - 1
         shared = 0
         if i > 0:  # sorted: the nodes of the prefix shared with the previous name exist
-            pa, pb = offsets[i - 1], offsets[i]
+            pa, pb = offsets[i - 1], offsets[i] - 1
             while shared < pb - pa and shared < b - a and text[pa + shared] == text[a + shared]:
                 shared += 1
         node = path[shared]
