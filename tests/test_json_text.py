@@ -90,10 +90,12 @@ def test_the_compiled_key_trie_makes_the_python_builders_states(names):
     s, e = jt._key_excluding_by_byte(nfa, set(names))
     built = nfa.template(1, s, e)
     made = jt.key_trie_template(frozenset(names))
+    one_by_one = [made.moves_of(i) for i in range(made.n)]  # read from the arrays, before any unpacking
     assert (made.n, made.start, made.end) == (built.n, built.start, built.end)
     assert np.array_equal(made.packed()[0], built.packed()[0])
     assert made.edges == [[(lo, hi, t - 1) for lo, hi, t in moves] for moves in built.edges]
     assert made.eps == [[t - 1 for t in targets] for targets in built.eps]
+    assert one_by_one == list(zip(made.eps, made.edges))
 
 
 @pytest.mark.parametrize("pattern", [r"[a-c]|[d-f]x", r"[\x00-\x7f]+z", r"\w{1,3}", r"é|[^é]"])
