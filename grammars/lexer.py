@@ -118,8 +118,9 @@ class Lexer:
         for b in range(255, -1, -1):
             self._rep[self.byte_to_class[b]] = b
         # Per table: its rows over the global classes, converted on first use, each
-        # with its live (class, move) pairs (a state takes a few of ~100 classes).
-        self._global_rows: list[dict[int, tuple[list[int], list[tuple[int, int]]]]] = [{} for _ in self._tables]
+        # with its live moves and the classes that take each (a state takes ~30 of
+        # ~70 classes, to ~5 targets).
+        self._global_rows: list[dict[int, tuple[list[int], list[tuple[int, list[int]]]]]] = [{} for _ in self._tables]
         # Per table: its local class of each global class, read in one C-level call.
         self._to_global = [_getter([t.byte_to_class[b] for b in self._rep]) for t in self._tables]
         self._classes = self.byte_to_class.tolist()
@@ -222,17 +223,16 @@ class Lexer:
                 bits_of.append(0)
             bits_of[g] |= self._bit[t]
             group_of.append(g)
-        memo: dict = {}
         if len(moves_of) == 1:
+            # One group: each move is one successor, for all the classes that take it.
             live, bits = live_of[0], bits_of[0]
             row = [-1] * self.num_classes
-            for c, m in moves_of[0][1]:
-                key = (m, bits if live is None else live[m] & bits)
-                r = memo.get(key)
-                if r is None:
-                    r = memo[key] = self._intern_live(members, group_of, key[:1], key[1:])
-                row[c] = r
+            for m, classes in moves_of[0][1]:
+                r = self._intern_live(members, group_of, (m,), (bits if live is None else live[m] & bits,))
+                for c in classes:
+                    row[c] = r
         else:
+            memo: dict = {}
             row = []
             for ms in zip(*(moves for moves, _ in moves_of)):
                 alive = tuple(0 if m < 0 else bits if live is None else live[m] & bits
@@ -253,11 +253,19 @@ class Lexer:
         nxt = tuple((t, moves[g]) for (t, _), g in zip(members, group_of) if moves[g] >= 0 and alive[g] & bit[t])
         return self._intern(nxt) if nxt else -1
 
-    def _global_row(self, k: int, s: int) -> tuple[list[int], list[tuple[int, int]]]:
+    def _global_row(self, k: int, s: int) -> tuple[list[int], list[tuple[int, list[int]]]]:
         """Table ``k``'s row of state ``s`` over the lexer's byte classes, and its
-        live ``(class, move)`` pairs."""
+        live moves, each with the classes that take it (in class order)."""
         moves = list(self._to_global[k](self._tables[k].row(s)))
-        got = self._global_rows[k][s] = (moves, [(c, m) for c, m in enumerate(moves) if m >= 0])
+        by_move: dict[int, list[int]] = {}
+        for c, m in enumerate(moves):
+            if m >= 0:
+                classes = by_move.get(m)
+                if classes is None:
+                    by_move[m] = [c]
+                else:
+                    classes.append(c)
+        got = self._global_rows[k][s] = (moves, list(by_move.items()))
         return got
 
     def ensure_rows(self, states) -> None:
