@@ -41,20 +41,24 @@ class _HostView:
     MaskBench sample (400 schemas): the call goes through torch's dispatcher (a
     ``detach`` and a new tensor), cold after the walk. A generation loop fills the
     same bitmask every step, so its view is kept. The view is taken again when the
-    tensor, its storage or its shape is not the one seen last. The slot keeps that
-    one tensor alive until another is written."""
+    tensor, its storage or its shape is not the one seen last. The slot (one tuple,
+    replaced whole, so threads filling rows at once never see half of one) keeps
+    that one tensor alive until another is written."""
 
-    __slots__ = ("tensor", "data_ptr", "view")
+    __slots__ = ("slot",)
 
     def __init__(self):
-        self.tensor, self.data_ptr, self.view = None, 0, None
+        self.slot = (None, 0, None)  # (tensor, its data_ptr, its numpy view)
+
+    @property
+    def tensor(self):
+        return self.slot[0]
 
     def of(self, bitmask: torch.Tensor) -> np.ndarray:
-        ptr = bitmask.data_ptr()
-        view = self.view
-        if bitmask is not self.tensor or ptr != self.data_ptr or bitmask.shape != view.shape:
+        tensor, ptr, view = self.slot
+        if bitmask is not tensor or bitmask.data_ptr() != ptr or bitmask.shape != view.shape:
             view = bitmask.numpy()
-            self.tensor, self.data_ptr, self.view = bitmask, ptr, view
+            self.slot = (bitmask, bitmask.data_ptr(), view)
         return view
 
 
