@@ -210,7 +210,7 @@ class RunTrie:
 
     __slots__ = ("trie", "roots", "plain_node", "text_node", "height", "chars", "text_need", "order", "lo", "hi",
                  "own", "is_end", "lists", "table", "bank", "_bank_of", "_bank_ids", "_bank_lock", "_plain_rows",
-                 "_chain_rows", "_node_depth", "_token_ends")
+                 "_chain_rows", "_node_depth", "_token_ends", "_plain_lengths")
 
     def __init__(self, trie: Trie, plain_marker: int, text_marker: int = -1, bytes_are_symbols: bool = False):
         self.trie = trie
@@ -259,6 +259,7 @@ class RunTrie:
         self._chain_rows = None  # chain_rows
         self._node_depth = None  # _depth
         self._token_ends = None  # _ends
+        self._plain_lengths = None  # _rows_by_length: each unit's bytes below the marker, the most
 
     def run_bits(self, lo: int, hi: int, words: int) -> np.ndarray:
         """uint32 [words]: the bits of the tokens ``order[lo:hi]`` (long runs are
@@ -323,7 +324,8 @@ class RunTrie:
         them and their number. A state that takes just those bytes, each into one
         next state, ``n`` times and then no plain byte allows exactly row ``n`` of
         these (the end of ``[0-9A-Za-z]{12}``: 28k checks to walk, ~400 µs). The
-        last ``CHAIN_SETS_KEPT`` sets are kept (~3 ms to make one, ~300 KB). A set
+        last ``CHAIN_SETS_KEPT`` sets are kept (~0.6-2 ms to make one; rows only up to
+        the set's longest token: 8 KB for the digits, ~500 KB for all plain bytes). A set
         of fewer than ``min_count`` tokens gets no rows (None, 0, its count): a
         walk costs less than they would (the digits of a date: 10 one-byte tokens,
         counted in ~0.3 ms)."""
@@ -349,8 +351,8 @@ class RunTrie:
             if count < min_count:
                 got = (None, 0, count)
             else:
-                rows, length = self._rows_by_length(inside, words)
-                got = (rows, int(length.max(initial=0)), len(length))
+                rows, length = self._rows_by_length(inside, words, own_longest=True)
+                got = (rows, len(rows) - 1, len(length))
         self._chain_rows[key] = got  # (re)inserted last: the least recently used go first
         return got
 
@@ -366,21 +368,26 @@ class RunTrie:
             self._node_depth = node_depth(self.trie)
         return self._node_depth
 
-    def _rows_by_length(self, keep: np.ndarray, words: int) -> tuple[np.ndarray, np.ndarray]:
+    def _rows_by_length(self, keep: np.ndarray, words: int, own_longest: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """uint32 [longest plain token + 1, words]: row ``n``, the tokens of at most
         ``n`` bytes below the plain marker that end at a node where ``keep`` is set;
-        and those tokens' lengths."""
-        depth = self._depth() - 1  # bytes below the marker
+        and those tokens' lengths. With ``own_longest``, rows only up to the longest
+        of those tokens (the later ones would repeat it)."""
+        if self._plain_lengths is None:  # kept: each costs ~100 µs over the whole trie
+            units, ends = self._ends()
+            length = self._depth()[ends] - 1  # bytes below the marker
+            self._plain_lengths = (length, int(length[self.plain_node[ends]].max(initial=0)))
+        lengths, longest = self._plain_lengths
         units, ends = self._ends()
-        plain = self.plain_node[ends]
-        longest = int(depth[ends[plain]].max(initial=0))
         kept = keep[ends]
-        units, length = units[kept], depth[ends[kept]]
-        by_length = np.argsort(length, kind="stable")
-        cuts = np.searchsorted(length[by_length], np.arange(longest + 2))
+        units, length = units[kept], lengths[kept]
+        if own_longest:
+            longest = int(length.max(initial=0))
+        # Each token's bit in the row of its length (one scatter: sorting the
+        # tokens by length and packing a row per length cost ~3 ms a set), then
+        # each row takes the shorter ones' too.
         got = np.zeros((longest + 1, words), dtype=np.uint32)
-        for n in range(len(got)):
-            set_bits(got[n], units[by_length[cuts[n] : cuts[n + 1]]])
+        np.bitwise_or.at(got, (length, units >> 5), np.left_shift(np.uint32(1), (units & 31).astype(np.uint32)))
         return np.bitwise_or.accumulate(got, axis=0), length
 
 
