@@ -157,6 +157,29 @@ class _UnitTrie:
             return (inside, *_exit_units(self, lexer, exits[:, 0], exits[:, 1], exits[:, 2]))
         return _walk_units(self, lexer, start)
 
+    def walk_row(self, lexer: Lexer, start: int):
+        """``walk`` with ``inside`` packed as a bitmask row (int32 words). A compiled
+        walk's runs set their bits in a kernel (``fsm.walk_compiled.runs_row``):
+        marking a bool per unit and packing them cost ~15% of a token view."""
+        if self.walker is None:
+            inside, *rest = self.walk(lexer, start)
+            return (pack_bits(inside[None, :])[0], *rest)
+        from fsm.walk_compiled import runs_row  # imports numba (as the walker did)
+
+        ends, wholes, exits = self.walker.walk(lexer, start)
+        order, lo, hi, own = self.runs
+        row = np.zeros(bitmask_words(len(self.trie.token_node)), dtype=np.uint32)
+        for first, stop in ((lo[ends], lo[ends] + own[ends]), (lo[wholes], hi[wholes])):
+            if len(first):
+                runs_row(row, order, first, stop, _NO_LONG_RUNS, _NO_BANK, _NO_BANK_IDS)
+        return (row.view(np.int32), *_exit_units(self, lexer, exits[:, 0], exits[:, 1], exits[:, 2]))
+
+
+# ``runs_row`` with no run taken from a bank of rows: every token's bit set one by one.
+_NO_LONG_RUNS = 1 << 62
+_NO_BANK = np.zeros((1, 1), dtype=np.uint32)
+_NO_BANK_IDS = np.zeros(1, dtype=np.int64)
+
 
 def _walk_levels(trie, depth: np.ndarray, lexer: Lexer, start: int):
     """``_walk_units`` over a whole small trie, level by level: the lexer state at
@@ -519,10 +542,9 @@ class GrammarIndex:
         return tv
 
     def _build_token_view(self, lx: int) -> TokenView:
-        inside, tokens, accept, offset = self._token_units.walk(self.lexer, lx)
+        inside_row, tokens, accept, offset = self._token_units.walk_row(self.lexer, lx)
         rest = self.pieces.suffix_at(self.pieces.token_piece[tokens], offset)
         exits = _Exits(tokens, accept, rest)
-        inside_row = pack_bits(inside[None, :])[0]
         # Tokens whose first byte cannot extend the lexeme: they may follow its end.
         live = self.lexer.live_classes(lx)
         after_end = self._class_rows.get(live)
