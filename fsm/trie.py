@@ -368,7 +368,8 @@ class RunTrie:
             self._node_depth = node_depth(self.trie)
         return self._node_depth
 
-    def _rows_by_length(self, keep: np.ndarray, words: int, own_longest: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def _rows_by_length(self, keep: np.ndarray, words: int,
+                        own_longest: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """uint32 [longest plain token + 1, words]: row ``n``, the tokens of at most
         ``n`` bytes below the plain marker that end at a node where ``keep`` is set;
         and those tokens' lengths. With ``own_longest``, rows only up to the longest

@@ -149,12 +149,12 @@ class _UnitTrie:
         if self.runs is None:
             return _walk_levels(self.trie, self.depth, lexer, start)
         if self.walker is not None:
-            ends, wholes, exits = self.walker.walk(lexer, start)
-            order, lo, hi, own = self.runs
+            runs, exit_units = self._compiled_walk(lexer, start)
+            order = self.runs[0]
             inside = np.zeros(len(self.trie.token_node), dtype=bool)
-            inside[order[spans(lo[ends], own[ends])]] = True
-            inside[order[spans(lo[wholes], hi[wholes] - lo[wholes])]] = True
-            return (inside, *_exit_units(self, lexer, exits[:, 0], exits[:, 1], exits[:, 2]))
+            for first, stop in runs:
+                inside[order[spans(first, stop - first)]] = True
+            return (inside, *exit_units)
         return _walk_units(self, lexer, start)
 
     def walk_row(self, lexer: Lexer, start: int):
@@ -166,13 +166,21 @@ class _UnitTrie:
             return (pack_bits(inside[None, :])[0], *rest)
         from fsm.walk_compiled import runs_row  # imports numba (as the walker did)
 
-        ends, wholes, exits = self.walker.walk(lexer, start)
-        order, lo, hi, own = self.runs
+        runs, exit_units = self._compiled_walk(lexer, start)
         row = np.zeros(bitmask_words(len(self.trie.token_node)), dtype=np.uint32)
-        for first, stop in ((lo[ends], lo[ends] + own[ends]), (lo[wholes], hi[wholes])):
+        for first, stop in runs:
             if len(first):
-                runs_row(row, order, first, stop, _NO_LONG_RUNS, _NO_BANK, _NO_BANK_IDS)
-        return (row.view(np.int32), *_exit_units(self, lexer, exits[:, 0], exits[:, 1], exits[:, 2]))
+                runs_row(row, self.runs[0], first, stop, _NO_LONG_RUNS, _NO_BANK, _NO_BANK_IDS)
+        return (row.view(np.int32), *exit_units)
+
+    def _compiled_walk(self, lexer: Lexer, start: int):
+        """The compiled walk from ``start``: the runs of units that stay inside the
+        lexeme, as ``(first, stop)`` positions of the runs' order (the units that
+        end at a node, the whole subtrees), and ``_exit_units``' result."""
+        ends, wholes, exits = self.walker.walk(lexer, start)
+        _, lo, hi, own = self.runs
+        runs = ((lo[ends], lo[ends] + own[ends]), (lo[wholes], hi[wholes]))
+        return runs, _exit_units(self, lexer, exits[:, 0], exits[:, 1], exits[:, 2])
 
 
 # ``runs_row`` with no run taken from a bank of rows: every token's bit set one by one.
