@@ -39,6 +39,8 @@ spent 6-18% less on masks and 64% less on time to first mask.)
 
 from __future__ import annotations
 
+import numpy as np
+
 from fsm.dfa import class_starts, nfa_byte_classes, sweep_row
 from fsm.jit import AVAILABLE as COMPILED_AVAILABLE, import_now
 from fsm.lazy import MAX_LAZY_DFA_STATES
@@ -291,6 +293,11 @@ class RuleEnds:
 
     def row(self, d: int) -> list[int]:
         """State ``d``'s row in the shared construction, built if need be."""
+        return self.row_array(d).tolist()
+
+    def row_array(self, d: int) -> np.ndarray:
+        """``row(d)`` as a view of the construction's table (read it before the
+        next row is built: the table may move as it grows)."""
         fast = self.fast
         trans = fast.b.trans
         if trans[d, 0] == UNBUILT:
@@ -298,7 +305,7 @@ class RuleEnds:
                 self._build(pending)
             self._take_new_states()
             trans = fast.b.trans
-        return trans[d].tolist()
+        return trans[d]
 
     def _take_new_states(self) -> None:
         """The accept and live bits of the states the construction made since."""
@@ -349,6 +356,10 @@ class SharedPointTable(TerminalTable):
     def row(self, state: int) -> list[int]:
         self._asked.add(state)
         return self.rule.row(state)
+
+    def row_array(self, state: int) -> np.ndarray:
+        self._asked.add(state)
+        return self.rule.row_array(state)
 
     @property
     def rows_built(self) -> int:

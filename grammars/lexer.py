@@ -24,22 +24,19 @@ sorts it out) for grammars compiled from JSON Schema.
 States are interned on first sight; a state's row (its successor on each byte class)
 is built the first time it is needed, so a grammar with many terminals pays only for
 the lexer states decoding visits.
+
+Most states (98% on recursive JSON Schemas) are *one-group*: every member sits in the
+same state ``s`` of one shared table ``k``, so the state is ``(k, s, bits)`` (the
+terminals still alive as that table's bits) and its successors are too: a row costs
+one table row, read as an array, and one interning per distinct move (~5), not a
+tuple of members per move. Other states keep their member tuples.
 """
 
 from __future__ import annotations
 
-from operator import itemgetter
-
 import numpy as np
 
 UNKNOWN = -2  # a row not built yet
-
-
-def _getter(indices: list[int]):
-    """A function from a list to the tuple of its items at ``indices``."""
-    if len(indices) == 1:
-        return lambda xs, i=int(indices[0]): (xs[i],)
-    return itemgetter(*map(int, indices))
 
 
 class TerminalTable:
@@ -58,6 +55,10 @@ class TerminalTable:
     def row(self, state: int) -> list[int]:
         raise NotImplementedError
 
+    def row_array(self, state: int) -> np.ndarray:
+        """``row(state)`` as an integer array."""
+        return np.asarray(self.row(state), dtype=np.int64)
+
 
 class DfaTable(TerminalTable):
     """A plain DFA as a one-bit table."""
@@ -71,6 +72,9 @@ class DfaTable(TerminalTable):
 
     def row(self, state: int) -> list[int]:
         return self._transitions[state].tolist()
+
+    def row_array(self, state: int) -> np.ndarray:
+        return self._transitions[state]
 
 
 class TerminalView:
@@ -117,48 +121,105 @@ class Lexer:
         self._rep = [0] * self.num_classes  # a byte of each global class
         for b in range(255, -1, -1):
             self._rep[self.byte_to_class[b]] = b
-        # Per table: its rows over the global classes, converted on first use, each
-        # with its live moves and the classes that take each (a state takes ~30 of
-        # ~70 classes, to ~5 targets).
-        self._global_rows: list[dict[int, tuple[list[int], list[tuple[int, list[int]]]]]] = [{} for _ in self._tables]
-        # Per table: its local class of each global class, read in one C-level call.
-        self._to_global = [_getter([t.byte_to_class[b] for b in self._rep]) for t in self._tables]
+        # Per table: its local class of each global class.
+        self._to_global = [np.array([t.byte_to_class[b] for b in self._rep], dtype=np.intp) for t in self._tables]
+        # Per table: the terminal of each bit, or None where two terminals share a bit
+        # (its states then keep their member tuples).
+        self._term_of_bit: list[dict[int, int] | None] = [{} for _ in self._tables]
+        for t, (k, b) in enumerate(zip(self._table_of, self._bit)):
+            terms = self._term_of_bit[k]
+            if terms is not None and terms.setdefault(b, t) != t:
+                self._term_of_bit[k] = None
+        # Per table: rows over the global classes as lists, for states of several groups.
+        self._moves: list[dict[int, list[int]]] = [{} for _ in self._tables]
         self._classes = self.byte_to_class.tolist()
-        self._members: list[tuple[tuple[int, int], ...]] = []
+        # Per state: its members, or None for a one-group state, which is its group
+        # (table, table state, bits) instead.
+        self._members: list[tuple[tuple[int, int], ...] | None] = []
+        self._group: list[tuple[int, int, int] | None] = []
         self._ids: dict[tuple[tuple[int, int], ...], int] = {}
-        self._rows: list[list[int] | None] = []
+        self._group_ids: dict[tuple[int, int, int], int] = {}
+        self._rows: list[list[int] | None] = []  # row() as lists, made when asked
         self._accept_ids: list[int] = []
         self._accept_array = np.zeros(64, dtype=np.int64)  # _accept_ids, for accept_id_array
         self._live_classes: list[tuple[int, ...] | None] = []
         #: Interned accepting-terminal sets; id 0 is the empty set.
         self.accept_sets: list[frozenset[int]] = [frozenset()]
         self._accept_set_ids: dict[frozenset[int], int] = {frozenset(): 0}
+        self._accept_of_bits: dict[tuple[int, int], int] = {}  # (table, bits) -> accept id
         self._starts: dict[frozenset[int], int] = {}
         self.transitions = np.full((64, self.num_classes), UNKNOWN, dtype=np.int32)
+        # Scratch: a one-group row's successor per table move (index -1 stays -1).
+        self._slot = np.full(64, -1, dtype=np.int32)
 
     # -- states ----------------------------------------------------------------------
 
     def _intern(self, members: tuple[tuple[int, int], ...]) -> int:
         sid = self._ids.get(members)
         if sid is None:
-            sid = self._ids[members] = len(self._members)
-            self._members.append(members)
-            self._rows.append(None)
-            tables, table_of, bit = self._tables, self._table_of, self._bit
-            acc = frozenset(t for t, s in members if tables[table_of[t]].accept_bits[s] & bit[t])
-            aid = self._accept_set_ids.get(acc)
+            group = self._one_group(members)
+            if group is not None:
+                sid = self._ids[members] = self._intern_group(*group)
+            else:
+                tables, table_of, bit = self._tables, self._table_of, self._bit
+                acc = frozenset(t for t, s in members if tables[table_of[t]].accept_bits[s] & bit[t])
+                sid = self._ids[members] = self._new_state(members, None, self._accept_set_id(acc))
+        return sid
+
+    def _one_group(self, members) -> tuple[int, int, int] | None:
+        """``(table, table state, bits)`` when all ``members`` share them."""
+        if not members:
+            return None
+        table_of, bit = self._table_of, self._bit
+        t0, s0 = members[0]
+        k = table_of[t0]
+        if self._term_of_bit[k] is None:
+            return None
+        bits = 0
+        for t, s in members:
+            if s != s0 or table_of[t] != k:
+                return None
+            bits |= bit[t]
+        return k, s0, bits
+
+    def _intern_group(self, k: int, s: int, bits: int) -> int:
+        """The one-group state of table ``k``'s terminals ``bits`` in table state ``s``."""
+        key = (k, s, bits)
+        sid = self._group_ids.get(key)
+        if sid is None:
+            acc_bits = self._tables[k].accept_bits[s] & bits
+            aid = self._accept_of_bits.get((k, acc_bits))
             if aid is None:
-                aid = self._accept_set_ids[acc] = len(self.accept_sets)
-                self.accept_sets.append(acc)
-            self._accept_ids.append(aid)
-            self._live_classes.append(None)
-            if sid >= len(self._accept_array):
-                self._accept_array = np.concatenate([self._accept_array, np.zeros_like(self._accept_array)])
-            self._accept_array[sid] = aid
-            if sid >= len(self.transitions):
-                grown = np.full((2 * len(self.transitions), self.num_classes), UNKNOWN, dtype=np.int32)
-                grown[: len(self.transitions)] = self.transitions
-                self.transitions = grown
+                terms, acc, rest = self._term_of_bit[k], [], acc_bits
+                while rest:
+                    low = rest & -rest
+                    acc.append(terms[low])
+                    rest ^= low
+                aid = self._accept_of_bits[(k, acc_bits)] = self._accept_set_id(frozenset(acc))
+            sid = self._group_ids[key] = self._new_state(None, key, aid)
+        return sid
+
+    def _accept_set_id(self, acc: frozenset[int]) -> int:
+        aid = self._accept_set_ids.get(acc)
+        if aid is None:
+            aid = self._accept_set_ids[acc] = len(self.accept_sets)
+            self.accept_sets.append(acc)
+        return aid
+
+    def _new_state(self, members, group, aid: int) -> int:
+        sid = len(self._group)
+        self._members.append(members)
+        self._group.append(group)
+        self._rows.append(None)
+        self._accept_ids.append(aid)
+        self._live_classes.append(None)
+        if sid >= len(self._accept_array):
+            self._accept_array = np.concatenate([self._accept_array, np.zeros_like(self._accept_array)])
+        self._accept_array[sid] = aid
+        if sid >= len(self.transitions):
+            grown = np.full((2 * len(self.transitions), self.num_classes), UNKNOWN, dtype=np.int32)
+            grown[: len(self.transitions)] = self.transitions
+            self.transitions = grown
         return sid
 
     def start(self, allowed: frozenset[int]) -> int:
@@ -171,7 +232,7 @@ class Lexer:
 
     @property
     def num_states(self) -> int:
-        return len(self._members)
+        return len(self._group)
 
     def accept_id(self, state: int) -> int:
         """Id (in ``accept_sets``) of the terminals that accept the lexeme read so far."""
@@ -188,7 +249,9 @@ class Lexer:
         """Successor on each byte class (-1 = no allowed terminal takes the byte)."""
         row = self._rows[state]
         if row is None:
-            row = self._expand(state)
+            if self.transitions[state, 0] == UNKNOWN:
+                self._expand(state)
+            row = self._rows[state] = self.transitions[state].tolist()
         return row
 
     def live_classes(self, state: int) -> tuple[int, ...]:
@@ -198,18 +261,16 @@ class Lexer:
             got = self._live_classes[state] = tuple(c for c, t in enumerate(self.row(state)) if t >= 0)
         return got
 
-    def _expand(self, state: int) -> list[int]:
-        # A state's members mostly share one table state (terminals of one text
-        # region, ~8 per state on recursive JSON Schemas): their moves are read once
-        # per (table, state), and each class is keyed by (move, members still live
-        # there as bits). Each distinct key is interned once, in class order, so
-        # states are numbered as if each class were interned in turn.
+    def _expand(self, state: int) -> None:
+        group = self._group[state]
+        if group is not None:
+            self._expand_group(state, *group)
+            return
+        # Members in several groups (or a table whose terminals share bits): the
+        # members sharing a (table, table state) are one group, its moves read once;
+        # each class is keyed by (move, members still live there as bits) per group.
+        # Each distinct key is interned once, in class order.
         members = self._members[state]
-        if not members:
-            row = [-1] * self.num_classes
-            self._rows[state] = row
-            self.transitions[state] = row
-            return row
         group_at: dict[tuple[int, int], int] = {}
         group_of, moves_of, live_of, bits_of = [], [], [], []
         for t, s in members:
@@ -217,34 +278,44 @@ class Lexer:
             g = group_at.get((k, s))
             if g is None:
                 g = group_at[(k, s)] = len(moves_of)
-                moves = self._global_rows[k].get(s)
-                moves_of.append(moves if moves is not None else self._global_row(k, s))
+                moves = self._moves[k].get(s)
+                if moves is None:
+                    moves = self._moves[k][s] = self._tables[k].row_array(s)[self._to_global[k]].tolist()
+                moves_of.append(moves)
                 live_of.append(self._tables[k].live_bits)
                 bits_of.append(0)
             bits_of[g] |= self._bit[t]
             group_of.append(g)
-        if len(moves_of) == 1:
-            # One group: each move is one successor, for all the classes that take it.
-            live, bits = live_of[0], bits_of[0]
-            row = [-1] * self.num_classes
-            for m, classes in moves_of[0][1]:
-                r = self._intern_live(members, group_of, (m,), (bits if live is None else live[m] & bits,))
-                for c in classes:
-                    row[c] = r
-        else:
-            memo: dict = {}
-            row = []
-            for ms in zip(*(moves for moves, _ in moves_of)):
-                alive = tuple(0 if m < 0 else bits if live is None else live[m] & bits
-                              for m, live, bits in zip(ms, live_of, bits_of))
-                key = (ms, alive)
-                r = memo.get(key)
-                if r is None:
-                    r = memo[key] = self._intern_live(members, group_of, ms, alive)
-                row.append(r)
-        self._rows[state] = row
+        memo: dict = {}
+        row = []
+        for ms in zip(*moves_of) if moves_of else [()] * self.num_classes:
+            alive = tuple(0 if m < 0 else bits if live is None else live[m] & bits
+                          for m, live, bits in zip(ms, live_of, bits_of))
+            key = (ms, alive)
+            r = memo.get(key)
+            if r is None:
+                r = memo[key] = self._intern_live(members, group_of, ms, alive)
+            row.append(r)
         self.transitions[state] = row
-        return row
+
+    def _expand_group(self, state: int, k: int, s: int, bits: int) -> None:
+        """The row of one-group state ``(k, s, bits)``: per distinct move ``m`` of
+        table state ``s``, the state ``(k, m, bits still live at m)``."""
+        table = self._tables[k]
+        moves = table.row_array(s)[self._to_global[k]]
+        live = table.live_bits
+        succ: dict[int, int] = {}
+        for m in dict.fromkeys(moves.tolist()):  # in class order
+            if m >= 0:
+                alive = bits if live is None else live[m] & bits
+                succ[m] = self._intern_group(k, m, alive) if alive else -1
+        slot = self._slot
+        if succ:
+            top = max(succ) + 2
+            if top > len(slot):
+                slot = self._slot = np.full(max(top, 2 * len(slot)), -1, dtype=np.int32)
+            slot[list(succ)] = list(succ.values())
+        self.transitions[state] = slot[moves]
 
     def _intern_live(self, members, group_of: list[int], moves: tuple, alive: tuple) -> int:
         """The state of the members whose group moves (``moves[g]``) with their bit
@@ -253,25 +324,10 @@ class Lexer:
         nxt = tuple((t, moves[g]) for (t, _), g in zip(members, group_of) if moves[g] >= 0 and alive[g] & bit[t])
         return self._intern(nxt) if nxt else -1
 
-    def _global_row(self, k: int, s: int) -> tuple[list[int], list[tuple[int, list[int]]]]:
-        """Table ``k``'s row of state ``s`` over the lexer's byte classes, and its
-        live moves, each with the classes that take it (in class order)."""
-        moves = list(self._to_global[k](self._tables[k].row(s)))
-        by_move: dict[int, list[int]] = {}
-        for c, m in enumerate(moves):
-            if m >= 0:
-                classes = by_move.get(m)
-                if classes is None:
-                    by_move[m] = [c]
-                else:
-                    classes.append(c)
-        got = self._global_rows[k][s] = (moves, list(by_move.items()))
-        return got
-
     def ensure_rows(self, states) -> None:
         """Build the rows of ``states`` (an int array) that do not exist yet."""
         for s in np.unique(states).tolist():
-            if self._rows[s] is None:
+            if self.transitions[s, 0] == UNKNOWN:
                 self._expand(s)
 
     def step_byte(self, state: int, byte: int) -> int:
