@@ -167,7 +167,8 @@ class Lexer:
         return sid
 
     def _one_group(self, members) -> tuple[int, int, int] | None:
-        """``(table, table state, bits)`` when all ``members`` share them."""
+        """``(table, table state, bits)`` when all ``members`` are in one state of one
+        table whose terminals each have a bit of their own; else None."""
         if not members:
             return None
         table_of, bit = self._table_of, self._bit
