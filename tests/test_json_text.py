@@ -10,7 +10,7 @@ import pytest
 from fsm.dfa import determinize
 from fsm.jit import AVAILABLE as COMPILED_AVAILABLE
 from fsm.lazy import LazyDFA
-from fsm.nfa import NFA
+from fsm.nfa import NFA, Template
 from fsm.regex import compile_regex
 from grammars import json_text as jt
 
@@ -76,6 +76,20 @@ def test_other_keys_used_twice_in_one_lazy_nfa_judge_alike(names):
         assert dfa.matches(b"1" + quoted) == dfa.matches(b"2" + quoted) == (text not in names), (names, text)
     by_byte = not any(ch in '"\\/' or ord(ch) < 0x20 for name in names for ch in name)
     assert len(nfa.templates) == (1 if by_byte else 0)
+
+
+@pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed")
+def test_the_other_key_template_is_made_with_the_object_and_the_fragment_stays_deferred():
+    """The template's arrays are made when the fragment is declared (as the object
+    is built), so the first mask that reaches an other key pastes a copy; the
+    fragment itself is still built only when the automaton reaches it."""
+    nfa = NFA(lazy=True)
+    names = ["alpha", "beta", "gamma"]
+    s, e = nfa.concat([nfa.byte_string(b"1"), jt.key_excluding(nfa, names)])
+    assert isinstance(nfa.templates.get(("key_excluding", frozenset(names))), Template)
+    assert len(nfa.pending) == 1 and len(nfa) < 10
+    dfa = LazyDFA(nfa, s, e)
+    assert dfa.matches(b'1"delta"') and not dfa.matches(b'1"beta"')
 
 
 @pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed")
