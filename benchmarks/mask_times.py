@@ -41,6 +41,7 @@ def mask_times(records: list[dict], progress=sys.stderr) -> np.ndarray:
     def tokenize(text: str) -> list[int]:
         return tokenizer.encode(text, add_special_tokens=False)
 
+    mb.warm_up(engine, tokenize)  # as maskbench.py's workers do
     out: list[int] = []
     for n, record in enumerate(records):
         out.extend(mb.run_schema(engine, record["schema"], record["tests"], tokenize)["tbm_ns"])

@@ -667,6 +667,17 @@ def _malloc_trim():
         return None
 
 
+def warm_up(engine, tokenize) -> None:
+    """Run the warm-up schemas (untimed): compiled kernels are loaded from numba's
+    cache at their first call (up to ~0.2 s), which would otherwise land in some
+    schema's mask."""
+    for schema, tests in ((WARMUP_SCHEMA, WARMUP_TESTS), (WARMUP_RECURSIVE_SCHEMA, WARMUP_RECURSIVE_TESTS)):
+        try:
+            run_schema(engine, schema, tests, tokenize)
+        except Exception:  # noqa: BLE001 - warm-up is best effort
+            pass
+
+
 def _worker_main(conn, engine_spec: str, options: dict | None = None) -> None:
     # Between schemas (outside the timed parts) the worker hands the heap pages the
     # last schema freed back to the system. glibc keeps them otherwise: a worker grew
@@ -675,11 +686,7 @@ def _worker_main(conn, engine_spec: str, options: dict | None = None) -> None:
     trim = _malloc_trim()
     try:
         engine, tokenize = make_engine(engine_spec, options)
-        for schema, tests in ((WARMUP_SCHEMA, WARMUP_TESTS), (WARMUP_RECURSIVE_SCHEMA, WARMUP_RECURSIVE_TESTS)):
-            try:
-                run_schema(engine, schema, tests, tokenize)
-            except Exception:  # noqa: BLE001 - warm-up is best effort
-                pass
+        warm_up(engine, tokenize)
     except BaseException as exc:  # noqa: BLE001 - includes pytest.skip's Skipped
         conn.send(("init_error", f"{exception_message(exc)}\n{traceback.format_exc()}"))
         return
