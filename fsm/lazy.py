@@ -19,7 +19,8 @@ decoding visits; byte classes were fixed in advance from the fragments' ``cuts``
 Those built once and copied after that (``NFA.deferred_once``: open values, the
 tries of other keys) are copied by the compiled construction straight from the
 kept fragment's arrays (``NFA.paste_pending``, ``LazySubsets.paste``): their
-states get no Python lists.
+states get no Python lists. A compiled walk pastes them itself where allowed
+(``_allow_pastes``), and the NFA's side follows later (``_replay_pastes``).
 
 Cost notes: one row costs the union of its NFA states' moves plus a closure per
 target: in Python 7 µs for a one-state subset and 20-30 µs for a few states (JSON
@@ -38,7 +39,7 @@ import numpy as np
 from .dfa import SMALL_SEARCH_EDGES, class_starts, co_reachable, nfa_byte_classes, sweep_row
 from .errors import EmptyLanguageError, RegexTooLargeError
 from .jit import AVAILABLE as COMPILED_AVAILABLE
-from .nfa import NFA, PastedOnce
+from .nfa import NFA, PastedOnce, pastable
 
 UNKNOWN = -2  # a transition not computed yet
 
@@ -106,6 +107,10 @@ class LazyDFA:
 
             self._fast = LazySubsets(nfa, start, final, live, self.byte_to_class, self._class_starts, flat,
                                      MAX_LAZY_DFA_STATES)
+            # Deferred starts whose template is not made yet, by (templates, key):
+            # allowed to be pasted by walks once it is (``_allow_pastes``).
+            self._waiting: dict[tuple[int, object], list[int]] = {}
+            self._allow_pastes(list(nfa.pending))
             self._fast_row(-1)
         else:
             self._add(self._closure(start))
@@ -123,8 +128,9 @@ class LazyDFA:
 
     @property
     def nfa_size(self) -> int:
-        """States of the NFA, which grows as deferred fragments are built."""
-        return len(self._nfa)
+        """States of the NFA, which grows as deferred fragments are built (those a
+        compiled walk pasted counted, their Python side made or not yet)."""
+        return self._fast.num_nfa_states if self._fast is not None else len(self._nfa)
 
     @property
     def num_classes(self) -> int:
@@ -291,6 +297,7 @@ class LazyDFA:
                 pending = fast.row(state)
                 if pending < 0:
                     break
+                self._replay_pastes()
                 if self.growth_limit is not None and len(self._nfa) >= self.growth_limit:
                     raise GrowthDeferred(pending)  # the state stays unexpanded
                 self._take_in_pending(pending)
@@ -303,30 +310,80 @@ class LazyDFA:
         arrays; else built in Python and read once, as its template's arrays where
         it was just kept (its copies come from those), or from the NFA's lists."""
         nfa, fast = self._nfa, self._fast
+        n0 = len(nfa)
+        build, end = nfa.pending[pending]
         pasted = nfa.paste_pending(pending)
         if pasted is not None:
             template, first, end, rooms = pasted
             fast.paste(template, first, pending, nfa.eps[pending], end, rooms)
-            return
-        n0 = len(nfa)
-        build, end = nfa.pending[pending]
-        nfa.materialize(pending)
-        made = build.template if isinstance(build, PastedOnce) else None
-        if made is not None and made.first == n0 and n0 + made.n == len(nfa):
-            rooms = [(n0 + i, room) for i, room in made.rooms]
-            fast.paste(made, n0, pending, nfa.eps[pending], end, rooms)
         else:
-            fast.add_states(nfa, n0, pending)  # (its liveness too)
+            nfa.materialize(pending)
+            made = build.template if isinstance(build, PastedOnce) else None
+            if made is not None and made.first == n0 and n0 + made.n == len(nfa):
+                rooms = [(n0 + i, room) for i, room in made.rooms]
+                fast.paste(made, n0, pending, nfa.eps[pending], end, rooms)
+            else:
+                fast.add_states(nfa, n0, pending)  # (its liveness too)
+        self._allow_pastes(self._pending_from(n0))
+        if type(build) is PastedOnce and build.key in build.templates:
+            # its template may have been just made: the starts waiting on it may be pasted
+            fast.template_made(build)
+            if self._waiting:
+                self._allow_pastes(self._waiting.pop((id(build.templates), build.key), ()))
+
+    def _pending_from(self, first: int) -> list[int]:
+        """The deferred starts numbered from ``first`` on (the newest: last in
+        ``NFA.pending``)."""
+        got = []
+        for s in reversed(self._nfa.pending):
+            if s < first:
+                break
+            got.append(s)
+        return got
+
+    def _allow_pastes(self, starts, ahead: bool = True) -> None:
+        """Let a compiled walk paste the fragments deferred at ``starts`` (those
+        still deferred) itself, where they are copies of a template made already,
+        or (``ahead``) made now as arrays (``fsm.nfa.pastable``; ``LazySubsets.
+        allow_paste``); the others wait for their template."""
+        pending, fast = self._nfa.pending, self._fast
+        for s in starts:
+            got = pending.get(s)
+            if got is None:
+                continue
+            build, end = got
+            template = pastable(build, ahead)
+            if template is not None:
+                fast.allow_paste(s, template, end)
+            elif type(build) is PastedOnce:
+                self._waiting.setdefault((id(build.templates), build.key), []).append(s)
 
     def compiled_builder(self):
         """The compiled construction's buffers (``fsm.subsets_compiled.Buffers``),
         for a kernel that builds rows itself (``fsm.walk_compiled``), or None."""
-        return self._fast.b if self._fast is not None else None
+        fast = self._fast
+        if fast is None:
+            return None
+        fast.limit_pastes(self.growth_limit)
+        return fast.b
 
     def sync_states(self) -> None:
         """Take in the states the compiled construction made (``_fast_row``, or a
         compiled walk that builds rows itself: ``fsm.walk_compiled``)."""
         self._num_states = self._fast.b.num_states
+
+    def _replay_pastes(self) -> None:
+        """Make the NFA's side of the copies compiled walks pasted since the last
+        call (``NFA.paste_pending``: the states' places, the deferred holes with
+        their lists), in the order pasted, so numbered alike. Done only before the
+        NFA is built on in Python: the masks that paste stay free of it (~20 µs a
+        copy there, several times its cost in a batch)."""
+        for start, first in self._fast.pasted():
+            n0 = len(self._nfa)
+            got = self._nfa.paste_pending(start)
+            if got is None or got[1] != first:
+                raise AssertionError(f"a walk's copy at NFA state {first} is not the NFA's ({got and got[1]})")
+            self._allow_pastes(self._pending_from(n0))
 
 
 def _co_reachable(nfa: NFA, final: int, flat: tuple | None = None) -> list[bool]:

@@ -128,7 +128,7 @@ class CompiledWalk:
         self._byte_to_class = byte_to_class[:256]
         builder = getattr(dfa, "compiled_builder", None)
         p[wc.P_BUILD] = builder is not None and builder() is not None
-        self.ctl = np.zeros(2, dtype=np.int64)
+        self.ctl = np.zeros(3 + wc.PASTES, dtype=np.int64)
         self.path = np.zeros(max(plain_cap, text_cap) + 1, dtype=np.int64)
         self.sets = np.zeros((2, wc.UTF8_SPREAD), dtype=np.int64)
         self.facts = _fresh_facts(64)
@@ -175,13 +175,16 @@ class CompiledWalk:
                 self.path, self.sets, self._stack, sp, self.order, row, self._out, n_out, self._aside, self._asks, checks,
                 self.plain_rows, self.chain_keys, self.chain_len, self.chain_rows, self.n_keys, self.chain_ask,
                 self.mask, b)
+            pasted = 0
             if builder is not None:
+                if self.ctl[wc.N_PASTES]:  # copies its rows met, pasted here: no trip to Python for them
+                    pasted = wc.paste_wanted(self.ctl, b, builder.px)
                 dfa.sync_states()
             if self.chain_ask[0]:  # a byte set met for the first time: its pairs wait aside
                 self._add_chain(int(self.chain_ask[1]), int(self.chain_ask[2]))
             if outcome == wc.OVER_BUDGET:
                 return None
-            if n_asks:
+            if n_asks and not pasted:  # (after a paste, the next round asks again what it still needs)
                 for s in set(self._asks[:n_asks].tolist()):
                     dfa.next_states(s)  # its row, building what the kernel could not
             if outcome == wc.FULL:  # grow the buffers, keep what is in them
@@ -249,7 +252,7 @@ def _no_builder() -> tuple:
     """Stand-ins for ``Buffers.builder_args`` where the DFA has no compiled
     construction (every row is built, or Python builds it): the same types, so the
     kernel is compiled once."""
-    one, two = np.zeros(1, dtype=np.int64), np.zeros((1, 10), dtype=np.int64)
+    one, two = np.zeros(1, dtype=np.int64), np.zeros((1, 12), dtype=np.int64)
     return (two, one, one, np.zeros((1, 3), dtype=np.int64), np.zeros((1, 3), dtype=np.int64), one, one, one, one,
             one, one, one, np.zeros((1, 3), dtype=np.int64), one, one)
 

@@ -88,7 +88,7 @@ class Template:
     or made as arrays by a compiled builder (``Template.of_packed``), whose lists
     are made only if a copy needs them."""
 
-    __slots__ = ("_eps", "_edges", "first", "n", "start", "end", "rooms", "holes", "_packed")
+    __slots__ = ("_eps", "_edges", "first", "n", "start", "end", "rooms", "holes", "_packed", "_hole_moves")
 
     def __init__(self, eps, edges, first: int, start: int, end: int, rooms=(), holes=()):
         self._eps, self._edges, self.first, self.start, self.end = eps, edges, first, start, end
@@ -96,6 +96,7 @@ class Template:
         self.rooms = rooms  # (state - first, room) for ``NFA.rooms``
         self.holes = holes  # (start - first, end - first, build) of deferred fragments
         self._packed = None
+        self._hole_moves = None
 
     @classmethod
     def of_packed(cls, packed: np.ndarray, n: int, start: int, end: int, rooms=(), holes=()) -> "Template":
@@ -130,6 +131,14 @@ class Template:
         eps = packed[at_eps : at_eps + packed[i]].tolist()
         flat = packed[at_moves : at_moves + 3 * packed[n + i]].tolist()
         return eps, list(zip(flat[::3], flat[1::3], flat[2::3]))
+
+    def hole_moves(self) -> list[tuple[list[int], list[tuple[int, int, int]]]]:
+        """``moves_of`` each hole's start, made once: every copy ``NFA.paste_pending``
+        makes needs them (~5 µs a hole to read from the arrays each time, in the
+        masks that paste)."""
+        if self._hole_moves is None:
+            self._hole_moves = [self.moves_of(i) for i, _, _ in self.holes]
+        return self._hole_moves
 
     def _unpack(self) -> None:
         flat, n = self._packed[0].tolist(), self.n
@@ -231,6 +240,22 @@ class PastedOnce:
         copy of ``template`` at ``base`` (as ``NFA.paste`` gives them)."""
         return ([(base + i, room) for i, room in template.rooms],
                 [(base + i, base + j, build) for i, j, build in template.holes])
+
+
+def pastable(build, ahead: bool = False) -> "Template | None":
+    """The template a compiled walk may paste a copy of for a fragment deferred
+    with ``build`` (``fsm.subsets_compiled.LazySubsets.allow_paste``), where it is
+    made already, or (``ahead``) its builder makes it as arrays now (``PastedOnce.
+    make``: an open value from the process's shape, a few µs); else None. Not a
+    ``ChunkCopy``'s: its copies' rooms differ."""
+    if type(build) is not PastedOnce:
+        return None
+    made = build.templates.get(build.key)
+    if made is None and ahead and build.make is not None:
+        made = build.make()  # (where it cannot yet, it stays free to later, unlike PastedOnce.template)
+        if made is not None:
+            build.templates[build.key] = made
+    return made
 
 
 class ChunkCopy(PastedOnce):
@@ -571,9 +596,8 @@ class NFA:
         for state, room in rooms:
             self.rooms[state] = room
         shift = base - template.first
-        for start, end, hole in holes:
+        for (start, end, hole), (eps, edges) in zip(holes, template.hole_moves()):
             self.pending[start] = (hole, end)
-            eps, edges = template.moves_of(start - base)
             self.eps[start] = [t + shift for t in eps]
             self.edges[start] = [(lo, hi, t + shift) for lo, hi, t in edges]
         self.eps[s].append(base + template.start)

@@ -27,6 +27,13 @@ the new tuples set off a garbage collection). A one-state row
 costs ~7 µs in Python and ~2 µs compiled, the call included: on 300 MaskBench
 schemas stepped through every instance, mask time summed 7.42 -> 6.26 s and p95
 262 -> 197 µs (interleaved in one process).
+
+A compiled walk pastes such copies itself (``paste_here``) where Python allowed
+it ahead (``allow_paste``: a template made, its holes' templates in slots filled
+as they are made), and logs them; Python makes the NFA's side of them
+(``NFA.paste_pending``) only before it next builds on the NFA
+(``LazyDFA._replay_pastes``). A walk that met an open value had gone back to
+Python for it: a round more and the copy taken in, ~40 µs, plus ~20 µs of lists.
 """
 
 from __future__ import annotations
@@ -38,20 +45,31 @@ from numba import njit
 
 from .dfa import nfa_byte_classes
 from .errors import RegexTooLargeError
+from .nfa import MAX_NFA_STATES, PastedOnce, pastable
 
 # Columns per NFA state: its closure's slice of ``cl`` (-1: not known yet), its moves'
 # slice of ``mv`` (class intervals), its epsilon moves' slice of ``ep``, the DFA state
 # its closure alone is (-1: none yet), whether it has byte moves, whether it starts a
-# deferred fragment not built yet (lazy NFAs: ``LazySubsets``), its ``NFA.rooms`` (0: none).
-_CL_LO, _CL_HI, _MV_LO, _MV_HI, _EP_LO, _EP_HI, _SINGLE, _MOVES, _PENDING, _ROOM = range(10)
+# deferred fragment not built yet (lazy NFAs: ``LazySubsets``), its ``NFA.rooms`` (0: none);
+# for a deferred start whose copy a walk may paste itself (``LazySubsets.allow_paste``),
+# its template's number plus one (0: none) and the fragment's end.
+_CL_LO, _CL_HI, _MV_LO, _MV_HI, _EP_LO, _EP_HI, _SINGLE, _MOVES, _PENDING, _ROOM, _TPL, _LINK = range(12)
 # Columns per DFA state: its subset's slice of ``sub``, whether it accepts (the
 # slice first, as for target sets: ``_rehash`` serves both).
 _SUB_LO, _SUB_HI, _ACCEPT = range(3)
 # Columns per remembered target set (``sweep_row``'s ``known``): its slice of
 # ``titems``, its DFA state.
 _T_LO, _T_HI, _T_STATE = range(3)
-# Slots of ``counts``.
-_N_DFA, _N_SUB, _N_CL, _FINAL, _MAX, _NEED, _STAMP, _N_T, _N_TITEMS = range(9)
+# Slots of ``counts``; the last ones are ``LazySubsets``': the NFA's states, the used
+# part of ``ep`` and ``mv``, the NFA size below which a walk may paste (0: it may not;
+# ``LazyDFA.growth_limit``), the pastes logged (``paste_here``).
+(_N_DFA, _N_SUB, _N_CL, _FINAL, _MAX, _NEED, _STAMP, _N_T, _N_TITEMS,
+ _N_NFA, _N_EP, _N_MV, _GROWTH, _N_PASTED) = range(14)
+# Columns of a template's entry (``LazySubsets.allow_paste``): its slices of the
+# packed states, of the holes and of the rooms, its size, start and end.
+(_P_LO, _P_HI, _H_LO, _H_HI, _R_LO, _R_HI, _P_N, _P_START, _P_END) = range(9)
+#: The most copies walks paste before Python follows (``LazySubsets.pasted``).
+PASTE_LOG = 256
 # Outcomes: done, or the buffer named must grow (``counts[_NEED]``: to how many), or a
 # closure met a deferred fragment (``counts[_NEED]``: its start) that must be built.
 (_DONE, _FULL_DFA, _FULL_SUB, _FULL_TABLE, _FULL_SCRATCH, _FULL_CL, _FULL_T, _FULL_TITEMS,
@@ -366,15 +384,13 @@ def nfa_arrays(counts, eps, moves, classes, live=None, room: int = 0):
         moves = moves[keep]
     else:
         e_counts, m_counts = counts[:, 0], counts[:, 1]
-    nf = np.zeros((n + room, 10), dtype=np.int64)  # (the room's pages stay untouched until used)
-    nf[:n] = -1
+    nf = np.zeros((n + room, 12), dtype=np.int64)  # (the room's pages stay untouched until used)
+    nf[:n, :_PENDING] = -1
     nf[:n, _EP_HI] = np.cumsum(e_counts)
     nf[:n, _EP_LO] = nf[:n, _EP_HI] - e_counts
     nf[:n, _MV_HI] = np.cumsum(m_counts)
     nf[:n, _MV_LO] = nf[:n, _MV_HI] - m_counts
     nf[:n, _MOVES] = counts[:, 1] > 0
-    nf[:n, _PENDING] = 0
-    nf[:n, _ROOM] = 0
     mv = np.stack([classes[moves[:, 0]], classes[moves[:, 1]], moves[:, 2]], axis=1).astype(np.int64)
     return nf, eps.astype(np.int64, copy=False), mv
 
@@ -395,7 +411,9 @@ class Buffers:
         self.ttable = np.full(2 * size, -1, dtype=np.int64)
         n = max(len(nf), 1)
         self.cnt, self.seen, self.mark = (np.zeros(n, dtype=np.int64) for _ in range(3))
-        self.counts = np.array([0, 0, 0, final, limit, 0, 0, 0, 0], dtype=np.int64)
+        self.counts = np.zeros(14, dtype=np.int64)
+        self.counts[_FINAL], self.counts[_MAX] = final, limit
+        self.px = _no_pastes()  # LazySubsets': what paste_here reads
 
     @property
     def num_states(self) -> int:
@@ -408,7 +426,8 @@ class Buffers:
 
     def builder_args(self) -> tuple:
         """``kernel_args`` but ``trans``, as one tuple (``fsm.walk_compiled`` builds
-        rows with them)."""
+        rows with them; ``px`` is passed apart: a tuple passed to a kernel's helpers
+        has each of its arrays reference-counted at each call)."""
         return (self.nf, self.ep, self.cl, self.mv, self.df, self.sub, self.table, self.counts, self.scratch,
                 self.cnt, self.seen, self.mark, self.tsets, self.titems, self.ttable)
 
@@ -476,10 +495,29 @@ class LazySubsets:
         nf[list(nfa.pending), _PENDING] = 1
         if nfa.rooms:
             nf[list(nfa.rooms), _ROOM] = list(nfa.rooms.values())
-        self.n_ep, self.n_mv = len(ep), len(mv)
+        n_ep, n_mv = len(ep), len(mv)
         ep, mv = _grown(ep, len(ep) + 4 * room, 0), _grown(mv, len(mv) + 2 * room, 0)
         self.b = Buffers(nf, ep, mv, int(classes[-1]) + 1, final, limit, -2,
                          f"automaton needs more than {limit} states")
+        counts = self.b.counts
+        counts[_N_NFA], counts[_N_EP], counts[_N_MV] = len(live), n_ep, n_mv
+        # Templates a walk may paste copies of (``allow_paste``): per template its
+        # entry (``_P_LO`` ...), and its states, holes and rooms in shared arrays.
+        self._tpl_ids: dict[int, int] = {}
+        self._tpl_kept: list = []  # (the ids above stay theirs)
+        self._meta = np.zeros((4, 9), dtype=np.int64)
+        self._data = np.zeros(1024, dtype=np.int64)
+        self._holes = np.zeros((16, 3), dtype=np.int64)  # (start, end, its slot or -1)
+        self._slot_ids: dict[tuple[int, object], int] = {}  # (id(templates), key): _slot
+        self._slot_tid = np.full(16, -1, dtype=np.int64)
+        self._rooms = np.zeros((16, 2), dtype=np.int64)
+        self._used = [0, 0, 0]  # of _data, _holes, _rooms
+        self._data_at: dict[int, list[int]] = {}  # id(packed states): their slice of _data
+        # paste_here's: (deferred start, first state), till Python follows (a full
+        # log stops walks' pastes: they go to Python, which follows first)
+        self._log = np.zeros((PASTE_LOG, 2), dtype=np.int64)
+        self._growth_limit: int | None = -1  # limit_pastes' last (-1: none yet: walks may not paste)
+        self._set_px()
 
     def accepting(self) -> np.ndarray:
         """Whether each DFA state made so far accepts."""
@@ -562,8 +600,8 @@ class LazySubsets:
         # One kernel call (``_pasted`` then ``_take_in``): in the masks that paste,
         # each call from Python cost ~5-10 µs more than its work.
         got = _paste_in(rel, n, first, template.end, end, built_eps, holes, built, self.classes, self.class_starts,
-                        self.live, b.nf, b.ep, self.n_ep, b.mv, self.n_mv)
-        self._took(got, rooms)
+                        self.live, b.nf, b.ep, b.counts[_N_EP], b.mv, b.counts[_N_MV])
+        self._took(got, first + n, rooms)
 
     def _take(self, first: int, n_new: int, packed: np.ndarray, n_built: int, n_pending: int, built: int,
               rooms) -> None:
@@ -572,8 +610,8 @@ class LazySubsets:
         self._make_room(first + n_new, len(packed))
         b = self.b
         got = _take_in(first, n_new, packed, n_built, n_pending, built, self.classes, self.class_starts, self.live,
-                       b.nf, b.ep, self.n_ep, b.mv, self.n_mv)
-        self._took(got, rooms)
+                       b.nf, b.ep, b.counts[_N_EP], b.mv, b.counts[_N_MV])
+        self._took(got, first + n_new, rooms)
 
     def _make_room(self, n: int, packed_size: int) -> None:
         """Room for NFA states up to ``n`` and for the moves of a ``_take_in``
@@ -584,19 +622,122 @@ class LazySubsets:
             b.nf = _grown(b.nf, size, 0)
             self.live = _grown(self.live, size, False)
             b.cnt, b.seen, b.mark = (_grown(a, size, 0) for a in (b.cnt, b.seen, b.mark))
-        if self.n_ep + packed_size > len(b.ep):
-            b.ep = _grown(b.ep, max(2 * len(b.ep), self.n_ep + packed_size), 0)
-        if self.n_mv + packed_size // 3 > len(b.mv):
-            b.mv = _grown(b.mv, max(2 * len(b.mv), self.n_mv + packed_size // 3), 0)
+            self._set_px()
+        n_ep, n_mv = int(b.counts[_N_EP]), int(b.counts[_N_MV])
+        if n_ep + packed_size > len(b.ep):
+            b.ep = _grown(b.ep, max(2 * len(b.ep), n_ep + packed_size), 0)
+        if n_mv + packed_size // 3 > len(b.mv):
+            b.mv = _grown(b.mv, max(2 * len(b.mv), n_mv + packed_size // 3), 0)
 
-    def _took(self, got: np.ndarray, rooms) -> None:
-        """After ``_take_in``: its new move counts, or its error; the ``rooms``."""
+    def _took(self, got: np.ndarray, n: int, rooms) -> None:
+        """After ``_take_in``: its new move counts, or its error; the NFA's size
+        ``n``; the ``rooms``."""
         if got[0] < 0:
             raise AssertionError(f"deferred fragment uses byte range {got[1]}-{got[2]} missing from its cuts")
-        self.n_ep, self.n_mv = int(got[0]), int(got[1])
         b = self.b
+        b.counts[_N_EP], b.counts[_N_MV], b.counts[_N_NFA] = got[0], got[1], n
         for s, room in rooms:
             b.nf[s, _ROOM] = room
+
+    # -- pastes made by a walk ----------------------------------------------------------
+
+    def allow_paste(self, s: int, template, end: int) -> None:
+        """Let a walk paste the copy of ``template`` that deferred start ``s`` (its
+        fragment's end ``end``) is to be, itself (``paste_here``), as ``paste`` would."""
+        if self.b.nf[s, _TPL]:  # (a walk's copy's hole: the walk allowed it)
+            return
+        self.b.nf[s, _TPL], self.b.nf[s, _LINK] = self._template_id(template) + 1, end
+
+    def template_made(self, build) -> None:
+        """``build``'s template was just made: the holes of copies pasted from now
+        on that it builds may be pasted too."""
+        slot = self._slot_ids.get((id(build.templates), build.key))
+        if slot is not None and self._slot_tid[slot] < 0:
+            self._slot_tid[slot] = self._template_id(build.templates[build.key])
+
+    def limit_pastes(self, growth_limit: int | None) -> None:
+        """Let walks paste while the NFA has fewer than ``growth_limit`` states
+        (``LazyDFA.growth_limit``; called before each round of a walk)."""
+        if growth_limit != self._growth_limit:
+            self._growth_limit = growth_limit
+            self.b.counts[_GROWTH] = MAX_NFA_STATES if growth_limit is None else growth_limit
+
+    @property
+    def num_nfa_states(self) -> int:
+        """The NFA's states, those walks pasted included (``pasted``)."""
+        return int(self.b.counts[_N_NFA])
+
+    def pasted(self) -> list[tuple[int, int]]:
+        """The pastes walks made since the last call, in order: ``(deferred start,
+        first state of the copy)``; the NFA's lists must follow (``NFA.paste_pending``)
+        before it is built on."""
+        counts = self.b.counts
+        k = int(counts[_N_PASTED])
+        if not k:
+            return []
+        counts[_N_PASTED] = 0
+        return [tuple(x) for x in self._log[:k].tolist()]
+
+    def _template_id(self, template, ahead: bool = True) -> int:
+        tid = self._tpl_ids.get(id(template))
+        return self._add_template(template, ahead) if tid is None else tid
+
+    def _slot(self, build, ahead: bool) -> int:
+        """The slot that holds the number of ``build``'s template once it is made
+        (-1 in the slot till then; a slot of -1: never pasted by a walk). With
+        ``ahead``, a template its builder makes as arrays (``PastedOnce.make``: an
+        open value one level deeper, a few µs) is made now."""
+        if type(build) is not PastedOnce:
+            return -1
+        key = (id(build.templates), build.key)
+        slot = self._slot_ids.get(key)
+        if slot is None:
+            slot = self._slot_ids[key] = len(self._slot_ids)
+            if slot == len(self._slot_tid):
+                self._slot_tid = np.concatenate([self._slot_tid, np.full(slot, -1, dtype=np.int64)])
+                self._set_px()
+        if self._slot_tid[slot] < 0:
+            made = pastable(build, ahead)
+            if made is not None:
+                self._slot_tid[slot] = self._template_id(made, False)
+        return slot
+
+    def _add_template(self, template, ahead: bool) -> int:
+        """Enter ``template`` for ``paste_here``, and the slots of its holes'
+        templates (a copy's holes may be pasted in the same walk; with ``ahead``,
+        those made as arrays are made now, one level down); its number."""
+        tid = len(self._tpl_kept)
+        self._tpl_ids[id(template)] = tid
+        self._tpl_kept.append(template)
+        if tid == len(self._meta):
+            self._meta = _grown(self._meta, 2 * tid, 0)
+        rel, holes = template.packed()
+        rooms = np.array(template.rooms, dtype=np.int64).reshape(-1, 2)
+        slots = [self._slot(build, ahead) for _, _, build in template.holes]
+        holes = np.concatenate([holes, np.array(slots, dtype=np.int64).reshape(-1, 1)], axis=1)
+        entry = []
+        for i, (part, name) in enumerate(((rel, "_data"), (holes, "_holes"), (rooms, "_rooms"))):
+            if i == 0 and id(rel) in self._data_at:  # (open values' levels share their states)
+                entry += self._data_at[id(rel)]
+                continue
+            lo = self._used[i]
+            hi = self._used[i] = lo + len(part)
+            kept = getattr(self, name)
+            if hi > len(kept):
+                kept = _grown(kept, max(hi, 2 * len(kept)), 0)
+                setattr(self, name, kept)
+            kept[lo:hi] = part
+            entry += [lo, hi]
+            if i == 0:
+                self._data_at[id(rel)] = [lo, hi]
+        self._meta[tid] = entry + [template.n, template.start, template.end]
+        self._set_px()
+        return tid
+
+    def _set_px(self) -> None:
+        """``Buffers.px``, after one of its arrays was replaced."""
+        self.b.px = (self._meta, self._data, self._holes, self._rooms, self._slot_tid, self.live, self.classes,
+                     self.class_starts, self._log)
 
     def member_room(self, d: int) -> int:
         """The largest ``NFA.rooms`` among DFA state ``d``'s NFA states (0: none)."""
@@ -613,6 +754,57 @@ def _member_room(s, nf, df, sub):
         if r > best:
             best = r
     return best
+
+
+@njit(cache=True, nogil=True)
+def paste_here(x, nf, ep, mv, counts, px):
+    """``LazySubsets.paste`` of the deferred fragment that starts at ``x``, within a
+    compiled walk, where ``allow_paste`` allowed it and the arrays have room; its
+    ``(x, first state)`` logged for Python to follow (``LazySubsets.pasted``). False
+    where it cannot: the walk asks Python, as for any deferred fragment.
+
+    A walk that met a copy of an open value or an other-key trie went back to
+    Python for it (~40 µs a time, a round of the walk included, besides the copy)."""
+    meta, data, holes_all, rooms, slot_tid, live, classes, class_starts, log = px
+    tid = nf[x, _TPL] - 1
+    base = counts[_N_NFA]
+    k = counts[_N_PASTED]
+    if tid < 0 or base >= counts[_GROWTH] or k >= log.shape[0]:
+        return False
+    n = meta[tid, _P_N]
+    rel = data[meta[tid, _P_LO] : meta[tid, _P_HI]]
+    holes = holes_all[meta[tid, _H_LO] : meta[tid, _H_HI]]
+    n_old = nf[x, _EP_HI] - nf[x, _EP_LO]
+    size = len(rel) + 2 + n_old + 2 * len(holes)  # (``LazySubsets._make_room``'s bound)
+    n_ep, n_mv = counts[_N_EP], counts[_N_MV]
+    if (base + n > MAX_NFA_STATES or base + n > nf.shape[0] or base + n > live.shape[0]
+            or n_ep + size > ep.shape[0] or n_mv + size // 3 > mv.shape[0]):
+        return False
+    built_eps = np.empty(n_old + 1, dtype=np.int64)
+    built_eps[:n_old] = ep[nf[x, _EP_LO] : nf[x, _EP_HI]]
+    built_eps[n_old] = base + meta[tid, _P_START]
+    got = _paste_in(rel, n, base, meta[tid, _P_END], nf[x, _LINK], built_eps, holes, x, classes, class_starts, live,
+                    nf, ep, n_ep, mv, n_mv)
+    if got[0] < 0:  # (Python raises it)
+        return False
+    for r in range(meta[tid, _R_LO], meta[tid, _R_HI]):
+        nf[base + rooms[r, 0], _ROOM] = rooms[r, 1]
+    for h in range(len(holes)):  # (``allow_paste``)
+        hole_tid = slot_tid[holes[h, 2]] if holes[h, 2] >= 0 else -1
+        if hole_tid >= 0:
+            nf[base + holes[h, 0], _TPL], nf[base + holes[h, 0], _LINK] = hole_tid + 1, base + holes[h, 1]
+    nf[x, _TPL] = 0
+    counts[_N_EP], counts[_N_MV], counts[_N_NFA] = got[0], got[1], base + n
+    log[k, 0], log[k, 1] = x, base
+    counts[_N_PASTED] = k + 1
+    return True
+
+
+def _no_pastes() -> tuple:
+    """``paste_here``'s arrays where nothing may be pasted (``Buffers.px``)."""
+    one, pairs = np.zeros(1, dtype=np.int64), np.zeros((1, 2), dtype=np.int64)
+    return (np.zeros((1, 9), dtype=np.int64), one, np.zeros((1, 3), dtype=np.int64), pairs, one,
+            np.zeros(1, dtype=bool), one, np.zeros(1, dtype=bool), pairs)
 
 
 @njit(cache=True, nogil=True)
@@ -717,6 +909,7 @@ def _take_in(first, n, packed, n_built, n_pending, built, classes, class_starts,
         nf[s, _MV_HI] = n_mv
         nf[s, _MOVES] = 1 if m_count[i] > 0 else 0
         nf[s, _PENDING] = 1 if end_of[i] >= 0 else 0
+        nf[s, _TPL] = 0
         e += e_count[i]
         m += m_count[i]
     nf[built, _EP_LO] = n_ep
@@ -725,7 +918,7 @@ def _take_in(first, n, packed, n_built, n_pending, built, classes, class_starts,
             ep[n_ep] = built_eps[k]
             n_ep += 1
     nf[built, _EP_HI] = n_ep
-    nf[built, _PENDING] = 0
+    nf[built, _PENDING] = nf[built, _TPL] = 0
     out[0], out[1] = n_ep, n_mv
     return out
 

@@ -12,6 +12,8 @@ installed: the `fast` extra).
         a row the construction cannot build here (a deferred fragment to build, a
         buffer to grow, or a DFA with no compiled construction) sets the pair aside
         and asks Python for it ──> ``LazyDFA.next_states``; the next round resumes
+        (a deferred copy of a kept template: pasted by ``paste_wanted`` after the
+        round, no trip to Python)
 
 Two rules are the compiled walk's own: at the plain root, a state with less room
 than the longest plain token, whose room ends where no plain byte is taken (a
@@ -52,7 +54,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .subsets_compiled import _DONE, _member_room, _row
+from .subsets_compiled import _DONE, _MEETS_PENDING, _TPL, _member_room, _row, paste_here
+from .subsets_compiled import _NEED as _MET  # (counts' slot: the deferred start a row met)
 
 UNKNOWN = -2  # a row not built yet (``fsm.lazy.UNKNOWN``)
 
@@ -68,8 +71,11 @@ UNKNOWN_LOOP, NO_LOOP, SOME_LOOP = range(3)
 (P_TEXT_ROOT, P_FIRST_WIDE, P_REST_CHARS, P_PLAIN_CAP, P_TEXT_CAP, P_BUDGET, P_BUILD, P_LONG_RUN, P_PLAIN_ROOT,
  P_CHAIN_BYTES) = range(10)
 # Slots of ``ctl``: the state a fact waits on (its row: Python's to build), the last
-# room chain's stamp.
-_ASKED, _STAMP = range(2)
+# room chain's stamp, how many deferred starts wait to be pasted (``_want_paste``),
+# then those starts.
+_ASKED, _STAMP, N_PASTES = range(3)
+#: The most deferred starts a round notes to be pasted (``paste_wanted``).
+PASTES = 8
 # A helper's answer when the fact waits on a row Python must build (``ctl[_ASKED]``).
 _ASK = -(1 << 40)
 _CHAIN_ASKED = -2  # ``_chain``'s, likewise
@@ -89,14 +95,49 @@ UTF8_SPREAD = 64
 @njit(cache=True, nogil=True, inline="always")
 def _built(s, trans, params, ctl, b):
     """Whether DFA state ``s``'s row is built, building it here where the DFA's
-    construction is compiled (``params[P_BUILD]``); else ``s`` is asked for."""
+    construction is compiled (``params[P_BUILD]``); else ``s`` is asked for, and
+    a deferred fragment its closures met that may be pasted without Python is
+    noted (``_want_paste``)."""
     if trans[s, 0] != UNKNOWN:
         return True
-    if params[P_BUILD] and _row(s, b[0], b[1], b[2], b[3], b[4], b[5], b[6], trans, b[7], b[8], b[9], b[10], b[11],
-                                b[12], b[13], b[14]) == _DONE:
-        return True
+    if params[P_BUILD]:
+        outcome = _row(s, b[0], b[1], b[2], b[3], b[4], b[5], b[6], trans, b[7], b[8], b[9], b[10], b[11], b[12],
+                       b[13], b[14])
+        if outcome == _DONE:
+            return True
+        if outcome == _MEETS_PENDING and b[0][b[7][_MET], _TPL] > 0:
+            _want_paste(ctl, b[7][_MET])
     ctl[_ASKED] = s
     return False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _want_paste(ctl, x):
+    """Note deferred start ``x`` to be pasted after the round (once)."""
+    n = ctl[N_PASTES]
+    for i in range(n):
+        if ctl[N_PASTES + 1 + i] == x:
+            return
+    if n < PASTES:
+        ctl[N_PASTES + 1 + n] = x
+        ctl[N_PASTES] = n + 1
+
+
+@njit(cache=True, nogil=True)
+def paste_wanted(ctl, b, px):
+    """After a round: paste the copies its rows met (``_want_paste``; ``fsm.
+    subsets_compiled.paste_here``, ``px``: ``Buffers.px``), and say how many were;
+    the pairs set aside for them are walked again in the next round. Each had been
+    a trip to Python (``LazyDFA.next_states``: ~40 µs with the round it cost). ``px``
+    is not one of ``walk_round``'s arguments: every call of a walk would pay for
+    its arrays (~1 µs), and a tuple handed to the walk's helpers is
+    reference-counted array by array at each call."""
+    n = 0
+    for i in range(ctl[N_PASTES]):
+        if paste_here(ctl[N_PASTES + 1 + i], b[0], b[1], b[3], b[7], px):
+            n += 1
+    ctl[N_PASTES] = 0
+    return n
 
 
 @njit(cache=True, nogil=True, inline="always")

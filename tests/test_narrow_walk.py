@@ -8,6 +8,7 @@ and the tail of the text root where every non-ASCII character leads to one state
 where it must not apply.
 """
 
+import json
 import random
 
 import numpy as np
@@ -358,3 +359,48 @@ def test_bank_ids_agree_with_bank_rows_and_survive_a_cleared_memo(smollm2_vocab,
             bits = np.unpackbits(bank[ids[i]].view(np.uint8), bitorder="little")
             assert sorted(np.flatnonzero(bits).tolist()) == sorted(split.order[a:b].tolist())
         split.bank_ids(lo[:1], hi[:1], words)  # another key, so the memo fills
+
+
+@pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed (the `fast` extra)")
+def test_walks_paste_open_values_themselves(smollm2_vocab, smollm2_tokenizer, monkeypatch):
+    """Copies of open values that a compiled walk meets are pasted by the walk
+    (``fsm.walk_compiled.paste_wanted``), their NFA lists made later
+    (``LazyDFA._replay_pastes``): every mask along nested extra values is the one
+    a guide gets with each copy taken in through Python, and the DFA still
+    accepts exactly the instance."""
+    import guided
+    import guided.compiler as gc
+    import fsm.walk_compiled as wc
+    from fsm.subsets_compiled import LazySubsets
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    data = {"a": 1, "x": {"y": [1, {"z": "w", "v": [[], {}]}], "q": None}, "r": [[2], {"s": True, "t": {"u": 3}}]}
+    text = json.dumps(data, separators=(",", ":"))
+    tokens = smollm2_tokenizer.encode(text, add_special_tokens=False)
+    pastes = []
+    paste_wanted = wc.paste_wanted
+
+    def counted(*args):
+        pastes.append(paste_wanted(*args))
+        return pastes[-1]
+
+    def masks():
+        gc._cache.clear()
+        guide = guided.compile(guided.JsonSchema(schema, whitespace="compact"), smollm2_vocab)
+        matcher = guide.matcher()
+        rows = []
+        for token in tokens:
+            rows.append(guide.row(matcher.state).copy())
+            assert matcher.accept_token(token)
+        dfa = guide.dfa
+        return rows, dfa.matches(text.encode()), dfa.matches(text[:-1].encode()), dfa.nfa_size
+
+    monkeypatch.setattr(wc, "paste_wanted", counted)
+    pasted = masks()
+    assert sum(pastes) > 5
+    monkeypatch.setattr(LazySubsets, "allow_paste", lambda self, s, template, end: None)
+    pastes.clear()
+    taken_in = masks()
+    assert sum(pastes) == 0
+    assert pasted[1:] == taken_in[1:] == (True, False, pasted[3])
+    assert all((a == b).all() for a, b in zip(pasted[0], taken_in[0]))
