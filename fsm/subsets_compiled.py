@@ -413,7 +413,7 @@ class Buffers:
         self.cnt, self.seen, self.mark = (np.zeros(n, dtype=np.int64) for _ in range(3))
         self.counts = np.zeros(14, dtype=np.int64)
         self.counts[_FINAL], self.counts[_MAX] = final, limit
-        self.px = _no_pastes()  # LazySubsets': what paste_here reads
+        self.px = None  # what paste_here reads: a LazySubsets' (``_set_px``)
 
     @property
     def num_states(self) -> int:
@@ -798,13 +798,6 @@ def paste_here(x, nf, ep, mv, counts, px):
     log[k, 0], log[k, 1] = x, base
     counts[_N_PASTED] = k + 1
     return True
-
-
-def _no_pastes() -> tuple:
-    """``paste_here``'s arrays where nothing may be pasted (``Buffers.px``)."""
-    one, pairs = np.zeros(1, dtype=np.int64), np.zeros((1, 2), dtype=np.int64)
-    return (np.zeros((1, 9), dtype=np.int64), one, np.zeros((1, 3), dtype=np.int64), pairs, one,
-            np.zeros(1, dtype=bool), one, np.zeros(1, dtype=bool), pairs)
 
 
 @njit(cache=True, nogil=True)
