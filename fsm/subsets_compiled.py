@@ -395,6 +395,18 @@ def nfa_arrays(counts, eps, moves, classes, live=None, room: int = 0):
     return nf, eps.astype(np.int64, copy=False), mv
 
 
+@njit(cache=True, nogil=True)
+def members_or(df, sub, values, first, last, out):
+    """For DFA states ``first`` to ``last - 1``: ``out[i, d]``, the OR of ``values[i]``
+    (int64 bit sets per NFA state) over state d's NFA states."""
+    for d in range(first, last):
+        for i in range(values.shape[0]):
+            acc = 0
+            for j in range(df[d, _SUB_LO], df[d, _SUB_HI]):
+                acc |= values[i, sub[j]]
+            out[i, d] = acc
+
+
 class Buffers:
     """The construction's arrays (the NFA's, the DFA's so far, scratch), grown when a
     kernel says one is full. ``empty_row``: what a row holds before it is built."""
@@ -558,6 +570,11 @@ class LazySubsets:
         """DFA state ``d``'s NFA states."""
         b = self.b
         return b.sub[b.df[d, _SUB_LO] : b.df[d, _SUB_HI]]
+
+    def members_or(self, values: np.ndarray, out: np.ndarray, first: int) -> None:
+        """``members_or`` of the DFA states from ``first`` on (``out`` holds them all)."""
+        b = self.b
+        members_or(b.df, b.sub, values, first, b.num_states, out)
 
     def keep_in_closures(self, states) -> None:
         """Keep ``states`` in the closures that reach them, as states with byte moves

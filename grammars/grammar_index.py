@@ -41,6 +41,7 @@ group of completed terminals, a memoised parser scan and a few gathers.
 from __future__ import annotations
 
 import weakref
+from functools import partial
 
 import numpy as np
 
@@ -149,38 +150,58 @@ class _UnitTrie:
         if self.runs is None:
             return _walk_levels(self.trie, self.depth, lexer, start)
         if self.walker is not None:
-            runs, exit_units = self._compiled_walk(lexer, start)
+            runs, (nodes, keys, depths, accept_id) = self._compiled_walk(lexer, start)
             order = self.runs[0]
             inside = np.zeros(len(self.trie.token_node), dtype=bool)
             for first, stop in runs:
                 inside[order[spans(first, stop - first)]] = True
-            return (inside, *exit_units)
+            return (inside, *_exit_units(self, nodes, _mapped(keys, accept_id), depths))
         return _walk_units(self, lexer, start)
 
-    def walk_row(self, lexer: Lexer, start: int):
-        """``walk`` with ``inside`` packed as a bitmask row (int32 words). A compiled
-        walk's runs set their bits in a kernel (``fsm.walk_compiled.runs_row``):
-        marking a bool per unit and packing them cost ~20% of a token view."""
+    def walk_row(self, lexer: Lexer, start: int, pieces: Pieces):
+        """``(inside, exits)``: the units that stay inside the lexeme as a packed
+        bitmask row (int32 words), and the others that leave it where some
+        terminals accept, as ``_Exits`` (with the piece each reads next, of
+        ``pieces``). A compiled walk's runs set their bits in a kernel
+        (``fsm.walk_compiled.runs_row``: marking a bool per unit and packing them
+        cost ~20% of a token view) and its exits are grouped in one
+        (``grammars.units_compiled.group_exits``)."""
         if self.walker is None:
-            inside, *rest = self.walk(lexer, start)
-            return (pack_bits(inside[None, :])[0], *rest)
+            inside, units, accept, offset = self.walk(lexer, start)
+            rest = pieces.suffix_at(pieces.token_piece[units], offset)
+            return pack_bits(inside[None, :])[0], _Exits.of(units, accept, rest)
         from fsm.walk_compiled import runs_row  # imports numba (as the walker did)
+        from .units_compiled import group_exits
 
-        runs, exit_units = self._compiled_walk(lexer, start)
+        runs, (nodes, keys, depths, accept_id) = self._compiled_walk(lexer, start)
         row = np.zeros(bitmask_words(len(self.trie.token_node)), dtype=np.uint32)
         for first, stop in runs:
             if len(first):
                 runs_row(row, self.runs[0], first, stop, _NO_LONG_RUNS, _NO_BANK, _NO_BANK_IDS)
-        return (row.view(np.int32), *exit_units)
+        order, lo, hi, _ = self.runs
+        distinct, starts, units, rests = group_exits(nodes, keys, depths, order, lo, hi, pieces.token_piece,
+                                                     pieces.suffix)
+        exits = _Exits([(accept_id(key), units[starts[g]:starts[g + 1]], rests[starts[g]:starts[g + 1]])
+                        for g, key in enumerate(distinct.tolist())])
+        return row.view(np.int32), exits
 
     def _compiled_walk(self, lexer: Lexer, start: int):
         """The compiled walk from ``start``: the runs of units that stay inside the
         lexeme, as ``(first, stop)`` positions of the runs' order (the units that
-        end at a node, the whole subtrees), and ``_exit_units``' result."""
-        ends, wholes, exits = self.walker.walk(lexer, start)
+        end at a node, the whole subtrees), and the exits: ``(dead children, keys,
+        depths, accept_id)``, a key telling what the lexeme read before the child
+        accepts (0: nothing), ``accept_id(key)`` its id in ``lexer.accept_sets``."""
+        group = lexer.table_group(start)
+        if group is None:
+            ends, wholes, exits = self.walker.walk(lexer, start)
+            keys, accept_id = lexer.accept_id_array()[exits[:, 1]], int
+        else:  # over the terminals' own table: no lexer state for each pair passed
+            k, s, bits = group
+            ends, wholes, exits = self.walker.walk_table(lexer, k, s, bits)
+            keys, accept_id = exits[:, 2], partial(lexer.accept_id_of_bits, k)
         _, lo, hi, own = self.runs
         runs = ((lo[ends], lo[ends] + own[ends]), (lo[wholes], hi[wholes]))
-        return runs, _exit_units(self, lexer, exits[:, 0], exits[:, 1], exits[:, 2])
+        return runs, (exits[:, 0], keys, exits[:, -1], accept_id)
 
 
 # ``runs_row`` with no run taken from a bank of rows: every token's bit set one by one.
@@ -278,14 +299,25 @@ def _walk_units(units: _UnitTrie, lexer: Lexer, start: int):
     if not exit_nodes:
         empty = np.zeros(0, dtype=np.int64)
         return inside, empty, empty, empty
-    return (inside, *_exit_units(units, lexer, *(np.concatenate(x) for x in (exit_nodes, exit_states, exit_depths))))
+    states = np.concatenate(exit_states)
+    return (inside, *_exit_units(units, np.concatenate(exit_nodes), lexer.accept_id_array()[states],
+                                 np.concatenate(exit_depths)))
 
 
-def _exit_units(units: _UnitTrie, lexer: Lexer, nodes, states, depths):
-    """``(units, accept, offset)`` of the exits (dead child, lexer state before it,
-    depth): the units below each child where the lexer state accepts some terminals."""
+def _mapped(keys: np.ndarray, accept_id) -> np.ndarray:
+    """``accept_id`` of each key (0 stays 0)."""
+    out = np.zeros(len(keys), dtype=np.int64)
+    some = np.flatnonzero(keys)
+    if len(some):
+        values, where = np.unique(keys[some], return_inverse=True)
+        out[some] = np.array([accept_id(v) for v in values.tolist()], dtype=np.int64)[where]
+    return out
+
+
+def _exit_units(units: _UnitTrie, nodes, accept, depths):
+    """``(units, accept, offset)`` of the exits (dead child, accept id of the lexeme
+    read before it, depth): the units below each child where some terminals accept."""
     order, lo, hi, _ = units.runs
-    accept = lexer.accept_id_array()[states]
     keep = accept > 0
     nodes, accept, depths = nodes[keep], accept[keep], depths[keep]
     n = hi[nodes] - lo[nodes]
@@ -294,18 +326,25 @@ def _exit_units(units: _UnitTrie, lexer: Lexer, nodes, states, depths):
 
 class _Exits:
     """Units (tokens or pieces) that leave the lexeme at an offset > 0, grouped by
-    the id of the terminal set completed there; ``rest`` is the piece that follows."""
+    the id of the terminal set completed there: ``groups`` of ``(accept id, units,
+    rest)``, ``rest`` the piece each unit reads next."""
 
     __slots__ = ("groups",)
 
-    def __init__(self, units, accept, rest):
-        self.groups = []
+    def __init__(self, groups):
+        self.groups = groups
+
+    @classmethod
+    def of(cls, units, accept, rest) -> "_Exits":
+        """The groups of units with their accept ids and rests, one array each."""
+        groups = []
         if len(units):
             order = np.argsort(accept, kind="stable")
             accept, units, rest = accept[order], units[order], rest[order]
             cuts = np.flatnonzero(np.diff(accept)) + 1
             for a, u, r in zip(np.split(accept, cuts), np.split(units, cuts), np.split(rest, cuts)):
-                self.groups.append((int(a[0]), u, r))
+                groups.append((int(a[0]), u, r))
+        return cls(groups)
 
 
 class TokenView:
@@ -550,9 +589,7 @@ class GrammarIndex:
         return tv
 
     def _build_token_view(self, lx: int) -> TokenView:
-        inside_row, tokens, accept, offset = self._token_units.walk_row(self.lexer, lx)
-        rest = self.pieces.suffix_at(self.pieces.token_piece[tokens], offset)
-        exits = _Exits(tokens, accept, rest)
+        inside_row, exits = self._token_units.walk_row(self.lexer, lx, self.pieces)
         # Tokens whose first byte cannot extend the lexeme: they may follow its end.
         live = self.lexer.live_classes(lx)
         after_end = self._class_rows.get(live)

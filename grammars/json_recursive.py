@@ -220,6 +220,13 @@ class RuleEnds:
         #: per state of the shared construction: the ends it accepts, and reaches
         self.accept_bits: list[int] = []
         self.live_bits: list[int] = []
+        # The same as int64 arrays, for compiled walks, where the ends fit in them;
+        # and per NFA state its end bit and reach, to compute them.
+        self._bit_arrays = self._nfa_bits = None
+        if len(self.ends) <= 62:
+            self._bit_arrays = np.zeros((2, 64), dtype=np.int64)
+            self._bits_known = np.zeros(1, dtype=np.int64)
+            self._nfa_bits = np.zeros((2, 0), dtype=np.int64)
 
     def bits_of(self, states) -> tuple[int, int]:
         """The ends a subset of NFA ``states`` accepts, and the ends it reaches."""
@@ -310,10 +317,58 @@ class RuleEnds:
     def _take_new_states(self) -> None:
         """The accept and live bits of the states the construction made since."""
         fast = self.fast
-        for d in range(len(self.accept_bits), fast.b.num_states):
-            acc, live = self.bits_of(fast.members(d).tolist())
-            self.accept_bits.append(acc)
-            self.live_bits.append(live)
+        n0, n = len(self.accept_bits), fast.b.num_states
+        if n <= n0:
+            return
+        if self._bit_arrays is None:
+            for d in range(n0, n):
+                acc, live = self.bits_of(fast.members(d).tolist())
+                self.accept_bits.append(acc)
+                self.live_bits.append(live)
+            return
+        arrays = self._bit_arrays_now()
+        known = int(self._bits_known[0])
+        if n > known:  # (a compiled walk may have set some)
+            fast.members_or(self._nfa_bits, arrays, known)
+            self._bits_known[0] = n
+        self.accept_bits.extend(arrays[0, n0:n].tolist())
+        self.live_bits.extend(arrays[1, n0:n].tolist())
+
+    def _bit_arrays_now(self) -> np.ndarray:
+        """``_bit_arrays`` with room for every state the construction's table has,
+        ``_nfa_bits`` for every NFA state."""
+        per_nfa = self._nfa_bits
+        if per_nfa.shape[1] < len(self.reach):  # the NFA grew (a deferred fragment built)
+            m0 = per_nfa.shape[1]
+            grown = np.zeros((2, len(self.reach)), dtype=np.int64)
+            grown[:, :m0] = per_nfa
+            for e, bit in self.end_bit.items():
+                if e >= m0:
+                    grown[0, e] = bit
+            grown[1, m0:] = self.reach[m0:]
+            self._nfa_bits = grown
+        arrays, size = self._bit_arrays, len(self.fast.b.trans)
+        if arrays.shape[1] < size:
+            grown = np.zeros((2, size), dtype=np.int64)
+            grown[:, : arrays.shape[1]] = arrays
+            arrays = self._bit_arrays = grown
+        return arrays
+
+    def build_rows(self, states) -> None:
+        """Build the rows of the construction's ``states`` not built yet."""
+        fast = self.fast
+        for d in states:
+            if fast.b.trans[d, 0] == UNBUILT:
+                while (pending := fast.row(d)) >= 0:
+                    self._build(pending)
+        self._take_new_states()
+
+    def walk_builder(self):
+        """``TerminalTable.walk_builder`` of the shared construction (None past 62 ends)."""
+        if self._bit_arrays is None:
+            return None
+        arrays = self._bit_arrays_now()
+        return self.fast.b.trans, arrays, self._bits_known, self._nfa_bits, self.fast.b.builder_args()
 
     def intervals(self, s: int) -> list[tuple[int, int, int]]:
         got = self._intervals.get(s)
@@ -360,6 +415,18 @@ class SharedPointTable(TerminalTable):
     def row_array(self, state: int) -> np.ndarray:
         self._asked.add(state)
         return self.rule.row_array(state)
+
+
+    @property
+    def rows_owner(self):
+        return self.rule
+
+    def build_rows(self, states) -> None:
+        self._asked.update(states)
+        self.rule.build_rows(states)
+
+    def walk_builder(self):
+        return self.rule.walk_builder()
 
     @property
     def rows_built(self) -> int:

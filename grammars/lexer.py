@@ -59,6 +59,26 @@ class TerminalTable:
         """``row(state)`` as an integer array."""
         return np.asarray(self.row(state), dtype=np.int64)
 
+    def walk_builder(self):
+        """For a compiled walk over the table itself (``grammars.units_compiled``):
+        ``(transitions, bits, known, nfa_bits, builder)``, valid until Python builds
+        rows again: ``transitions`` (rows not built yet start with ``UNKNOWN``),
+        ``bits[0]``/``bits[1]`` the accept and live bits of each state (int64) for
+        the first ``known[0]`` states, ``nfa_bits`` and ``builder`` what the kernel
+        needs to build rows and their bits itself (``fsm.subsets_compiled``'s
+        ``builder_args``); None where the table cannot give them."""
+        return None
+
+    @property
+    def rows_owner(self):
+        """What owns ``walk_builder``'s rows (tables sharing one construction share it)."""
+        return self
+
+    def build_rows(self, states) -> None:
+        """Build the rows of ``states`` (and, for ``walk_builder``, their bits)."""
+        for s in states:
+            self.row(int(s))
+
 
 class DfaTable(TerminalTable):
     """A plain DFA as a one-bit table."""
@@ -188,17 +208,37 @@ class Lexer:
         key = (k, s, bits)
         sid = self._group_ids.get(key)
         if sid is None:
-            acc_bits = self._tables[k].accept_bits[s] & bits
-            aid = self._accept_of_bits.get((k, acc_bits))
-            if aid is None:
-                terms, acc, rest = self._term_of_bit[k], [], acc_bits
-                while rest:
-                    low = rest & -rest
-                    acc.append(terms[low])
-                    rest ^= low
-                aid = self._accept_of_bits[(k, acc_bits)] = self._accept_set_id(frozenset(acc))
+            aid = self.accept_id_of_bits(k, self._tables[k].accept_bits[s] & bits)
             sid = self._group_ids[key] = self._new_state(None, key, aid)
         return sid
+
+    def accept_id_of_bits(self, k: int, acc_bits: int) -> int:
+        """Id (in ``accept_sets``) of table ``k``'s terminals ``acc_bits``."""
+        aid = self._accept_of_bits.get((k, acc_bits))
+        if aid is None:
+            terms, acc, rest = self._term_of_bit[k], [], acc_bits
+            while rest:
+                low = rest & -rest
+                acc.append(terms[low])
+                rest ^= low
+            aid = self._accept_of_bits[(k, acc_bits)] = self._accept_set_id(frozenset(acc))
+        return aid
+
+    def table_group(self, state: int) -> tuple[int, int, int] | None:
+        """``(table, table state, bits)`` of a one-group state whose table a compiled
+        walk can follow itself (``TerminalTable.walk_builder``, bits within int64:
+        ``grammars.units_compiled``); None for any other state."""
+        group = self._group[state]
+        if group is None or group[2] >> 62 or self._tables[group[0]].walk_builder() is None:
+            return None
+        return group
+
+    def table(self, k: int) -> TerminalTable:
+        return self._tables[k]
+
+    def table_classes(self, k: int) -> np.ndarray:
+        """Table ``k``'s byte class of each of the lexer's classes."""
+        return self._to_global[k]
 
     def _accept_set_id(self, acc: frozenset[int]) -> int:
         aid = self._accept_set_ids.get(acc)
@@ -259,7 +299,18 @@ class Lexer:
         """The byte classes on which ``state`` has a successor."""
         got = self._live_classes[state]
         if got is None:
-            got = self._live_classes[state] = tuple(c for c, t in enumerate(self.row(state)) if t >= 0)
+            group = self.table_group(state) if self._rows[state] is None else None
+            if group is not None:  # from the table's arrays, without making the row's states
+                k, s, bits = group
+                table = self._tables[k]
+                if table.walk_builder()[0][s, 0] == UNKNOWN:
+                    table.build_rows([s])
+                trans, known_bits = table.walk_builder()[:2]
+                moves = trans[s][self._to_global[k]]
+                got = tuple(np.flatnonzero((moves >= 0) & (known_bits[1, np.maximum(moves, 0)] & bits != 0)).tolist())
+            else:
+                got = tuple(c for c, t in enumerate(self.row(state)) if t >= 0)
+            self._live_classes[state] = got
         return got
 
     def _expand(self, state: int) -> None:

@@ -34,7 +34,10 @@ import numpy as np
 
 from fsm.jit import compiled
 from fsm.narrow import below_words, class_words
-from fsm.walk_compiled import loops_cover  # imports numba
+from numba import njit
+
+from fsm.subsets_compiled import _DONE, _N_DFA, _row, members_or
+from fsm.walk_compiled import loops_cover
 
 UNKNOWN = -2  # grammars.lexer: a row not built yet
 
@@ -87,6 +90,120 @@ def _walk_py(child_start, child_end, node_class, own, trans, below, loops, loop_
     return top, n_runs, n_wholes, n_exits, n_asks
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _table_row(state, trans, bits, known, nfa_bits, b):
+    """Build table state ``state``'s row here (``fsm.subsets_compiled._row``) and
+    the bits of the states it makes; False when Python must (a buffer to grow, a
+    deferred fragment to build, no room for the bits)."""
+    if _row(state, b[0], b[1], b[2], b[3], b[4], b[5], b[6], trans, b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+            b[14]) != _DONE:
+        return False
+    n = b[7][_N_DFA]
+    if n > bits.shape[1]:
+        return False
+    members_or(b[4], b[5], nfa_bits, known[0], n, bits)
+    known[0] = n
+    return True
+
+
+def _table_walk_py(child_start, child_end, node_class, own, to_table, trans, bits, known, nfa_bits, b, below, loops,
+                   loop_known, class_words, stack, sp, runs, n_runs, wholes, n_wholes, exits, n_exits, asks):
+    """``_walk_py`` over one terminal table instead of the lexer: a pair's state is
+    (table state, terminals still alive as bits), the lexer's one-group state
+    without interning it. ``to_table``: the table's class of each lexer class;
+    ``bits[1]``: per table state, the terminals it still leads to; a row not built
+    yet is built here (``_table_row``), or its state is asked for.
+    ``stack``/``exits`` rows: (node, table state, bits, depth). A self-loop keeps
+    the bits (they are already within the state's live ones), so loops are per
+    table state."""
+    n_asks = 0
+    top = 0
+    while sp > top:
+        sp -= 1
+        node, state, alive_here, depth = stack[sp, 0], stack[sp, 1], stack[sp, 2], stack[sp, 3]
+        if trans[state, 0] == UNKNOWN and not _table_row(state, trans, bits, known, nfa_bits, b):
+            asks[n_asks] = state
+            n_asks += 1
+            for j in range(4):
+                stack[sp, j] = stack[top, j]
+            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = node, state, alive_here, depth
+            top += 1
+            sp += 1
+            continue
+        if loop_known[state] == 0:
+            loop_known[state] = 1
+            for c in range(trans.shape[1]):
+                if trans[state, c] == state:
+                    for w in range(4):
+                        loops[state, w] |= class_words[c, w]
+                    loop_known[state] = 2
+        if loop_known[state] == 2 and loops_cover(loops, state, below, node):
+            wholes[n_wholes] = node
+            n_wholes += 1
+            continue
+        for child in range(child_start[node], child_end[node]):
+            target = trans[state, to_table[node_class[child]]]
+            alive = bits[1, target] & alive_here if target >= 0 else 0
+            if alive != 0:
+                if own[child] > 0:
+                    runs[n_runs] = child
+                    n_runs += 1
+                if child_end[child] > child_start[child]:
+                    stack[sp, 0], stack[sp, 1], stack[sp, 2], stack[sp, 3] = child, target, alive, depth + 1
+                    sp += 1
+            elif depth > 0:
+                exits[n_exits, 0], exits[n_exits, 1] = child, state
+                exits[n_exits, 2], exits[n_exits, 3] = bits[0, state] & alive_here, depth
+                n_exits += 1
+    return top, n_runs, n_wholes, n_exits, n_asks
+
+
+@njit(cache=True, nogil=True)
+def group_exits(nodes, keys, depths, order, lo, hi, unit_piece, suffix):
+    """The units below each exit (dead child ``nodes[i]``, what the lexeme read
+    before it accepts: ``keys[i]``, 0 for nothing, and its length ``depths[i]``),
+    grouped by key: ``(keys, starts, units, rests)``, group g's units
+    ``units[starts[g]:starts[g + 1]]`` with the piece each reads after the lexeme
+    (``unit_piece`` of the unit less its first ``depth`` bytes, by ``suffix``)."""
+    n = len(nodes)
+    group = np.empty(n, dtype=np.int64)
+    distinct = np.empty(n + 1, dtype=np.int64)
+    sizes = np.zeros(n + 1, dtype=np.int64)
+    n_keys = 0
+    for i in range(n):
+        key = keys[i]
+        if key == 0:
+            group[i] = -1
+            continue
+        g = 0
+        while g < n_keys and distinct[g] != key:
+            g += 1
+        if g == n_keys:
+            distinct[g] = key
+            n_keys += 1
+        group[i] = g
+        sizes[g] += hi[nodes[i]] - lo[nodes[i]]
+    starts = np.zeros(n_keys + 1, dtype=np.int64)
+    for g in range(n_keys):
+        starts[g + 1] = starts[g] + sizes[g]
+    fill = starts[:n_keys].copy()
+    units = np.empty(starts[n_keys], dtype=np.int64)
+    rests = np.empty(starts[n_keys], dtype=np.int64)
+    for i in range(n):
+        g = group[i]
+        if g < 0:
+            continue
+        for j in range(lo[nodes[i]], hi[nodes[i]]):
+            u = order[j]
+            piece = unit_piece[u]
+            for _ in range(depths[i]):
+                piece = suffix[piece]
+            units[fill[g]] = u
+            rests[fill[g]] = piece
+            fill[g] += 1
+    return distinct[:n_keys], starts, units, rests
+
+
 class CompiledUnitWalk:
     """The compiled walk over one unit trie (its buffers kept across walks).
 
@@ -98,6 +215,10 @@ class CompiledUnitWalk:
 
     def __init__(self, trie, symbol_class: np.ndarray, own: np.ndarray, byte_to_class: np.ndarray):
         self._walk = compiled(_walk_py)
+        self._table_walk = compiled(_table_walk_py)
+        # walk_table's facts: per lexer table its classes, per rows' owner the loops.
+        self._to_table: dict[int, np.ndarray] = {}
+        self._facts: dict = {}
         self.child_start = np.ascontiguousarray(trie.child_start, dtype=np.int64)
         self.child_end = np.ascontiguousarray(trie.child_end, dtype=np.int64)
         self.node_class = np.ascontiguousarray(symbol_class, dtype=np.int64)
@@ -111,6 +232,8 @@ class CompiledUnitWalk:
         self.runs = np.zeros(n, dtype=np.int64)
         self.wholes = np.zeros(n, dtype=np.int64)
         self.exits = np.zeros((n, 3), dtype=np.int64)
+        self.table_stack = np.zeros((n, 4), dtype=np.int64)
+        self.table_exits = np.zeros((n, 4), dtype=np.int64)
         self.asks = np.zeros(n, dtype=np.int64)
 
     def walk(self, lexer, start: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -135,6 +258,41 @@ class CompiledUnitWalk:
                 break
             lexer.ensure_rows(self.asks[:n_asks])
         return self.runs[:n_runs], self.wholes[:n_wholes], self.exits[:n_exits]
+
+    def walk_table(self, lexer, k: int, start: int, bits: int):
+        """``walk`` from the lexer's one-group state ``(k, start, bits)``
+        (``Lexer.table_group``), over table ``k`` itself: the lexer makes no state or
+        row for the pairs the walk passes. Exits come as ``[k, 4]`` (node, table
+        state, bits, depth)."""
+        table = lexer.table(k)
+        to_table = self._to_table.get(k)
+        if to_table is None:
+            to_table = self._to_table[k] = np.ascontiguousarray(lexer.table_classes(k), dtype=np.int64)
+        # Tables whose rows are one construction's (a grammar rule's points) share its facts.
+        facts = self._facts.get(table.rows_owner)
+        if facts is None:
+            facts = self._facts[table.rows_owner] = [class_words(table.byte_to_class), np.zeros((0, 4), np.uint64),
+                                                     np.zeros(0, dtype=np.int64)]
+        words = facts[0]
+        stack, exits = self.table_stack, self.table_exits
+        stack[0] = (0, start, bits, 0)
+        sp, n_runs, n_wholes, n_exits = 1, 0, 0, 0
+        while True:
+            trans, bits, known, nfa_bits, builder = table.walk_builder()
+            if len(facts[2]) < len(trans):  # the table grew: loop facts for its new states
+                grown = np.zeros((len(trans), 4), dtype=np.uint64)
+                grown[: len(facts[1])] = facts[1]
+                loop_known = np.zeros(len(trans), dtype=np.int64)
+                loop_known[: len(facts[2])] = facts[2]
+                facts[1], facts[2] = grown, loop_known
+            sp, n_runs, n_wholes, n_exits, n_asks = self._table_walk(
+                self.child_start, self.child_end, self.node_class, self.own, to_table, trans, bits, known, nfa_bits,
+                builder, self.below, facts[1], facts[2], words, stack, sp, self.runs, n_runs, self.wholes, n_wholes,
+                exits, n_exits, self.asks)
+            # Rows asked for, or none: either way the table takes in the states made.
+            table.build_rows(np.unique(self.asks[:n_asks]).tolist() if n_asks else ())
+            if not n_asks:
+                return self.runs[:n_runs], self.wholes[:n_wholes], exits[:n_exits]
 
 
 _BELOW: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

@@ -424,3 +424,91 @@ def test_any_key_order_pairs_repeated_across_objects_are_compiled_once(smollm2_v
                 {"p2": {"name": "a", "name2": 1}, "p12": {"kids": [], "name": "z"}}]:
         for value in (doc, _shuffled(doc, rng)):
             assert matches(guide, compact(value)) == validator.is_valid(value), value
+
+
+# Keys, open strings, patterned and counted strings, nesting: each rule's points end in
+# several terminals (one per call), so the terminals alive decide what a token may read;
+# "alt" reads one text as the end of two terminals (either call may follow).
+TABLE_WALKED = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "tag": {"type": "string", "pattern": "^[a-z]{2,5}$"},
+                   "note": {"type": "string", "maxLength": 6}, "kids": {"type": "array", "items": {"$ref": "#"}},
+                   "next": {"$ref": "#"}, "alt": {"anyOf": [{"$ref": "#"}, {"$ref": "#/$defs/leaf"}]}},
+    "required": ["name"],
+    "additionalProperties": False,
+    "$defs": {"leaf": {"type": "object", "properties": {"v": {"type": "integer"}}, "additionalProperties": False}},
+}
+TABLE_WALKED_DOCS = [
+    {"name": "root node, with words", "tag": "ab", "kids": [{"name": "é \u00fc \\\"x\"", "note": "short"},
+                                                             {"name": "", "next": {"name": "n", "kids": []}}]},
+    {"name": "x", "note": "", "next": {"name": "y", "tag": "qwert", "next": {"name": "z"}}, "alt": {"v": -3}},
+]
+
+
+def test_token_views_walked_over_rule_tables_are_the_lexer_walks(smollm2_vocab, smollm2_tokenizer, monkeypatch):
+    """A lexer state inside one rule's terminals is walked over the rule's compiled
+    table itself (``units_compiled``: the bits of the terminals still alive carried
+    along, the table's rows built in the kernel), not over lexer states made for
+    each pair; every mask along the documents is the one the lexer walk gives."""
+    from fsm.jit import AVAILABLE
+    from grammars import units_compiled
+    from grammars.lexer import Lexer
+
+    if not AVAILABLE:
+        pytest.skip("numba is not installed (the `fast` extra)")
+
+    def masks():
+        guide = guided.GrammarGuide(compile_recursive_schema(TABLE_WALKED, "compact"), smollm2_vocab)
+        out = []
+        for value in TABLE_WALKED_DOCS:
+            m = guide.matcher()
+            for t in smollm2_tokenizer.encode(compact(value).decode(), add_special_tokens=False):
+                out.append(sorted(m.allowed_token_ids()))
+                assert m.accept_token(t)
+            out.append(sorted(m.allowed_token_ids()))
+            assert guide.eos_token_ids[0] in out[-1]
+        return out
+
+    with monkeypatch.context() as mp:
+        mp.setattr(Lexer, "table_group", lambda self, state: None)
+        want = masks()
+    walks = []
+    real = units_compiled.CompiledUnitWalk.walk_table
+    monkeypatch.setattr(units_compiled.CompiledUnitWalk, "walk_table",
+                        lambda self, *args: walks.append(args) or real(self, *args))
+    got = masks()
+    assert len(walks) > 20
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g == w, (i, sorted(set(g) ^ set(w))[:10])
+
+
+def test_table_walks_read_only_the_terminals_allowed(smollm2_vocab, monkeypatch):
+    """Where the parser allows only some of a point's terminals, a walk over the
+    rule's table reads only theirs: each terminal alone gives the lexer walk's view
+    (the tokens inside the lexeme, and those that leave it, by what they complete)."""
+    from fsm.jit import AVAILABLE
+    from grammars.lexer import Lexer
+
+    if not AVAILABLE:
+        pytest.skip("numba is not installed (the `fast` extra)")
+    index = guided.GrammarGuide(compile_recursive_schema(TABLE_WALKED, "compact"), smollm2_vocab).index
+    lexer = index.lexer
+    by_table: dict[int, list[int]] = {}
+    for t, view in enumerate(lexer.dfas):
+        by_table.setdefault(id(view.table), []).append(t)
+
+    def view(state):
+        row, exits = index._token_units.walk_row(lexer, state, index.pieces)
+        return row.tolist(), {a: sorted(zip(u.tolist(), r.tolist())) for a, u, r in exits.groups}
+
+    compared = 0
+    for terms in by_table.values():
+        for t in terms if len(terms) > 1 else ():
+            state = lexer.start(frozenset({t}))
+            assert lexer.table_group(state) is not None
+            got = view(state)
+            with monkeypatch.context() as mp:
+                mp.setattr(Lexer, "table_group", lambda self, state: None)
+                assert got == view(state), t
+            compared += 1
+    assert compared >= 4
