@@ -49,7 +49,7 @@ from fsm.arrays import spans
 from fsm.gc_pause import gc_paused
 from fsm.index import CLASS_TRIE_MAX_CLASSES, bitmask_words, pack_bits
 from fsm.jit import AVAILABLE as COMPILED_AVAILABLE
-from fsm.trie import VocabularyBytes, class_trie_of, node_depth, vocabulary_bytes
+from fsm.trie import VocabularyBytes, class_trie_of, node_depth, set_bits, vocabulary_bytes
 
 from .earley import EarleyParser, EarleySet
 from .lexer import Lexer
@@ -70,7 +70,8 @@ class Pieces:
     """Every distinct nonempty suffix of a vocabulary's token texts.
 
     ``token_piece[t]`` is token t's own piece (-1 for tokens with no text);
-    ``suffix[p]`` is piece p without its first byte (-1 for one-byte pieces).
+    ``suffix[p]`` is piece p without its first byte (-1 for one-byte pieces),
+    ``first_byte[p]`` that byte.
     """
 
     def __init__(self, vocab):
@@ -94,9 +95,16 @@ class Pieces:
             token_piece[t] = prev
         self.texts = texts
         self.size = len(texts)
+        self.first_byte = np.frombuffer(bytes(t[0] for t in texts), dtype=np.uint8).astype(np.int64)
         self.token_piece = token_piece
         self.suffix = np.array(suffix, dtype=np.int64)
         self.bytes = VocabularyBytes(texts, len(texts))
+
+    def after(self, piece: int, offset: int) -> int:
+        """``piece`` without its first ``offset`` bytes."""
+        for _ in range(offset):
+            piece = int(self.suffix[piece])
+        return piece
 
     def suffix_at(self, pieces: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         """``pieces[i]`` without its first ``offsets[i]`` bytes."""
@@ -412,6 +420,7 @@ class GrammarIndex:
         first[vb.token_ids] = lexer.byte_to_class[vb.matrix[:, 0]]
         self._first_class = first
         self._class_rows: dict[tuple[int, ...], np.ndarray] = {}
+        self._first_classes: np.ndarray | None = None
 
     # -- parser-side helpers ----------------------------------------------------------
 
@@ -539,17 +548,29 @@ class GrammarIndex:
                 p2 = self.scan(p, a)
                 if p2 is not None:
                     row |= self.mask((p2, self.start_state(p2), True)) & tv.after_end
-        if tv.exits.groups:
-            allowed = np.zeros(self.vocab.size, dtype=bool)
-            for a, tokens, rest in tv.exits.groups:
-                p2 = self.scan(p, a)
-                if p2 is not None:
-                    allowed[tokens[self._viable(p2, rest)]] = True
-            row |= pack_bits(allowed[None, :])[0]
+        words = row.view(np.uint32)
+        for a, tokens, rest in tv.exits.groups:
+            p2 = self.scan(p, a)
+            if p2 is not None:
+                set_bits(words, tokens[self._viable(p2, rest)])
         return row
 
     def _viable(self, p: EarleySet, pieces: np.ndarray) -> np.ndarray:
         """For each piece, whether it can be read from a fresh lexeme after ``p``."""
+        start = self.start_state(p)
+        group = self.lexer.table_group(start) if self._token_units.walker is not None else None
+        if group is not None:  # read the pieces themselves, compiled (no piece view)
+            k, s, bits = group
+            ok, keys, rests = self._token_units.walker.read_pieces(self.lexer, k, s, bits, pieces,
+                                                                   self._piece_first_class(), self.pieces.suffix)
+            some = np.flatnonzero(keys)
+            if len(some):
+                for key in np.unique(keys[some]).tolist():
+                    p2 = self.scan(p, self.lexer.accept_id_of_bits(k, key))
+                    if p2 is not None:
+                        sel = some[keys[some] == key]
+                        ok[sel] = self._viable(p2, rests[sel])
+            return ok
         if len(pieces) <= _FEW:
             return np.array([self._viable_one(p, x) for x in pieces.tolist()], dtype=bool)
         pv = self.piece_view(self.start_state(p))
@@ -564,19 +585,28 @@ class GrammarIndex:
                     ok[sel] = self._viable(p2, pv.exit_rest[pieces[sel]])
         return ok
 
+    def _piece_first_class(self) -> np.ndarray:
+        """The lexer's byte class of each piece's first byte."""
+        if self._first_classes is None:
+            self._first_classes = self.lexer.byte_to_class.astype(np.int64)[self.pieces.first_byte]
+        return self._first_classes
+
     def _viable_one(self, p: EarleySet, piece: int) -> bool:
-        """``_viable`` for one piece, memoised on ``p``: deep in a token's suffixes the
-        groups are a piece or two, where array calls cost more than they save."""
+        """``_viable`` for one piece, memoised on ``p``, its bytes stepped through the
+        lexer (a piece view walks every piece: ~1 ms where the lexeme's start is in
+        several tables' terminals at once)."""
         key = ("viable", piece)
         got = p.cache.get(key)
         if got is None:
-            pv = self.piece_view(self.start_state(p))
-            if pv.inside[piece]:
-                got = True
-            else:
-                a = int(pv.exit_accept[piece])
-                p2 = self.scan(p, a) if a else None
-                got = p2 is not None and self._viable_one(p2, int(pv.exit_rest[piece]))
+            lexer, state, got = self.lexer, self.start_state(p), True
+            for offset, byte in enumerate(self.pieces.texts[piece]):
+                nxt = lexer.step_byte(state, byte)
+                if nxt < 0:
+                    a = lexer.accept_id(state) if offset else 0
+                    p2 = self.scan(p, a) if a else None
+                    got = p2 is not None and self._viable_one(p2, self.pieces.after(piece, offset))
+                    break
+                state = nxt
             p.cache[key] = got
         return got
 

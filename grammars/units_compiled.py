@@ -158,6 +158,34 @@ def _table_walk_py(child_start, child_end, node_class, own, to_table, trans, bit
     return top, n_runs, n_wholes, n_exits, n_asks
 
 
+def _read_pieces_py(pieces, first_class, suffix, to_table, trans, bits, known, nfa_bits, b, start, alive_at_start,
+                    i0, inside, keys, rests):
+    """Read each of ``pieces`` (from the ``i0``-th on) from table state ``start``
+    with the terminals ``alive_at_start`` (a piece: its first byte's lexer class
+    ``first_class``, then the piece ``suffix`` names): ``inside[i]`` when all its
+    bytes stay inside the lexeme; else where it leaves the lexeme after a byte
+    at least, ``keys[i]`` (the terminals accepting the lexeme read) and
+    ``rests[i]`` (the piece left). Returns ``(len(pieces), -1)``, or ``(i, state)``
+    where piece i met a row Python must build (``_table_row``)."""
+    for i in range(i0, len(pieces)):
+        state, alive, piece, offset = start, alive_at_start, pieces[i], 0
+        inside[i], keys[i], rests[i] = False, 0, -1
+        while True:
+            if trans[state, 0] == UNKNOWN and not _table_row(state, trans, bits, known, nfa_bits, b):
+                return i, state
+            target = trans[state, to_table[first_class[piece]]]
+            after = bits[1, target] & alive if target >= 0 else 0
+            if after == 0:
+                if offset > 0:
+                    keys[i], rests[i] = bits[0, state] & alive, piece
+                break
+            state, alive, piece, offset = target, after, suffix[piece], offset + 1
+            if piece < 0:
+                inside[i] = True
+                break
+    return len(pieces), -1
+
+
 @njit(cache=True, nogil=True)
 def group_exits(nodes, keys, depths, order, lo, hi, unit_piece, suffix):
     """The units below each exit (dead child ``nodes[i]``, what the lexeme read
@@ -216,83 +244,143 @@ class CompiledUnitWalk:
     def __init__(self, trie, symbol_class: np.ndarray, own: np.ndarray, byte_to_class: np.ndarray):
         self._walk = compiled(_walk_py)
         self._table_walk = compiled(_table_walk_py)
+        self._read_pieces = compiled(_read_pieces_py)
         # walk_table's facts: per lexer table its classes, per rows' owner the loops.
         self._to_table: dict[int, np.ndarray] = {}
         self._facts: dict = {}
-        self.child_start = np.ascontiguousarray(trie.child_start, dtype=np.int64)
-        self.child_end = np.ascontiguousarray(trie.child_end, dtype=np.int64)
+        self.child_start, self.child_end = _children(trie)
         self.node_class = np.ascontiguousarray(symbol_class, dtype=np.int64)
         self.own = np.ascontiguousarray(own, dtype=np.int64)
         self.below = _below(trie)
         self.class_words = class_words(byte_to_class)
         self.loops = np.zeros((0, 4), dtype=np.uint64)
         self.loop_known = np.zeros(0, dtype=np.int64)
-        n = trie.num_nodes + 1
-        self.stack = np.zeros((n, 3), dtype=np.int64)
-        self.runs = np.zeros(n, dtype=np.int64)
-        self.wholes = np.zeros(n, dtype=np.int64)
-        self.exits = np.zeros((n, 3), dtype=np.int64)
-        self.table_stack = np.zeros((n, 4), dtype=np.int64)
-        self.table_exits = np.zeros((n, 4), dtype=np.int64)
-        self.asks = np.zeros(n, dtype=np.int64)
+        self._trie = trie
 
     def walk(self, lexer, start: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(runs, wholes, exits)`` from lexer state ``start``: the nodes whose own
         units stay inside the lexeme, those whose whole subtree does, and the exits
         as ``[k, 3]`` (node, lexer state, depth)."""
-        self.stack[0] = (0, start, 0)
-        sp, n_runs, n_wholes, n_exits = 1, 0, 0, 0
-        while sp:
-            n_states = len(lexer.transitions)
-            if len(self.loop_known) < n_states:  # the lexer grew: facts for its new states
-                grown = np.zeros((n_states, 4), dtype=np.uint64)
-                grown[: len(self.loops)] = self.loops
-                known = np.zeros(n_states, dtype=np.int64)
-                known[: len(self.loop_known)] = self.loop_known
-                self.loops, self.loop_known = grown, known
-            sp, n_runs, n_wholes, n_exits, n_asks = self._walk(
-                self.child_start, self.child_end, self.node_class, self.own, lexer.transitions, self.below, self.loops,
-                self.loop_known, self.class_words, self.stack, sp, self.runs, n_runs, self.wholes, n_wholes,
-                self.exits, n_exits, self.asks)
-            if not n_asks:
-                break
-            lexer.ensure_rows(self.asks[:n_asks])
-        return self.runs[:n_runs], self.wholes[:n_wholes], self.exits[:n_exits]
+        sc = _scratch(self._trie)
+        try:
+            sc.stack[0, :3] = (0, start, 0)
+            sp, n_runs, n_wholes, n_exits = 1, 0, 0, 0
+            while sp:
+                n_states = len(lexer.transitions)
+                if len(self.loop_known) < n_states:  # the lexer grew: facts for its new states
+                    grown = np.zeros((n_states, 4), dtype=np.uint64)
+                    grown[: len(self.loops)] = self.loops
+                    known = np.zeros(n_states, dtype=np.int64)
+                    known[: len(self.loop_known)] = self.loop_known
+                    self.loops, self.loop_known = grown, known
+                sp, n_runs, n_wholes, n_exits, n_asks = self._walk(
+                    self.child_start, self.child_end, self.node_class, self.own, lexer.transitions, self.below,
+                    self.loops, self.loop_known, self.class_words, sc.stack, sp, sc.runs, n_runs, sc.wholes, n_wholes,
+                    sc.exits, n_exits, sc.asks)
+                if not n_asks:
+                    break
+                lexer.ensure_rows(sc.asks[:n_asks])
+            return sc.runs[:n_runs].copy(), sc.wholes[:n_wholes].copy(), sc.exits[:n_exits, :3].copy()
+        finally:
+            _SCRATCH[self._trie].append(sc)
+
+    def read_pieces(self, lexer, k: int, start: int, bits: int, pieces: np.ndarray, first_class: np.ndarray,
+                    suffix: np.ndarray):
+        """``(inside, keys, rests)`` of ``pieces`` read from the lexer's one-group
+        state ``(k, start, bits)`` over table ``k`` (``_read_pieces_py``): what a
+        piece view says of them, for a few pieces, without walking every piece."""
+        table, to_table = lexer.table(k), self._table_classes(lexer, k)
+        n = len(pieces)
+        inside, keys, rests = np.empty(n, dtype=np.bool_), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+        i = 0
+        while True:
+            trans, table_bits, known, nfa_bits, builder = table.walk_builder()
+            i, ask = self._read_pieces(pieces, first_class, suffix, to_table, trans, table_bits, known, nfa_bits,
+                                       builder, start, bits, i, inside, keys, rests)
+            table.build_rows((ask,) if ask >= 0 else ())
+            if i == n:
+                return inside, keys, rests
+
+    def _table_classes(self, lexer, k: int) -> np.ndarray:
+        to_table = self._to_table.get(k)
+        if to_table is None:
+            to_table = self._to_table[k] = np.ascontiguousarray(lexer.table_classes(k), dtype=np.int64)
+        return to_table
 
     def walk_table(self, lexer, k: int, start: int, bits: int):
         """``walk`` from the lexer's one-group state ``(k, start, bits)``
         (``Lexer.table_group``), over table ``k`` itself: the lexer makes no state or
         row for the pairs the walk passes. Exits come as ``[k, 4]`` (node, table
         state, bits, depth)."""
-        table = lexer.table(k)
-        to_table = self._to_table.get(k)
-        if to_table is None:
-            to_table = self._to_table[k] = np.ascontiguousarray(lexer.table_classes(k), dtype=np.int64)
+        table, to_table = lexer.table(k), self._table_classes(lexer, k)
         # Tables whose rows are one construction's (a grammar rule's points) share its facts.
         facts = self._facts.get(table.rows_owner)
         if facts is None:
             facts = self._facts[table.rows_owner] = [class_words(table.byte_to_class), np.zeros((0, 4), np.uint64),
                                                      np.zeros(0, dtype=np.int64)]
         words = facts[0]
-        stack, exits = self.table_stack, self.table_exits
-        stack[0] = (0, start, bits, 0)
-        sp, n_runs, n_wholes, n_exits = 1, 0, 0, 0
-        while True:
-            trans, bits, known, nfa_bits, builder = table.walk_builder()
-            if len(facts[2]) < len(trans):  # the table grew: loop facts for its new states
-                grown = np.zeros((len(trans), 4), dtype=np.uint64)
-                grown[: len(facts[1])] = facts[1]
-                loop_known = np.zeros(len(trans), dtype=np.int64)
-                loop_known[: len(facts[2])] = facts[2]
-                facts[1], facts[2] = grown, loop_known
-            sp, n_runs, n_wholes, n_exits, n_asks = self._table_walk(
-                self.child_start, self.child_end, self.node_class, self.own, to_table, trans, bits, known, nfa_bits,
-                builder, self.below, facts[1], facts[2], words, stack, sp, self.runs, n_runs, self.wholes, n_wholes,
-                exits, n_exits, self.asks)
-            # Rows asked for, or none: either way the table takes in the states made.
-            table.build_rows(np.unique(self.asks[:n_asks]).tolist() if n_asks else ())
-            if not n_asks:
-                return self.runs[:n_runs], self.wholes[:n_wholes], exits[:n_exits]
+        sc = _scratch(self._trie)
+        try:
+            sc.stack[0] = (0, start, bits, 0)
+            sp, n_runs, n_wholes, n_exits = 1, 0, 0, 0
+            while True:
+                trans, bits, known, nfa_bits, builder = table.walk_builder()
+                if len(facts[2]) < len(trans):  # the table grew: loop facts for its new states
+                    grown = np.zeros((len(trans), 4), dtype=np.uint64)
+                    grown[: len(facts[1])] = facts[1]
+                    loop_known = np.zeros(len(trans), dtype=np.int64)
+                    loop_known[: len(facts[2])] = facts[2]
+                    facts[1], facts[2] = grown, loop_known
+                sp, n_runs, n_wholes, n_exits, n_asks = self._table_walk(
+                    self.child_start, self.child_end, self.node_class, self.own, to_table, trans, bits, known,
+                    nfa_bits, builder, self.below, facts[1], facts[2], words, sc.stack, sp, sc.runs, n_runs, sc.wholes,
+                    n_wholes, sc.exits, n_exits, sc.asks)
+                # Rows asked for, or none: either way the table takes in the states made.
+                table.build_rows(np.unique(sc.asks[:n_asks]).tolist() if n_asks else ())
+                if not n_asks:
+                    return sc.runs[:n_runs].copy(), sc.wholes[:n_wholes].copy(), sc.exits[:n_exits].copy()
+        finally:
+            _SCRATCH[self._trie].append(sc)
+
+
+class _Scratch:
+    """A walk's buffers over one trie: one entry per trie node at most (a walk has
+    one pair per node), written before they are read."""
+
+    __slots__ = ("stack", "runs", "wholes", "exits", "asks")
+
+    def __init__(self, n: int):
+        self.stack, self.exits = np.empty((n, 4), dtype=np.int64), np.empty((n, 4), dtype=np.int64)
+        self.runs, self.wholes, self.asks = (np.empty(n, dtype=np.int64) for _ in range(3))
+
+
+# Free buffers per trie, shared by the walkers of every grammar over it: a walker's
+# own (~20 MB for the pieces' trie) cost ~8-20 ms to allocate, paid in the mask of
+# each grammar that first needed it. A walk takes a set (or makes one, when other
+# threads hold them all) and gives it back.
+_SCRATCH: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _scratch(trie) -> _Scratch:
+    free = _SCRATCH.get(trie)
+    if free is None:
+        free = _SCRATCH.setdefault(trie, [])
+    try:
+        return free.pop()
+    except IndexError:
+        return _Scratch(trie.num_nodes + 1)
+
+
+_CHILDREN: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _children(trie) -> tuple[np.ndarray, np.ndarray]:
+    """A trie's child ranges as int64 arrays, made once per trie."""
+    got = _CHILDREN.get(trie)
+    if got is None:
+        got = _CHILDREN[trie] = (np.ascontiguousarray(trie.child_start, dtype=np.int64),
+                                 np.ascontiguousarray(trie.child_end, dtype=np.int64))
+    return got
 
 
 _BELOW: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 
+import numpy as np
 import pytest
 from test_json_schema import _validator, compact, mutations, ordered
 
@@ -442,6 +443,9 @@ TABLE_WALKED_DOCS = [
     {"name": "root node, with words", "tag": "ab", "kids": [{"name": "é \u00fc \\\"x\"", "note": "short"},
                                                              {"name": "", "next": {"name": "n", "kids": []}}]},
     {"name": "x", "note": "", "next": {"name": "y", "tag": "qwert", "next": {"name": "z"}}, "alt": {"v": -3}},
+    # Closing several objects at once: a token that ends one lexeme reads on in the next.
+    {"name": "a", "next": {"name": "b", "next": {"name": "c", "next": {"name": "d", "next": {"name": "e"}}}}},
+    {"name": "a", "kids": [{"name": "b", "kids": [{"name": "c", "kids": [{"name": "d", "kids": []}]}]}]},
 ]
 
 
@@ -512,3 +516,40 @@ def test_table_walks_read_only_the_terminals_allowed(smollm2_vocab, monkeypatch)
                 assert got == view(state), t
             compared += 1
     assert compared >= 4
+
+
+def test_pieces_read_over_rule_tables_are_the_piece_views(smollm2_vocab, monkeypatch):
+    """``CompiledUnitWalk.read_pieces`` (what a token's rest reads from a fresh
+    lexeme, read piece by piece over the rule's table) says of every piece of the
+    vocabulary what the piece view walked over lexer states says: whether it stays
+    inside the lexeme, else what the lexeme accepts where it leaves and the piece
+    read after."""
+    from fsm.jit import AVAILABLE
+    from grammars.lexer import Lexer
+
+    if not AVAILABLE:
+        pytest.skip("numba is not installed (the `fast` extra)")
+    index = guided.GrammarGuide(compile_recursive_schema(TABLE_WALKED, "compact"), smollm2_vocab).index
+    lexer, pieces = index.lexer, index.pieces
+    every = np.arange(pieces.size)
+    starts = sorted({lexer.start(frozenset({t})) for t in range(len(lexer.dfas))} |
+                    {lexer.start(frozenset(range(len(lexer.dfas))))})
+    compared = leaving = 0
+    for state in starts:
+        group = lexer.table_group(state)
+        if group is None:
+            continue
+        k, s, bits = group
+        inside, keys, rests = index._token_units.walker.read_pieces(lexer, k, s, bits, every,
+                                                                    index._piece_first_class(), pieces.suffix)
+        accept = np.array([lexer.accept_id_of_bits(k, key) if key else 0 for key in keys.tolist()])
+        with monkeypatch.context() as mp:
+            mp.setattr(Lexer, "table_group", lambda self, state: None)
+            view = index._build_piece_view(state)
+        assert (inside == view.inside).all()
+        assert (accept == view.exit_accept).all()
+        out = accept > 0
+        assert (rests[out] == view.exit_rest[out]).all()
+        compared += 1
+        leaving += int(out.sum())
+    assert compared >= 4 and leaving > 50
