@@ -33,9 +33,11 @@ Cost notes: one lexer state's view is one walk over the vocabulary's trie (over
 byte classes where the lexer has few), cached for the life of the guide: in numpy
 ~0.1-0.4 ms inside a key or a literal, where few nodes stay live, ~2-5 ms inside an
 open string, where most of the ~100k do; compiled (``grammars.units_compiled``,
-depth first over live pairs) microseconds for a key and ~0.1 ms for an open string,
-plus the lexer rows it needs. A mask is a copy of the inside row, plus, per
-group of completed terminals, a memoised parser scan and a few gathers.
+depth first over live pairs, over the terminals' own table where they share one)
+microseconds for a key and ~0.1 ms for an open string, plus the rows it builds. A
+mask is a copy of the inside row, plus, per group of completed terminals, a
+memoised parser scan and the group's rests read from the next lexeme's start
+(compiled, piece by piece; else through the piece view: one walk of every piece).
 """
 
 from __future__ import annotations
@@ -621,7 +623,9 @@ class GrammarIndex:
     def _build_token_view(self, lx: int) -> TokenView:
         inside_row, exits = self._token_units.walk_row(self.lexer, lx, self.pieces)
         # Tokens whose first byte cannot extend the lexeme: they may follow its end.
-        live = self.lexer.live_classes(lx)
+        group = self.lexer.table_group(lx) if self._token_units.walker is not None else None
+        live = self.lexer.live_classes(lx) if group is None else \
+            self._token_units.walker.live_classes(self.lexer, *group)
         after_end = self._class_rows.get(live)
         if after_end is None:
             dead = np.ones(self.lexer.num_classes + 1, dtype=bool)

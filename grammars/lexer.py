@@ -168,6 +168,7 @@ class Lexer:
         self._accept_set_ids: dict[frozenset[int], int] = {frozenset(): 0}
         self._accept_of_bits: dict[tuple[int, int], int] = {}  # (table, bits) -> accept id
         self._starts: dict[frozenset[int], int] = {}
+        self._walkable: dict[int, bool] = {}  # per table: whether table_group may name it
         self.transitions = np.full((64, self.num_classes), UNKNOWN, dtype=np.int32)
         # Scratch: a one-group row's successor per table move (index -1 stays -1).
         self._slot = np.full(64, -1, dtype=np.int32)
@@ -229,9 +230,12 @@ class Lexer:
         walk can follow itself (``TerminalTable.walk_builder``, bits within int64:
         ``grammars.units_compiled``); None for any other state."""
         group = self._group[state]
-        if group is None or group[2] >> 62 or self._tables[group[0]].walk_builder() is None:
+        if group is None or group[2] >> 62:
             return None
-        return group
+        walkable = self._walkable.get(group[0])
+        if walkable is None:
+            walkable = self._walkable[group[0]] = self._tables[group[0]].walk_builder() is not None
+        return group if walkable else None
 
     def table(self, k: int) -> TerminalTable:
         return self._tables[k]
@@ -299,18 +303,7 @@ class Lexer:
         """The byte classes on which ``state`` has a successor."""
         got = self._live_classes[state]
         if got is None:
-            group = self.table_group(state) if self._rows[state] is None else None
-            if group is not None:  # from the table's arrays, without making the row's states
-                k, s, bits = group
-                table = self._tables[k]
-                if table.walk_builder()[0][s, 0] == UNKNOWN:
-                    table.build_rows([s])
-                trans, known_bits = table.walk_builder()[:2]
-                moves = trans[s][self._to_global[k]]
-                got = tuple(np.flatnonzero((moves >= 0) & (known_bits[1, np.maximum(moves, 0)] & bits != 0)).tolist())
-            else:
-                got = tuple(c for c, t in enumerate(self.row(state)) if t >= 0)
-            self._live_classes[state] = got
+            got = self._live_classes[state] = tuple(c for c, t in enumerate(self.row(state)) if t >= 0)
         return got
 
     def _expand(self, state: int) -> None:

@@ -18,12 +18,23 @@ A node whose every byte below is a self-loop of its lexer state (``fsm.narrow``'
 rule: inside an open string, most ASCII subtrees) is taken whole, without walking
 it: it has no exits, and its units all stay inside.
 
+Over a rule's table (``_table_walk_py``): a lexer state whose members all sit in
+one state of one terminal table (98% of token views on recursive JSON Schemas:
+a rule's points share one compiled subset construction) is walked over that table
+itself, each pair carrying the terminals still alive as bits. The lexer makes no
+state for the pairs the walk passes (it made one, and a row in Python, per pair
+before: ~45% of a token view), and rows the table lacks are built in the kernel
+(``fsm.subsets_compiled._row``, with their accept and live bits); Python builds
+only where the construction meets a deferred fragment or a buffer must grow.
+``read_pieces`` reads a few pieces (a token's rest after a lexeme ends) the same
+way, one by one, where a piece view walked every piece of the vocabulary.
+
 Cost notes: a walk visits each live (node, state) pair once, and lists each dead
 child (``child_end - child_start`` checks per live pair). Inside an open string
 that was most of the ~150k nodes of the pieces' trie (~0.5 ms a lexer state); the
 self-loop rule leaves the subtrees holding non-ASCII bytes or a quote. The buffers
 hold one entry per trie node at most (a trie has one state per node in a walk),
-allocated once per trie.
+kept per trie and shared by its walkers (``_scratch``).
 """
 
 from __future__ import annotations
@@ -187,6 +198,19 @@ def _read_pieces_py(pieces, first_class, suffix, to_table, trans, bits, known, n
 
 
 @njit(cache=True, nogil=True)
+def _live_classes(trans, state, to_table, live, alive, out):
+    """The lexer classes (``out[:n]``, returns n) on which table state ``state``
+    with the terminals ``alive`` has a successor still alive."""
+    n = 0
+    for c in range(len(to_table)):
+        target = trans[state, to_table[c]]
+        if target >= 0 and live[target] & alive:
+            out[n] = c
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
 def group_exits(nodes, keys, depths, order, lo, hi, unit_piece, suffix):
     """The units below each exit (dead child ``nodes[i]``, what the lexeme read
     before it accepts: ``keys[i]``, 0 for nothing, and its length ``depths[i]``),
@@ -300,6 +324,18 @@ class CompiledUnitWalk:
             table.build_rows((ask,) if ask >= 0 else ())
             if i == n:
                 return inside, keys, rests
+
+    def live_classes(self, lexer, k: int, start: int, bits: int) -> tuple[int, ...]:
+        """``Lexer.live_classes`` of the one-group state ``(k, start, bits)``, from
+        table ``k``'s row (built by a walk from there), without making the lexer's
+        row or its states."""
+        table, to_table = lexer.table(k), self._table_classes(lexer, k)
+        trans, table_bits = table.walk_builder()[:2]
+        if trans[start, 0] == UNKNOWN:
+            table.build_rows((start,))
+            trans, table_bits = table.walk_builder()[:2]
+        out = np.empty(len(to_table), dtype=np.int64)
+        return tuple(out[: _live_classes(trans, start, to_table, table_bits[1], bits, out)].tolist())
 
     def _table_classes(self, lexer, k: int) -> np.ndarray:
         to_table = self._to_table.get(k)

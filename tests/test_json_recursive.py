@@ -93,8 +93,12 @@ def guides(smollm2_vocab, request):
         pytest.skip("numba is not installed (the `fast` extra)")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(json_recursive, "COMPILED_AVAILABLE", request.param == "shared")
-        return {name: guided.compile(guided.JsonSchema(s, whitespace="compact"), smollm2_vocab)
-                for name, s in SCHEMAS.items()}
+        # Not through guided.compile: its cache would hand the second param the first's guides.
+        guides = {name: guided.GrammarGuide(compile_recursive_schema(s, "compact"), smollm2_vocab)
+                  for name, s in SCHEMAS.items()}
+    table = type(guides["tree"].index.lexer.table(0)).__name__
+    assert table == ("SharedPointTable" if request.param == "shared" else "PointTable")
+    return guides
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
