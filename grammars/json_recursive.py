@@ -217,9 +217,11 @@ class RuleEnds:
         self._intervals: dict[int, list[tuple[int, int, int]]] = {}
         self.compiled = COMPILED_AVAILABLE if compiled is None else compiled
         self._fast = None
-        #: per state of the shared construction: the ends it accepts, and reaches
-        self.accept_bits: list[int] = []
-        self.live_bits: list[int] = []
+        # Per state of the shared construction: the ends it accepts, and reaches
+        # (``accept_bits``, ``live_bits``: lists, extended from the arrays below
+        # when read, so that walks building rows do not pay for them).
+        self._accept_list: list[int] = []
+        self._live_list: list[int] = []
         # The same as int64 arrays, for compiled walks, where the ends fit in them;
         # and per NFA state its end bit and reach, to compute them.
         self._bit_arrays = self._nfa_bits = None
@@ -317,22 +319,36 @@ class RuleEnds:
     def _take_new_states(self) -> None:
         """The accept and live bits of the states the construction made since."""
         fast = self.fast
-        n0, n = len(self.accept_bits), fast.b.num_states
-        if n <= n0:
-            return
+        n = fast.b.num_states
         if self._bit_arrays is None:
-            for d in range(n0, n):
+            for d in range(len(self._accept_list), n):
                 acc, live = self.bits_of(fast.members(d).tolist())
-                self.accept_bits.append(acc)
-                self.live_bits.append(live)
+                self._accept_list.append(acc)
+                self._live_list.append(live)
             return
-        arrays = self._bit_arrays_now()
         known = int(self._bits_known[0])
-        if n > known:  # (a compiled walk may have set some)
+        if n > known:  # (a compiled walk sets those of the rows it builds)
+            arrays = self._bit_arrays_now()  # (first: it brings _nfa_bits up to the NFA)
             fast.members_or(self._nfa_bits, arrays, known)
             self._bits_known[0] = n
-        self.accept_bits.extend(arrays[0, n0:n].tolist())
-        self.live_bits.extend(arrays[1, n0:n].tolist())
+
+    @property
+    def accept_bits(self) -> list[int]:
+        self._lists_now()
+        return self._accept_list
+
+    @property
+    def live_bits(self) -> list[int]:
+        self._lists_now()
+        return self._live_list
+
+    def _lists_now(self) -> None:
+        """The lists with every state whose bits the arrays hold."""
+        n0 = len(self._accept_list)
+        if self._bit_arrays is not None and n0 < self._bits_known[0]:
+            n = int(self._bits_known[0])
+            self._accept_list.extend(self._bit_arrays[0, n0:n].tolist())
+            self._live_list.extend(self._bit_arrays[1, n0:n].tolist())
 
     def _bit_arrays_now(self) -> np.ndarray:
         """``_bit_arrays`` with room for every state the construction's table has,
