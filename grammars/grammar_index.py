@@ -413,6 +413,7 @@ class GrammarIndex:
         self._piece_units: _UnitTrie | None = None
         self._token_views: dict[int, TokenView] = {}
         self._piece_views: dict[int, PieceView] = {}
+        self._piece_reads: dict[tuple[int, int], tuple[int, int]] = {}
         self._token_bytes = vocab.token_bytes
         self.eos_row = np.zeros(self.words, dtype=np.int32)
         for e in vocab.eos_token_ids:
@@ -573,9 +574,11 @@ class GrammarIndex:
                         sel = some[keys[some] == key]
                         ok[sel] = self._viable(p2, rests[sel])
             return ok
-        if len(pieces) <= _FEW:
+        if len(pieces) <= _FEW or self._token_units.walker is not None:
+            # One by one: a piece view walks all 112k pieces, on lexer rows built in
+            # Python where the lexeme starts in several tables (1-3 ms, up to 0.1 s).
             return np.array([self._viable_one(p, x) for x in pieces.tolist()], dtype=bool)
-        pv = self.piece_view(self.start_state(p))
+        pv = self.piece_view(start)
         ok = pv.inside[pieces]
         acc = pv.exit_accept[pieces]
         leaving = acc > 0
@@ -594,22 +597,33 @@ class GrammarIndex:
         return self._first_classes
 
     def _viable_one(self, p: EarleySet, piece: int) -> bool:
-        """``_viable`` for one piece, memoised on ``p``, its bytes stepped through the
-        lexer (a piece view walks every piece: ~1 ms where the lexeme's start is in
-        several tables' terminals at once)."""
+        """``_viable`` for one piece, memoised on ``p``."""
         key = ("viable", piece)
         got = p.cache.get(key)
         if got is None:
-            lexer, state, got = self.lexer, self.start_state(p), True
+            a, rest = self._read_piece(self.start_state(p), piece)
+            p2 = self.scan(p, a) if a > 0 else None
+            got = a == 0 or (p2 is not None and self._viable_one(p2, rest))
+            p.cache[key] = got
+        return got
+
+    def _read_piece(self, start: int, piece: int) -> tuple[int, int]:
+        """What ``piece`` reads from lexer state ``start``, its bytes stepped through
+        the lexer (memoised): ``(0, -1)`` when it stays inside the lexeme, ``(a,
+        rest)`` when it leaves after a byte at least where ``accept_sets[a]``
+        accept, with the piece ``rest`` left, else ``(-1, -1)``."""
+        key = (start, piece)
+        got = self._piece_reads.get(key)
+        if got is None:
+            lexer, state, got = self.lexer, start, (0, -1)
             for offset, byte in enumerate(self.pieces.texts[piece]):
                 nxt = lexer.step_byte(state, byte)
                 if nxt < 0:
                     a = lexer.accept_id(state) if offset else 0
-                    p2 = self.scan(p, a) if a else None
-                    got = p2 is not None and self._viable_one(p2, self.pieces.after(piece, offset))
+                    got = (a, self.pieces.after(piece, offset)) if a else (-1, -1)
                     break
                 state = nxt
-            p.cache[key] = got
+            self._piece_reads[key] = got
         return got
 
     # -- per lexer state views (cached) -----------------------------------------------------
