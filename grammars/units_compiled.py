@@ -43,10 +43,10 @@ import weakref
 
 import numpy as np
 
-from fsm.jit import compiled
-from fsm.narrow import below_words, class_words
 from numba import njit
 
+from fsm.jit import compiled
+from fsm.narrow import below_words, class_words
 from fsm.subsets_compiled import _DONE, _N_DFA, _row, members_or
 from fsm.walk_compiled import loops_cover
 
@@ -257,7 +257,7 @@ def group_exits(nodes, keys, depths, order, lo, hi, unit_piece, suffix):
 
 
 class CompiledUnitWalk:
-    """The compiled walk over one unit trie (its buffers kept across walks).
+    """The compiled walks over one unit trie for one lexer (buffers: ``_scratch``).
 
     Example::
 
@@ -347,7 +347,7 @@ class CompiledUnitWalk:
         """``walk`` from the lexer's one-group state ``(k, start, bits)``
         (``Lexer.table_group``), over table ``k`` itself: the lexer makes no state or
         row for the pairs the walk passes. Exits come as ``[k, 4]`` (node, table
-        state, bits, depth)."""
+        state, the terminals that accept the lexeme read before the node, depth)."""
         table, to_table = lexer.table(k), self._table_classes(lexer, k)
         # Tables whose rows are one construction's (a grammar rule's points) share its facts.
         facts = self._facts.get(table.rows_owner)
@@ -360,7 +360,7 @@ class CompiledUnitWalk:
             sc.stack[0] = (0, start, bits, 0)
             sp, n_runs, n_wholes, n_exits = 1, 0, 0, 0
             while True:
-                trans, bits, known, nfa_bits, builder = table.walk_builder()
+                trans, table_bits, known, nfa_bits, builder = table.walk_builder()
                 if len(facts[2]) < len(trans):  # the table grew: loop facts for its new states
                     grown = np.zeros((len(trans), 4), dtype=np.uint64)
                     grown[: len(facts[1])] = facts[1]
@@ -368,7 +368,7 @@ class CompiledUnitWalk:
                     loop_known[: len(facts[2])] = facts[2]
                     facts[1], facts[2] = grown, loop_known
                 sp, n_runs, n_wholes, n_exits, n_asks = self._table_walk(
-                    self.child_start, self.child_end, self.node_class, self.own, to_table, trans, bits, known,
+                    self.child_start, self.child_end, self.node_class, self.own, to_table, trans, table_bits, known,
                     nfa_bits, builder, self.below, facts[1], facts[2], words, sc.stack, sp, sc.runs, n_runs, sc.wholes,
                     n_wholes, sc.exits, n_exits, sc.asks)
                 # Rows asked for, or none: either way the table takes in the states made.
