@@ -153,8 +153,9 @@ def class_bytes(byte_to_class) -> list[list[int]]:
 def class_words(byte_to_class) -> np.ndarray:
     """The bytes of each byte class as uint64 [classes, 4] (``below_words``' layout),
     for compiled walks' self-loop sets."""
+    # One row per class id, those past the bytes' (a trie's markers) included.
+    words = np.zeros((int(np.max(byte_to_class)) + 1, 4), dtype=np.uint64)
     classes = np.asarray(byte_to_class[:256], dtype=np.int64)
-    words = np.zeros((int(classes.max()) + 1, 4), dtype=np.uint64)
     b = np.arange(256)
     np.bitwise_or.at(words, (classes, b >> 6), np.left_shift(np.uint64(1), (b & 63).astype(np.uint64)))
     return words
