@@ -7,6 +7,7 @@ and saves each mask's time in order; ``--compare`` takes the minimum of each
 mask's times over a side's runs (what is left is the code's cost, not the
 machine's hiccups) and prints both sides.
 
+    # (--ids A,B,... times only those schemas)
     # in each checkout (a git worktree each), alternating, twice:
     python benchmarks/mask_times.py --sample 400 --seed 1 --out /tmp/old_1.npy
     python benchmarks/mask_times.py --sample 400 --seed 1 --out /tmp/new_1.npy
@@ -50,6 +51,19 @@ def mask_times(records: list[dict], progress=sys.stderr) -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
+def select(records: list[dict], ids: str | None, sample: int, seed: int) -> list[int]:
+    """Indices of the records to time: those named in ``ids`` (comma-separated, in
+    the data's order), else ``maskbench``'s stratified sample."""
+    if not ids:
+        return mb.stratified_sample([r["id"] for r in records], sample, seed)
+    wanted = set(ids.split(","))
+    picked = [i for i, r in enumerate(records) if r["id"] in wanted]
+    missing = wanted - {records[i]["id"] for i in picked}
+    if missing:
+        raise SystemExit(f"no such schema in the data: {', '.join(sorted(missing))}")
+    return picked
+
+
 def compare(sides: list[list[np.ndarray]]) -> str:
     """The table of two sides (each a list of runs of the same masks)."""
     mins = [np.minimum.reduce(runs) / 1000 for runs in sides]
@@ -72,6 +86,7 @@ def main(argv=None) -> int:
     parser.add_argument("--data", default=mb.DEFAULT_DATA)
     parser.add_argument("--sample", type=int, default=400)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--ids", help="time only these schemas (comma-separated ids), instead of a sample")
     parser.add_argument("--out", help="save this checkout's mask times here (.npy)")
     parser.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"),
                         help="comma-separated .npy runs of each side")
@@ -82,7 +97,7 @@ def main(argv=None) -> int:
     if not args.out:
         parser.error("give --out (to time) or --compare")
     records = mb.load_records(args.data)
-    picked = mb.stratified_sample([r["id"] for r in records], args.sample, args.seed)
+    picked = select(records, args.ids, args.sample, args.seed)
     t0 = time.perf_counter()
     times = mask_times([records[i] for i in picked])
     np.save(args.out, times)

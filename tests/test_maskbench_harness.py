@@ -488,3 +488,13 @@ def test_mask_times_compare_takes_each_masks_fastest_run():
     assert "100-200" in table and "       1 masks" in table  # the 100 µs mask, in the old band 100-200
     with pytest.raises(SystemExit, match="different numbers of masks"):
         mask_times.compare([old, [np.array([1, 2])]])
+
+
+def test_mask_times_times_the_schemas_named():
+    import mask_times
+
+    records = [{"id": f"Github_easy---o{i}.json"} for i in range(10)]
+    assert mask_times.select(records, "Github_easy---o7.json,Github_easy---o2.json", 400, 1) == [2, 7]
+    assert len(mask_times.select(records, None, 4, 1)) == 4
+    with pytest.raises(SystemExit, match="o99"):
+        mask_times.select(records, "Github_easy---o99.json", 400, 1)
