@@ -53,6 +53,21 @@ from fsm.walk_compiled import loops_cover
 UNKNOWN = -2  # grammars.lexer: a row not built yet
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _takes_whole(state, node, trans, loops, loop_known, class_words, below):
+    """Whether every byte below ``node`` is a self-loop of ``state`` (its subtree is
+    taken whole); the state's self-loop bytes are found on its first ask
+    (``loop_known``: 0 not yet, 1 none, 2 some, in ``loops``)."""
+    if loop_known[state] == 0:
+        loop_known[state] = 1
+        for c in range(trans.shape[1]):
+            if trans[state, c] == state:
+                for w in range(4):
+                    loops[state, w] |= class_words[c, w]
+                loop_known[state] = 2
+    return loop_known[state] == 2 and loops_cover(loops, state, below, node)
+
+
 def _walk_py(child_start, child_end, node_class, own, trans, below, loops, loop_known, class_words, stack, sp, runs,
              n_runs, wholes, n_wholes, exits, n_exits, asks):
     """One round from the (node, state, depth) triples on ``stack[:sp]``: returns
@@ -75,14 +90,7 @@ def _walk_py(child_start, child_end, node_class, own, trans, below, loops, loop_
             top += 1
             sp += 1
             continue
-        if loop_known[state] == 0:
-            loop_known[state] = 1
-            for c in range(trans.shape[1]):
-                if trans[state, c] == state:
-                    for w in range(4):
-                        loops[state, w] |= class_words[c, w]
-                    loop_known[state] = 2
-        if loop_known[state] == 2 and loops_cover(loops, state, below, node):
+        if _takes_whole(state, node, trans, loops, loop_known, class_words, below):
             wholes[n_wholes] = node
             n_wholes += 1
             continue
@@ -141,14 +149,7 @@ def _table_walk_py(child_start, child_end, node_class, own, to_table, trans, bit
             top += 1
             sp += 1
             continue
-        if loop_known[state] == 0:
-            loop_known[state] = 1
-            for c in range(trans.shape[1]):
-                if trans[state, c] == state:
-                    for w in range(4):
-                        loops[state, w] |= class_words[c, w]
-                    loop_known[state] = 2
-        if loop_known[state] == 2 and loops_cover(loops, state, below, node):
+        if _takes_whole(state, node, trans, loops, loop_known, class_words, below):
             wholes[n_wholes] = node
             n_wholes += 1
             continue
@@ -290,13 +291,8 @@ class CompiledUnitWalk:
             sc.stack[0, :3] = (0, start, 0)
             sp, n_runs, n_wholes, n_exits = 1, 0, 0, 0
             while sp:
-                n_states = len(lexer.transitions)
-                if len(self.loop_known) < n_states:  # the lexer grew: facts for its new states
-                    grown = np.zeros((n_states, 4), dtype=np.uint64)
-                    grown[: len(self.loops)] = self.loops
-                    known = np.zeros(n_states, dtype=np.int64)
-                    known[: len(self.loop_known)] = self.loop_known
-                    self.loops, self.loop_known = grown, known
+                # (the lexer may have grown: facts for its new states)
+                self.loops, self.loop_known = _grown_loops(self.loops, self.loop_known, len(lexer.transitions))
                 sp, n_runs, n_wholes, n_exits, n_asks = self._walk(
                     self.child_start, self.child_end, self.node_class, self.own, lexer.transitions, self.below,
                     self.loops, self.loop_known, self.class_words, sc.stack, sp, sc.runs, n_runs, sc.wholes, n_wholes,
@@ -361,12 +357,7 @@ class CompiledUnitWalk:
             sp, n_runs, n_wholes, n_exits = 1, 0, 0, 0
             while True:
                 trans, table_bits, known, nfa_bits, builder = table.walk_builder()
-                if len(facts[2]) < len(trans):  # the table grew: loop facts for its new states
-                    grown = np.zeros((len(trans), 4), dtype=np.uint64)
-                    grown[: len(facts[1])] = facts[1]
-                    loop_known = np.zeros(len(trans), dtype=np.int64)
-                    loop_known[: len(facts[2])] = facts[2]
-                    facts[1], facts[2] = grown, loop_known
+                facts[1], facts[2] = _grown_loops(facts[1], facts[2], len(trans))  # (the table may have grown)
                 sp, n_runs, n_wholes, n_exits, n_asks = self._table_walk(
                     self.child_start, self.child_end, self.node_class, self.own, to_table, trans, table_bits, known,
                     nfa_bits, builder, self.below, facts[1], facts[2], words, sc.stack, sp, sc.runs, n_runs, sc.wholes,
@@ -377,6 +368,17 @@ class CompiledUnitWalk:
                     return sc.runs[:n_runs].copy(), sc.wholes[:n_wholes].copy(), sc.exits[:n_exits].copy()
         finally:
             _SCRATCH[self._trie].append(sc)
+
+
+def _grown_loops(loops: np.ndarray, loop_known: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``loops`` and ``loop_known`` with room for ``n`` states (the new ones not known)."""
+    if len(loop_known) >= n:
+        return loops, loop_known
+    grown = np.zeros((n, 4), dtype=np.uint64)
+    grown[: len(loops)] = loops
+    known = np.zeros(n, dtype=np.int64)
+    known[: len(loop_known)] = loop_known
+    return grown, known
 
 
 class _Scratch:
