@@ -168,23 +168,20 @@ class CompiledWalk:
             if len(self.facts) < dfa.num_states:
                 self._fit(dfa.num_states)
             builder = dfa.compiled_builder() if self.params[wc.P_BUILD] else None
-            b = builder.builder_args() if builder is not None else self._no_builder
+            b, px = (builder.builder_args(), builder.px) if builder is not None else self._no_builder
             outcome, sp, n_out, n_asks, checks = wc.walk_round(
                 t.nodes, t.below, self.classes, dfa.transitions, self.facts, self.loops, self.class_words,
                 self.plain_classes, self.plain_bytes, self.u_seq, self.u_steps, self.u_classes, self.params, self.ctl,
                 self.path, self.sets, self._stack, sp, self.order, row, self._out, n_out, self._aside, self._asks, checks,
                 self.plain_rows, self.chain_keys, self.chain_len, self.chain_rows, self.n_keys, self.chain_ask,
-                self.mask, b)
-            pasted = 0
+                self.mask, b, px)
             if builder is not None:
-                if self.ctl[wc.N_PASTES]:  # copies its rows met, pasted here: no trip to Python for them
-                    pasted = wc.paste_wanted(self.ctl, b, builder.px)
                 dfa.sync_states()
             if self.chain_ask[0]:  # a byte set met for the first time: its pairs wait aside
                 self._add_chain(int(self.chain_ask[1]), int(self.chain_ask[2]))
             if outcome == wc.OVER_BUDGET:
                 return None
-            if n_asks and not pasted:  # (after a paste, the next round asks again what it still needs)
+            if n_asks:
                 for s in set(self._asks[:n_asks].tolist()):
                     dfa.next_states(s)  # its row, building what the kernel could not
             if outcome == wc.FULL:  # grow the buffers, keep what is in them
@@ -249,12 +246,16 @@ def _utf8_tables(byte_to_class: np.ndarray):
 
 
 def _no_builder() -> tuple:
-    """Stand-ins for ``Buffers.builder_args`` where the DFA has no compiled
-    construction (every row is built, or Python builds it): the same types, so the
-    kernel is compiled once."""
+    """Stand-ins for ``Buffers.builder_args`` and ``Buffers.px`` where the DFA has no
+    compiled construction (every row is built, or Python builds it): the same types,
+    so the kernel is compiled once."""
     one, two = np.zeros(1, dtype=np.int64), np.zeros((1, 12), dtype=np.int64)
-    return (two, one, one, np.zeros((1, 3), dtype=np.int64), np.zeros((1, 3), dtype=np.int64), one, one, one, one,
-            one, one, one, np.zeros((1, 3), dtype=np.int64), one, one)
+    b = (two, one, one, np.zeros((1, 3), dtype=np.int64), np.zeros((1, 3), dtype=np.int64), one, one, one, one,
+         one, one, one, np.zeros((1, 3), dtype=np.int64), one, one)
+    pairs, flags = np.zeros((1, 2), dtype=np.int64), np.zeros(1, dtype=bool)
+    px = (np.zeros((1, 9), dtype=np.int64), one, np.zeros((1, 3), dtype=np.int64), pairs, one, flags, one, flags,
+          pairs)
+    return b, px
 
 
 def _doubled(a: np.ndarray) -> np.ndarray:

@@ -12,8 +12,8 @@ installed: the `fast` extra).
         a row the construction cannot build here (a deferred fragment to build, a
         buffer to grow, or a DFA with no compiled construction) sets the pair aside
         and asks Python for it ──> ``LazyDFA.next_states``; the next round resumes
-        (a deferred copy of a kept template: pasted by ``paste_wanted`` after the
-        round, no trip to Python)
+        (a deferred copy of a kept template: pasted in the round by
+        ``paste_wanted``, and the pair walked again; no trip to Python)
 
 Two rules are the compiled walk's own: at the plain root, a state with less room
 than the longest plain token, whose room ends where no plain byte is taken (a
@@ -125,13 +125,14 @@ def _want_paste(ctl, x):
 
 @njit(cache=True, nogil=True)
 def paste_wanted(ctl, b, px):
-    """After a round: paste the copies its rows met (``_want_paste``; ``fsm.
-    subsets_compiled.paste_here``, ``px``: ``Buffers.px``), and say how many were;
-    the pairs set aside for them are walked again in the next round. Each had been
-    a trip to Python (``LazyDFA.next_states``: ~40 µs with the round it cost). ``px``
-    is not one of ``walk_round``'s arguments: every call of a walk would pay for
-    its arrays (~1 µs), and a tuple handed to the walk's helpers is
-    reference-counted array by array at each call."""
+    """Paste the copies a pair's rows met (``_want_paste``; ``fsm.subsets_compiled.
+    paste_here``, ``px``: ``Buffers.px``), and say how many were; ``walk_round``
+    then walks the pair again. Each had been a trip to Python
+    (``LazyDFA.next_states``: ~40 µs with the round it cost), then a paste after
+    the round and a round more: a round that starts cold (its arrays out of the
+    caches since the last mask) costs 20-60 µs with its call, and nearly every
+    walk that pastes was over 200 µs. ``px`` is handed to no helper of the walk
+    (a tuple passed to a helper is reference-counted array by array at each call)."""
     n = 0
     for i in range(ctl[N_PASTES]):
         if paste_here(ctl[N_PASTES + 1 + i], b[0], b[1], b[3], b[7], px):
@@ -395,7 +396,7 @@ def _chain(state, trans, plain_classes, plain_bytes, longest, chain_keys, chain_
 @njit(cache=True, nogil=True)
 def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_classes, plain_bytes, u_seq, u_steps,
                u_classes, params, ctl, path, sets, stack, sp, order, row, out, n_out, aside, asks, checks, plain_rows,
-               chain_keys, chain_len, chain_rows, n_keys, ask, mask, b):
+               chain_keys, chain_len, chain_rows, n_keys, ask, mask, b, px):
     """One round: walk the pairs on ``stack[:sp]``; returns (outcome, sp, n_out,
     n_asks, checks). The tokens found so far: in ``row`` (uint32 bits), but the long
     runs, ``out[:n_out]`` as ``(lo, hi)`` of ``order`` (``_emit``); a pair
@@ -403,7 +404,8 @@ def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_cl
     stack when the round ends, the row's state to ``asks``. On ``FULL`` the pair
     being walked is back on the stack too, and the buffers must grow. ``b``: the
     lazy DFA's construction buffers (``Buffers.builder_args``; used where
-    ``params[P_BUILD]``); ``plain_rows``: ``fsm.trie.RunTrie.plain_rows``; the
+    ``params[P_BUILD]``), ``px`` its templates to paste (``Buffers.px``: a copy a
+    pair's row meets is pasted at once, ``paste_wanted``); ``plain_rows``: ``fsm.trie.RunTrie.plain_rows``; the
     ``chain_*`` arrays: ``RunTrie.chain_rows`` of the byte sets known so far (``_chain``)."""
     n_aside = n_asks = 0
     cap = stack.shape[0]
@@ -453,6 +455,10 @@ def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_cl
                     asked = not _loop_known(state, trans, facts, loops, class_words, params, ctl, b)
                 whole = not asked and facts[state, LOOP] == SOME_LOOP and loops_cover(loops, state, below, node)
         if asked:
+            if ctl[N_PASTES] and paste_wanted(ctl, b, px):  # the copies its rows met are in: walk it again
+                stack[sp, 0], stack[sp, 1] = node, state
+                sp += 1
+                continue
             aside[n_aside, 0], aside[n_aside, 1] = node, state
             n_aside += 1
             asks[n_asks] = ctl[_ASKED]
@@ -473,6 +479,10 @@ def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_cl
             key, n = _chain(state, trans, plain_classes, plain_bytes, plain_rows.shape[0] - 1, chain_keys, chain_len,
                             n_keys, ask, mask, params, ctl, b)
             if key == _CHAIN_ASKED:
+                if ctl[N_PASTES] and paste_wanted(ctl, b, px):
+                    stack[sp, 0], stack[sp, 1] = node, state
+                    sp += 1
+                    continue
                 aside[n_aside, 0], aside[n_aside, 1] = node, state
                 n_aside += 1
                 asks[n_asks] = ctl[_ASKED]
