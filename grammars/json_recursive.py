@@ -508,49 +508,71 @@ class PointTable(TerminalTable):
 
 
 def _grammar(bodies: dict, families: dict[str, ObjectFamily]) -> CompiledGrammar:
+    """The CFG of the rules' bodies: per point of a rule (its start, each call's
+    return) and end it reaches (each call's start, the rule's end), a terminal, the
+    lexeme from the point to the end, then the call and the rest of the rule from
+    its return: ``(rule, point) -> T (callee, its start) (rule, return)``.
+
+    Cost notes: a rule with k optional properties that call rules has ~k * k / 2
+    (point, end) pairs (WashingtonPost's schemas: ~10k terminals each), so rules
+    are numbered as they are made (symbolic names, mapped to ids afterwards, cost
+    ~7 µs a rule)."""
     terminals: list[TerminalView] = []
-    # Rules over symbolic names first; nonterminal ids follow the terminals.
-    rules: list[tuple[tuple, tuple]] = []
+    entry = {rule: s for rule, (nfa, s, e) in bodies.items()}
+    # Nonterminals are (rule, point) pairs, numbered as met; ids follow the terminals
+    # once all are made, points with one closure sharing theirs (``same``).
+    met: dict[tuple, int] = {}
+    rows: list[tuple[int, int, int, int]] = []  # (left side, terminal, call, return); -1: none
+    # Per rule, each point's representative: points with one closure have one table
+    # and one nonterminal (the returns of alternative calls, as an array of anyOf
+    # references has, each meet every call again: k returns made k * k terminals).
+    same: dict[str, dict[int, int]] = {}
     for rule, (nfa, s, e) in bodies.items():
         ends = RuleEnds(nfa, e)
+        first_of: dict[frozenset, int] = {}
+        same[rule] = {}
+        tails = [(met.setdefault((callee, entry.get(callee)), len(met)), met.setdefault((rule, b), len(met)))
+                 for _, callee, b in nfa.calls] + [(-1, -1)]
         for p in dict.fromkeys([s] + [b for _, _, b in nfa.calls]):
             if not ends.reach[p]:
                 continue
+            q = same[rule][p] = first_of.setdefault(ends.closure(p), p)
+            if q != p:
+                continue
             table = SharedPointTable(ends, p) if ends.compiled else PointTable(ends, p)
-            nonempty = table.ends_nonempty()
-            for i, end in enumerate(ends.ends):
+            nonempty, live, accept = table.ends_nonempty(), table.start_live, table.start_accept
+            lhs = met.setdefault((rule, p), len(met))
+            for i, (call, back) in enumerate(tails):
                 bit = 1 << i
-                if not table.start_live & bit:
+                if not live & bit:
                     continue
-                alts = [()] if table.start_accept & bit else []  # the empty path: no terminal at all
+                if accept & bit:  # the empty path: no terminal at all
+                    rows.append((lhs, -1, call, back))
                 if nonempty & bit:
-                    alts.append((("t", len(terminals)),))
+                    rows.append((lhs, len(terminals), call, back))
                     terminals.append(TerminalView(table, bit))
-                call = nfa.calls[i] if i < len(nfa.calls) else None
-                tail = ((("n", call[1], None), ("n", rule, call[2])) if call else ())
-                for alt in alts:
-                    rules.append((("n", rule, p), alt + tail))
-    entry = {rule: s for rule, (nfa, s, e) in bodies.items()}
-    nt_ids: dict[tuple, int] = {}
+    ids: dict[tuple, int] = {}
 
-    def symbol(sym) -> int:
-        if sym[0] == "t":
-            return sym[1]
-        rule, p = sym[1], sym[2] if sym[2] is not None else entry.get(sym[1])  # None: an object's first node
-        return nt_ids.setdefault((rule, p), len(terminals) + len(nt_ids))
+    def symbol(key: tuple) -> int:
+        rule, p = key
+        return ids.setdefault((rule, same.get(rule, {}).get(p, p)), len(terminals) + len(ids))
 
-    start = symbol(("n", _START, None))
-    static = tuple((symbol(lhs), tuple(symbol(x) for x in rhs)) for lhs, rhs in rules)
+    start = symbol((_START, entry[_START]))
+    final = [symbol(key) for key in met]
+    static = []
+    for lhs, t, call, back in rows:
+        tail = (final[call], final[back]) if call >= 0 else ()
+        static.append((final[lhs], (t, *tail) if t >= 0 else tail))
     lazy = None
     if families:
         for family in families.values():
-            family.resolve(lambda name: symbol(("n", name, None)))
-        firsts = {symbol(("n", name, None)): family for name, family in families.items()}
-        lazy = ObjectNodes(firsts, len(terminals) + len(nt_ids))
-    cfg = CFG(len(terminals), static, start, lazy)
+            family.resolve(lambda name: symbol((name, entry.get(name))))  # (None: an object's first node)
+        firsts = {symbol((name, None)): family for name, family in families.items()}
+        lazy = ObjectNodes(firsts, len(terminals) + len(ids))
+    cfg = CFG(len(terminals), tuple(static), start, lazy)
     good = productive_symbols(cfg)
     if start not in good:
         raise UnsatisfiableSchemaError("no finite JSON document satisfies the schema (the recursion never ends)", "#")
     names = [f"T{i}" for i in range(len(terminals))]
-    rule_names = {i: f"{r}@{p}" for (r, p), i in nt_ids.items()}
+    rule_names = {i: f"{r}@{p}" for (r, p), i in ids.items()}
     return CompiledGrammar(names, terminals, trim(cfg, good), frozenset(), rule_names)
