@@ -133,8 +133,10 @@ class Lexer:
                 self._tables.append(table)
             self._table_of.append(k)
             self._bit.append(bit)
-        # Global byte classes: bytes that no terminal table tells apart.
-        keys = list(zip(*(t.byte_to_class.tolist() for t in self._tables))) if self._tables else [()] * 256
+        # Global byte classes: bytes that no terminal table tells apart (the tables of
+        # one grammar rule's points share their classes: each array is read once).
+        local = {id(t.byte_to_class): t.byte_to_class for t in self._tables}
+        keys = list(zip(*(a.tolist() for a in local.values()))) if local else [()] * 256
         ids: dict[tuple, int] = {}
         self.byte_to_class = np.array([ids.setdefault(k, len(ids)) for k in keys], dtype=np.int32)
         self.num_classes = len(ids)
@@ -142,7 +144,9 @@ class Lexer:
         for b in range(255, -1, -1):
             self._rep[self.byte_to_class[b]] = b
         # Per table: its local class of each global class.
-        self._to_global = [np.array([t.byte_to_class[b] for b in self._rep], dtype=np.intp) for t in self._tables]
+        rep = np.array(self._rep, dtype=np.intp)
+        local = {k: np.asarray(a)[rep].astype(np.intp) for k, a in local.items()}
+        self._to_global = [local[id(t.byte_to_class)] for t in self._tables]
         # Per table: the terminal of each bit, or None where two terminals share a bit
         # (its states then keep their member tuples).
         self._term_of_bit: list[dict[int, int] | None] = [{} for _ in self._tables]
