@@ -67,3 +67,27 @@ def test_an_unproductive_lazy_root_is_trimmed_with_the_rules_that_use_it():
     parser = EarleyParser(trimmed)
     assert sorted(parser.root().expected) == [C]
     assert chain.asked == []
+
+
+def test_long_chains_are_found_productive_past_the_array_sweeps():
+    """``productive_symbols`` sweeps the rules as arrays, a link of a chain per
+    sweep, then finishes with a worklist (``SWEEPS``): a chain ten times longer
+    than the sweeps is productive exactly when its last link ends, and trimming
+    keeps it whole or drops it whole."""
+    from grammars.earley import SWEEPS
+
+    n = 10 * SWEEPS
+    first = 3  # N(k) -> a N(k+1), for k < n; N(n) -> b (or nothing: unproductive)
+    links = tuple((first + k, (A, first + k + 1)) for k in range(n))
+    for ends in (True, False):
+        rules = links + (((first + n, (B,)),) if ends else ()) + ((first + n + 1, (C,)),)
+        cfg = CFG(3, rules + ((first + n + 2, (first, C)), (first + n + 2, (first + n + 1,))), first + n + 2)
+        good = productive_symbols(cfg)
+        assert all((first + k in good) == ends for k in range(n + 1))
+        assert first + n + 1 in good and first + n + 2 in good
+        trimmed = trim(cfg, good)
+        assert len(trimmed.rules) == (n + 4 if ends else 2)
+        parser = EarleyParser(trimmed)
+        assert _accepts(parser, [A] * n + [B, C]) == ends
+        assert _accepts(parser, [C])
+        assert not _accepts(parser, [A] * (n - 1) + [B, C])
