@@ -129,10 +129,11 @@ def paste_wanted(ctl, b, px):
     paste_here``, ``px``: ``Buffers.px``), and say how many were; ``walk_round``
     then walks the pair again. Each had been a trip to Python
     (``LazyDFA.next_states``: ~40 µs with the round it cost), then a paste after
-    the round and a round more: a round that starts cold (its arrays out of the
-    caches since the last mask) costs 20-60 µs with its call, and nearly every
-    walk that pastes was over 200 µs. ``px`` is handed to no helper of the walk
-    (a tuple passed to a helper is reference-counted array by array at each call)."""
+    the round and one round more: a round that starts cold (its arrays out of the
+    caches since the last mask) costs 10-60 µs with its call. (On 1,000 MaskBench
+    schemas the masks over 200 µs were as many either way, within the noise.)
+    ``px`` is handed to no helper of the walk (a tuple passed to a helper is
+    reference-counted array by array at each call)."""
     n = 0
     for i in range(ctl[N_PASTES]):
         if paste_here(ctl[N_PASTES + 1 + i], b[0], b[1], b[3], b[7], px):
@@ -405,8 +406,9 @@ def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_cl
     being walked is back on the stack too, and the buffers must grow. ``b``: the
     lazy DFA's construction buffers (``Buffers.builder_args``; used where
     ``params[P_BUILD]``), ``px`` its templates to paste (``Buffers.px``: a copy a
-    pair's row meets is pasted at once, ``paste_wanted``); ``plain_rows``: ``fsm.trie.RunTrie.plain_rows``; the
-    ``chain_*`` arrays: ``RunTrie.chain_rows`` of the byte sets known so far (``_chain``)."""
+    pair's row meets is pasted at once, ``paste_wanted``); ``plain_rows``:
+    ``fsm.trie.RunTrie.plain_rows``; the ``chain_*`` arrays: ``RunTrie.chain_rows``
+    of the byte sets known so far (``_chain``)."""
     n_aside = n_asks = 0
     cap = stack.shape[0]
     text_root, first_wide = params[P_TEXT_ROOT], params[P_FIRST_WIDE]
