@@ -394,6 +394,19 @@ def _chain(state, trans, plain_classes, plain_bytes, longest, chain_keys, chain_
     return slot, chain_len[slot]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _wait(node, state, stack, sp, aside, n_aside, asks, n_asks, ctl, b, px):
+    """A pair whose fact waits on a row: walked again at once where the copies its
+    rows met could be pasted here (``paste_wanted``), else set aside with the state
+    asked for. Returns the new ``(sp, n_aside, n_asks)``."""
+    if ctl[N_PASTES] and paste_wanted(ctl, b, px):
+        stack[sp, 0], stack[sp, 1] = node, state
+        return sp + 1, n_aside, n_asks
+    aside[n_aside, 0], aside[n_aside, 1] = node, state
+    asks[n_asks] = ctl[_ASKED]
+    return sp, n_aside + 1, n_asks + 1
+
+
 @njit(cache=True, nogil=True)
 def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_classes, plain_bytes, u_seq, u_steps,
                u_classes, params, ctl, path, sets, stack, sp, order, row, out, n_out, aside, asks, checks, plain_rows,
@@ -457,14 +470,7 @@ def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_cl
                     asked = not _loop_known(state, trans, facts, loops, class_words, params, ctl, b)
                 whole = not asked and facts[state, LOOP] == SOME_LOOP and loops_cover(loops, state, below, node)
         if asked:
-            if ctl[N_PASTES] and paste_wanted(ctl, b, px):  # the copies its rows met are in: walk it again
-                stack[sp, 0], stack[sp, 1] = node, state
-                sp += 1
-                continue
-            aside[n_aside, 0], aside[n_aside, 1] = node, state
-            n_aside += 1
-            asks[n_asks] = ctl[_ASKED]
-            n_asks += 1
+            sp, n_aside, n_asks = _wait(node, state, stack, sp, aside, n_aside, asks, n_asks, ctl, b, px)
             continue
         if whole:
             n_out = _emit(nodes[node, _LO], nodes[node, _HI], out, n_out, row, order, long_run)
@@ -481,14 +487,7 @@ def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_cl
             key, n = _chain(state, trans, plain_classes, plain_bytes, plain_rows.shape[0] - 1, chain_keys, chain_len,
                             n_keys, ask, mask, params, ctl, b)
             if key == _CHAIN_ASKED:
-                if ctl[N_PASTES] and paste_wanted(ctl, b, px):
-                    stack[sp, 0], stack[sp, 1] = node, state
-                    sp += 1
-                    continue
-                aside[n_aside, 0], aside[n_aside, 1] = node, state
-                n_aside += 1
-                asks[n_asks] = ctl[_ASKED]
-                n_asks += 1
+                sp, n_aside, n_asks = _wait(node, state, stack, sp, aside, n_aside, asks, n_asks, ctl, b, px)
                 continue
             if key >= 0:
                 for w in range(row.shape[0]):

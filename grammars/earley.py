@@ -145,12 +145,13 @@ class EarleyParser:
         # symbol to after its last.
         lhs, flat, owner, _ = _rule_arrays(cfg)
         # Rule r's dots start at id r plus the symbols of the rules before it.
+        sizes = np.bincount(owner, minlength=len(lhs))
         first = np.arange(len(lhs), dtype=np.int64)
-        first[1:] += np.cumsum(np.bincount(owner, minlength=len(lhs)))[:-1]
+        first[1:] += np.cumsum(sizes)[:-1]
         rd_next = np.full(len(flat) + len(lhs), -1, dtype=np.int64)
         rd_next[np.arange(len(flat)) + owner] = flat
         self.rd_next: list[int] = rd_next.tolist()  # symbol after the dot, -1 when complete
-        self.rd_lhs: list[int] = np.repeat(lhs, np.diff(np.append(first, len(rd_next)))).tolist()
+        self.rd_lhs: list[int] = np.repeat(lhs, sizes + 1).tolist()
         order = np.argsort(lhs, kind="stable")
         lefts, at = np.unique(lhs[order], return_index=True)
         self._starts: dict[int, list[int]] = dict(
@@ -313,23 +314,14 @@ def _fixpoint(cfg: CFG, base, lazy=None) -> frozenset[int]:
         missing = np.bincount(owner[~got[flat]], minlength=len(lhs))
         new = lhs[(missing == 0) & ~got[lhs]]
         if not len(new):
-            if lazy is None:
-                return frozenset(np.flatnonzero(got).tolist())
             found = frozenset(np.flatnonzero(got).tolist())
-            new = [sym for sym in lazy.roots() if sym not in found and lazy.productive(sym, found)]
-            if not new:
+            if lazy is not None:
+                new = [sym for sym in lazy.roots() if sym not in found and lazy.productive(sym, found)]
+            if not len(new):
                 return found
-            got = _room_for(got, max(new) + 1)
+            got = np.pad(got, (0, max(0, max(new) + 1 - len(got))))
         got[new] = True
     return _worklist(cfg, set(np.flatnonzero(got).tolist()), lazy)
-
-
-def _room_for(a: np.ndarray, n: int) -> np.ndarray:
-    if n <= len(a):
-        return a
-    grown = np.zeros(n, dtype=a.dtype)
-    grown[: len(a)] = a
-    return grown
 
 
 _ARRAYS: list = [None, None]  # the last grammar's (``cfg``, its ``_rule_arrays``)
