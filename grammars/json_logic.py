@@ -31,15 +31,7 @@ class LogicCompiler:
     def merged_all_of(self, schema, path) -> tuple:
         """``(merged, leftovers)``: ``schema``'s ``allOf`` parts merged by keywords into
         the keywords beside them, and the parts that would not merge exactly."""
-        merged, leftovers = {}, []
-        parts = self._all_of_parts(schema, path, [id(schema)])
-        for p in parts:
-            m = merge(merged, p)
-            if m is None:
-                leftovers.append(p)
-            else:
-                merged = m
-        return merged, leftovers
+        return _merged_parts(self._all_of_parts(schema, path, [id(schema)]))
 
     def _all_of_parts(self, schema, path, within: list) -> list:
         """``schema``'s own keywords and its ``allOf`` parts, in the order they merge; a
@@ -69,11 +61,18 @@ class LogicCompiler:
                                               "no value of the key the conditions test is valid", _pointer(path, "allOf"))
             if got is not None:
                 return got
-        merged, leftovers = self.merged_all_of(schema, path)
+        parts = self._all_of_parts(schema, path, [id(schema)])
+        merged, leftovers = _merged_parts(parts)
         if not leftovers:
+            if self._branch_keys_inside(merged, parts, path):
+                spread = self._any_of_spread(merged, [], path, parts)
+                got = None if spread is None else self.union_unless_too_large(
+                    nfa, spread, depth, "no anyOf branch can be satisfied", _pointer(path, "allOf"))
+                if got is not None:
+                    return got
             return self.value(nfa, merged, path, depth)
         merged, leftovers = self._logic_as_any_of(merged, leftovers, path)
-        spread = self._any_of_spread(merged, leftovers, path)
+        spread = self._any_of_spread(merged, leftovers, path, parts)
         if spread is not None:  # no algebra: each choice of anyOf branches, merged
             got = self.union_unless_too_large(nfa, spread, depth, "no choice of the allOf parts' anyOf branches holds",
                                               _pointer(path, "allOf"))
@@ -113,14 +112,20 @@ class LogicCompiler:
             out.append(part if union is None else union)
         return merged, out
 
-    def _any_of_spread(self, merged, leftovers, path) -> list | None:
+    def _any_of_spread(self, merged, leftovers, path, parts=()) -> list | None:
         """``allOf [M, {anyOf [A1, A2]}, {anyOf [B1, B2]}]`` as the union of
         ``allOf [M, Ai, Bj]`` for every choice (the ``(schema, pointer)`` parts), which
         merge by keywords where the parts did not (two ``anyOf`` of ``required``
         lists, say); None when no leftover part is an ``anyOf`` or the choices pass
-        ``MAX_ONE_OF_CHOICES``."""
+        ``MAX_ONE_OF_CHOICES``. ``parts``: the ``allOf``'s parts in the order they
+        merge (``_all_of_parts``), where a chosen branch's keys take the place of its
+        ``anyOf`` (``_in_text_order``)."""
+        any_of_at = {}  # id of a spread part -> where its anyOf stands among the parts
         if isinstance(merged, dict) and "anyOf" in merged:  # the first part's anyOf, kept in its place
-            leftovers = [{"anyOf": merged["anyOf"]}, *leftovers]
+            own = {"anyOf": merged["anyOf"]}
+            any_of_at[id(own)] = next((i for i, p in enumerate(parts)
+                                       if isinstance(p, dict) and p.get("anyOf") is merged["anyOf"]), None)
+            leftovers = [own, *leftovers]
             merged = {k: v for k, v in merged.items() if k != "anyOf"}
         spread = [p for p in leftovers if isinstance(p, dict) and "anyOf" in p]
         if not spread:
@@ -130,7 +135,70 @@ class LogicCompiler:
         options = [[b for b, _ in self.branches(p, "anyOf", ptr)] for p in spread]
         if math.prod(len(o) for o in options) > MAX_ONE_OF_CHOICES:
             return None
-        return [({"allOf": [merged, *choice, *rest]}, ptr) for choice in itertools.product(*options)]
+        for p in spread:
+            if id(p) not in any_of_at:
+                any_of_at[id(p)] = next((i for i, q in enumerate(parts) if q is p), None)
+        skipped = {id(p) for p in leftovers}  # parts that are not in ``merged``
+        out = []
+        for choice in itertools.product(*options):
+            placed: dict = {}  # where each chosen branch's anyOf stands -> the branches
+            for p, b in zip(spread, choice):
+                placed.setdefault(any_of_at[id(p)], []).append(b)
+            ordered = self._in_text_order(merged, parts, skipped, placed, ptr)
+            out.append(({"allOf": [merged, *choice, *rest]} if ordered is None else {"allOf": [ordered, *rest]},
+                        ptr))
+        return out
+
+    def _branch_keys_inside(self, merged, parts, path) -> bool:
+        """Whether ``merged``'s ``anyOf`` (from one of the ``allOf`` parts) has
+        branches naming keys that the text lists before keys of a later part, so
+        that its branches, joined to ``merged`` after it, would write them too late
+        (``_in_text_order``)."""
+        one_of_them = merged.get("anyOf") if isinstance(merged, dict) else None
+        at = next((i for i, p in enumerate(parts) if isinstance(p, dict) and p.get("anyOf") is one_of_them), None)
+        if one_of_them is None or at is None or at == len(parts) - 1:
+            return False
+        before, later = [], []
+        for p in parts[: at + 1]:
+            before = _key_order_with(before, p)
+        for p in parts[at + 1 :]:
+            later = _key_order_with(later, p)
+        if not set(later) - set(before):
+            return False
+        ptr = _pointer(path, "allOf")
+        for b, _ in self.branches({"anyOf": one_of_them}, "anyOf", ptr):
+            names: list = []
+            for q in self._all_of_parts({"allOf": [b]}, ptr, []):
+                names = _key_order_with(names, q)
+            if set(names) - set(before):
+                return True
+        return False
+
+    def _in_text_order(self, merged, parts, skipped, placed, ptr):
+        """``merged`` merged with the chosen branches (``placed``: lists of them by
+        the index of the part whose ``anyOf`` they come from, None where none of
+        the parts holds it: a ``not`` made a union, say), its keys in
+        the order the schema text gives them: a branch's keys where its ``anyOf``
+        stands among the parts, not after every merged part's (``allOf [{match},
+        {anyOf [{devices}, {device}]}, {platforms}]`` writes ``match``, ``devices``,
+        ``platforms``). None where a branch does not merge by keywords (the caller
+        then merges them as before, the branch's keys last)."""
+        got, order = merged, []
+        for i, p in [*enumerate(parts), (None, None)]:
+            branch_first = p is not None and i in placed and _listed_before_properties(p, "anyOf")
+            if p is not None and id(p) not in skipped and not branch_first:
+                order = _key_order_with(order, p)
+            for q in self._all_of_parts({"allOf": placed[i]}, ptr, []) if i in placed else ():
+                got, order = merge(got, q), _key_order_with(order, q)
+                if not isinstance(got, dict):
+                    return None
+            if branch_first:
+                order = _key_order_with(order, p)
+        props = got.get("properties")
+        if isinstance(props, dict) and list(props) != order[: len(props)]:
+            keys = [n for n in order if n in props] + [n for n in props if n not in set(order)]
+            got = {**got, "properties": {n: props[n] for n in keys}}
+        return got
 
     def one_of(self, nfa, schema, path, depth):
         """Exactly one branch. In order of preference:
@@ -390,6 +458,28 @@ class LogicCompiler:
         except EmptyLanguageError:
             raise _empty("not/if/then/else leave no valid value", path, approximated) from None
         return result
+
+
+def _merged_parts(parts: list) -> tuple:
+    """``(merged, leftovers)``: the parts merged by keywords in order, and those that
+    would not merge exactly."""
+    merged, leftovers = {}, []
+    for p in parts:
+        m = merge(merged, p)
+        if m is None:
+            leftovers.append(p)
+        else:
+            merged = m
+    return merged, leftovers
+
+
+def _key_order_with(order: list, part) -> list:
+    """The key order after merging ``part`` into keys listed in ``order``, as
+    ``json_merge.merge`` orders ``properties``."""
+    names = list(part["properties"]) if isinstance(part, dict) and isinstance(part.get("properties"), dict) else []
+    if set(order) < set(names):
+        return names
+    return order + [n for n in names if n not in set(order)]
 
 
 def _choices_with(choices: list[dict], parts: list) -> list[dict]:

@@ -881,6 +881,37 @@ def test_a_branch_naming_only_known_keys_keeps_the_properties_order():
     assert not dfa.matches(compact({"grant": "code", "uris": ["x"], "response": "t"}))
 
 
+def test_an_any_of_part_between_all_of_parts_writes_its_keys_in_place():
+    """The keys an allOf part's anyOf branch adds come where that part stands among
+    the parts, not after every other part's keys (browscap's ``child``:
+    Github_medium o60846, which llguidance passes): ``match``, then ``devices`` or
+    ``device``, then ``platforms``. Also where another part would not merge and the
+    anyOf is spread into choices, and where the anyOf stands beside its part's
+    properties, listed first."""
+    first = {"type": "object", "properties": {"match": {"type": "string"}}, "required": ["match"]}
+    # (each branch requires its key: written late, it cannot pass as an extra key)
+    either = {"anyOf": [{"properties": {"devices": {"type": "object"}}, "required": ["devices"]},
+                        {"properties": {"device": {"type": "string"}}, "required": ["device"]}]}
+    last = {"properties": {"platforms": {"type": "array"}, "engine": {"type": "string"}}}
+    in_order = [{"match": "a", "devices": {}, "platforms": []}, {"match": "a", "device": "d", "engine": "x"},
+                {"match": "a", "device": "d"}]
+    late = [{"match": "a", "platforms": [], "devices": {}}, {"match": "a", "engine": "x", "device": "d"}]
+    unmerged = {"not": {"required": ["device", "devices"]}}  # a part left to the union below
+    for schema in ({"allOf": [first, either, last]}, {"allOf": [first, either, last, unmerged]},
+                   {"allOf": [first, {**either, "properties": {"browser": {"type": "string"}}}, last]}):
+        dfa = compile_json_schema(schema, "compact")
+        validator = _validator(schema)
+        for doc in in_order:
+            assert validator.is_valid(doc) and dfa.matches(compact(doc)), (schema, doc)
+        for doc in late:
+            assert validator.is_valid(doc) and not dfa.matches(compact(doc)), (schema, doc)
+    # The branch's keys come before its part's own properties when the anyOf is
+    # listed first in that part.
+    schema = {"allOf": [first, {**either, "properties": {"browser": {"type": "string"}}}, last]}
+    assert compile_json_schema(schema, "compact").matches(compact({"match": "a", "device": "d", "browser": "b"}))
+    assert not compile_json_schema(schema, "compact").matches(compact({"match": "a", "browser": "b", "device": "d"}))
+
+
 def test_all_of_parts_differing_in_unknown_keywords_still_merge():
     """Keywords no draft defines (x-intellij-html-description beside a $ref in the
     skaffold schemas) constrain nothing: two allOf parts that disagree on one must
