@@ -109,8 +109,9 @@ class CompiledWalk:
         p[wc.P_CHAIN_BYTES] = self.CHAIN_BYTES
         # Per plain class, its plain bytes: the kernel walks a smaller set than
         # CHAIN_BYTES without asking _add_chain.
-        plain_of = byte_to_class[:256][_PLAIN_BYTE]
-        self.plain_bytes = np.array([np.count_nonzero(plain_of == c) for c in plain_classes], dtype=np.int64)
+        counts = np.bincount(np.asarray(byte_to_class[:256], dtype=np.int64)[_PLAIN_BYTE],
+                             minlength=int(np.max(byte_to_class)) + 1)
+        self.plain_bytes = counts[self.plain_classes].astype(np.int64)
         self.runs = runs  # the RunTrie: rows by length of its plain tokens
         self.plain_rows = runs.plain_rows(words)
         # The plain byte sets met so far (``_chain``): a set as bits of plain_classes'

@@ -125,7 +125,7 @@ _VOCAB_TRIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 class VocabularyBytes:
     """The padded byte matrix of a vocabulary's text tokens, sorted longest first."""
 
-    __slots__ = ("matrix", "lengths", "token_ids", "trie", "_runs")
+    __slots__ = ("matrix", "lengths", "token_ids", "trie", "_runs", "_bank")
 
     def __init__(self, token_bytes, vocab_size: int):
         ids = [i for i, b in enumerate(token_bytes) if b]
@@ -140,7 +140,7 @@ class VocabularyBytes:
         mask = np.arange(max_len)[None, :] < self.lengths[:, None]
         self.matrix[mask] = flat[(starts[:, None] + np.arange(max_len)[None, :])[mask]]
         self.trie = build_trie(self.matrix, self.lengths, self.token_ids, vocab_size)
-        self._runs = None
+        self._runs = self._bank = None
 
     @property
     def runs(self):
@@ -148,6 +148,13 @@ class VocabularyBytes:
         if self._runs is None:
             self._runs = subtree_runs(self.trie)
         return self._runs
+
+    @property
+    def bank(self) -> "RunBank":
+        """A ``RunBank`` over ``runs``' order: the kept bits of its long runs."""
+        if self._bank is None:
+            self._bank = RunBank(self.runs[0])
+        return self._bank
 
 
 def vocabulary_bytes(vocab) -> VocabularyBytes:
@@ -181,17 +188,72 @@ def is_text_token(data: bytes) -> bool:
 _PLAIN_SET = frozenset(bytes([b]) for b in PLAIN_BYTES)
 
 
-#: Runs of at least this many tokens have their bits kept (``RunTrie.bank_rows``);
+#: Runs of at least this many tokens have their bits kept (``RunBank``);
 #: shorter ones are cheaper to set position by position.
 LONG_RUN = 256
 
-#: ``RunTrie.bank_ids`` remembers this many sets of runs (~1 KB each at most) before
+#: ``RunBank.ids`` remembers this many sets of runs (~1 KB each at most) before
 #: it starts again.
 _BANK_ID_MEMO = 20_000
 
 
 #: ``RunTrie.chain_rows`` keeps the rows of this many byte sets per vocabulary.
 CHAIN_SETS_KEPT = 64
+
+
+class RunBank:
+    """The bits of long runs of a token order, kept as rows (uint32 [words]): a free
+    string's subtrees recur in every row that allows them. One bank serves every
+    guide of a vocabulary, in any thread.
+
+    Example::
+
+        >>> bank = RunBank(order)
+        >>> ids, rows = bank.ids(lo, hi, words)   # rows[ids[i]]: the bits of order[lo[i]:hi[i]]
+    """
+
+    __slots__ = ("order", "rows", "_of", "_memo", "_lock")
+
+    def __init__(self, order: np.ndarray) -> None:
+        self.order = order
+        self.rows = np.zeros((0, 0), dtype=np.uint32)
+        self._of: dict[tuple[int, int], int] = {}
+        self._memo: dict[bytes, np.ndarray] = {}  # ids' memo
+        self._lock = threading.Lock()
+
+    def ids(self, lo: np.ndarray, hi: np.ndarray, words: int) -> tuple[np.ndarray, np.ndarray]:
+        """``made`` of a walk's runs (int64 arrays), memoised by the runs: the
+        string-interior states of every schema end in the same few dozen subtrees,
+        where looking each run up again cost more than the walk's own overhead."""
+        key = lo.tobytes() + hi.tobytes()
+        ids = self._memo.get(key)
+        if ids is None:
+            ids, _ = self.made(lo.tolist(), hi.tolist(), words)
+            if len(self._memo) >= _BANK_ID_MEMO:
+                self._memo.clear()
+            self._memo[key] = ids
+        return ids, self.rows
+
+    def made(self, lo: list[int], hi: list[int], words: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids, rows)``: the rows holding the bits of the runs ``order[lo[i]:hi[i]]``,
+        made where missing. A row is filled before its id is published."""
+        got = self._of
+        ids = [got.get(key) for key in zip(lo, hi)]
+        if None in ids:
+            with self._lock:
+                for i, key in enumerate(zip(lo, hi)):
+                    if ids[i] is None:
+                        ids[i] = got.get(key)
+                    if ids[i] is None:
+                        n = len(got)
+                        if n == len(self.rows):
+                            grown = np.zeros((max(16, 2 * n), words), dtype=np.uint32)
+                            if n:
+                                grown[:n] = self.rows
+                            self.rows = grown
+                        set_bits(self.rows[n], self.order[key[0] : key[1]])
+                        ids[i] = got[key] = n
+        return np.array(ids, dtype=np.int64), self.rows
 
 
 class RunTrie:
@@ -209,7 +271,7 @@ class RunTrie:
     """
 
     __slots__ = ("trie", "roots", "plain_node", "text_node", "height", "chars", "text_need", "order", "lo", "hi",
-                 "own", "is_end", "lists", "table", "bank", "_bank_of", "_bank_ids", "_bank_lock", "_plain_rows",
+                 "own", "is_end", "lists", "table", "bank", "_plain_rows",
                  "_chain_rows", "_node_depth", "_token_ends", "_plain_lengths")
 
     def __init__(self, trie: Trie, plain_marker: int, text_marker: int = -1, bytes_are_symbols: bool = False):
@@ -247,12 +309,7 @@ class RunTrie:
             self.text_need[whole] = self.chars[whole]
         self.order, self.lo, self.hi, self.own = subtree_runs(t)
         self.is_end = self.own > 0
-        #: The bits of long runs (rows of ``words`` uint32), kept: a free string's
-        #: subtrees recur in every row that allows them (``bank_rows``).
-        self.bank = np.zeros((0, 0), dtype=np.uint32)
-        self._bank_of: dict[tuple[int, int], int] = {}
-        self._bank_ids: dict[bytes, np.ndarray] = {}  # bank_ids' memo
-        self._bank_lock = threading.Lock()
+        self.bank = RunBank(self.order)  # the bits of long runs, kept
         self.lists = None  # fsm.narrow.TrieLists, made on first use
         self.table = None  # fsm.narrow_compiled.TrieTable, likewise
         self._plain_rows = None  # plain_rows
@@ -265,47 +322,11 @@ class RunTrie:
         """uint32 [words]: the bits of the tokens ``order[lo:hi]`` (long runs are
         kept in ``bank``)."""
         if hi - lo >= LONG_RUN:
-            ids, bank = self.bank_rows([lo], [hi], words)
-            return bank[ids[0]]
+            ids, rows = self.bank.made([lo], [hi], words)
+            return rows[ids[0]]
         got = np.zeros(words, dtype=np.uint32)
         set_bits(got, self.order[lo:hi])
         return got
-
-    def bank_ids(self, lo: np.ndarray, hi: np.ndarray, words: int) -> tuple[np.ndarray, np.ndarray]:
-        """``bank_rows`` of a walk's runs (int64 arrays), memoised by the runs: the
-        string-interior states of every schema end in the same few dozen subtrees,
-        where looking each run up again cost more than the walk's own overhead."""
-        key = lo.tobytes() + hi.tobytes()
-        ids = self._bank_ids.get(key)
-        if ids is None:
-            ids, _ = self.bank_rows(lo.tolist(), hi.tolist(), words)
-            if len(self._bank_ids) >= _BANK_ID_MEMO:
-                self._bank_ids.clear()
-            self._bank_ids[key] = ids
-        return ids, self.bank
-
-    def bank_rows(self, lo: list[int], hi: list[int], words: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(ids, bank)``: the rows of ``bank`` holding the bits of the long runs
-        ``order[lo[i]:hi[i]]``, made where missing. A row is filled before its id is
-        published (one trie serves every guide of a vocabulary, in any thread)."""
-        got = self._bank_of
-        ids = [got.get(key) for key in zip(lo, hi)]
-        if None in ids:
-            with self._bank_lock:
-                for i, key in enumerate(zip(lo, hi)):
-                    if ids[i] is None:
-                        ids[i] = got.get(key)
-                    if ids[i] is None:
-                        n = len(got)
-                        if n == len(self.bank):
-                            grown = np.zeros((max(16, 2 * n), words), dtype=np.uint32)
-                            if n:
-                                grown[:n] = self.bank
-                            self.bank = grown
-                        set_bits(self.bank[n], self.order[key[0] : key[1]])
-                        ids[i] = got[key] = n
-        return np.array(ids, dtype=np.int64), self.bank
-
 
     def plain_rows(self, words: int) -> np.ndarray:
         """uint32 [longest plain token + 1, words]: row ``n`` holds the bits of the

@@ -51,7 +51,7 @@ from fsm.arrays import spans
 from fsm.gc_pause import gc_paused
 from fsm.index import CLASS_TRIE_MAX_CLASSES, bitmask_words, pack_bits
 from fsm.jit import AVAILABLE as COMPILED_AVAILABLE
-from fsm.trie import VocabularyBytes, class_trie_of, node_depth, set_bits, vocabulary_bytes
+from fsm.trie import LONG_RUN, VocabularyBytes, class_trie_of, node_depth, set_bits, vocabulary_bytes
 
 from .earley import EarleyParser, EarleySet
 from .lexer import Lexer
@@ -140,15 +140,15 @@ class _UnitTrie:
     (``grammars.units_compiled``), where numba is installed (unless
     ``compiled=False``), else level by level in numpy (``_walk_units``)."""
 
-    __slots__ = ("trie", "depth", "runs", "symbol_class", "walker")
+    __slots__ = ("trie", "depth", "runs", "bank", "symbol_class", "walker")
 
     def __init__(self, units: VocabularyBytes, byte_to_class: np.ndarray, compiled: bool | None = None):
         self.walker = None
         if int(byte_to_class.max()) + 1 <= CLASS_TRIE_MAX_CLASSES:
             self.trie = class_trie_of(units.trie, byte_to_class)
-            self.depth, self.runs, self.symbol_class = node_depth(self.trie), None, None
+            self.depth, self.runs, self.bank, self.symbol_class = node_depth(self.trie), None, None, None
         else:
-            self.trie, self.depth, self.runs = units.trie, None, units.runs
+            self.trie, self.depth, self.runs, self.bank = units.trie, None, units.runs, units.bank
             self.symbol_class = byte_to_class[np.maximum(units.trie.symbol, 0)]
             if COMPILED_AVAILABLE if compiled is None else compiled:
                 from .units_compiled import CompiledUnitWalk  # imports numba
@@ -184,10 +184,13 @@ class _UnitTrie:
         from .units_compiled import group_exits
 
         runs, (nodes, keys, depths, accept_id) = self._compiled_walk(lexer, start)
-        row = np.zeros(bitmask_words(len(self.trie.token_node)), dtype=np.uint32)
+        words = bitmask_words(len(self.trie.token_node))
+        row = np.zeros(words, dtype=np.uint32)
         for first, stop in runs:
             if len(first):
-                runs_row(row, self.runs[0], first, stop, _NO_LONG_RUNS, _NO_BANK, _NO_BANK_IDS)
+                long = stop - first >= LONG_RUN  # whole subtrees of a free string's inside: kept rows
+                ids, bank = self.bank.ids(first[long], stop[long], words) if long.any() else (_NO_BANK_IDS, _NO_BANK)
+                runs_row(row, self.runs[0], first, stop, LONG_RUN, bank, ids)
         order, lo, hi, _ = self.runs
         distinct, starts, units, rests = group_exits(nodes, keys, depths, order, lo, hi, pieces.token_piece,
                                                      pieces.suffix)
@@ -214,8 +217,7 @@ class _UnitTrie:
         return runs, (exits[:, 0], keys, exits[:, -1], accept_id)
 
 
-# ``runs_row`` with no run taken from a bank of rows: every token's bit set one by one.
-_NO_LONG_RUNS = 1 << 62
+# ``runs_row``'s bank where no run is long.
 _NO_BANK = np.zeros((1, 1), dtype=np.uint32)
 _NO_BANK_IDS = np.zeros(1, dtype=np.int64)
 

@@ -339,10 +339,10 @@ def test_threads_share_one_index(smollm2_vocab, compiled):
     assert not errors and not wrong, (errors, wrong[:3])
 
 
-def test_bank_ids_agree_with_bank_rows_and_survive_a_cleared_memo(smollm2_vocab, monkeypatch):
-    """``RunTrie.bank_ids`` (a walk's long runs, memoised by their bytes) names the
-    bank rows ``bank_rows`` does, holding exactly each run's tokens, also after the
-    memo has been emptied at its limit."""
+def test_bank_ids_agree_with_made_rows_and_survive_a_cleared_memo(smollm2_vocab, monkeypatch):
+    """``RunBank.ids`` (a walk's long runs, memoised by their bytes) names the rows
+    ``RunBank.made`` does, holding exactly each run's tokens, also after the memo
+    has been emptied at its limit."""
     import fsm.trie as trie_module
     from fsm.trie import LONG_RUN, split_vocabulary
 
@@ -353,12 +353,12 @@ def test_bank_ids_agree_with_bank_rows_and_survive_a_cleared_memo(smollm2_vocab,
     hi = lo + np.array([LONG_RUN, 3 * LONG_RUN, LONG_RUN], dtype=np.int64)
     monkeypatch.setattr(trie_module, "_BANK_ID_MEMO", 2)
     for rounds in range(3):  # the third lookup of the same runs meets a full memo
-        ids, bank = split.bank_ids(lo, hi, words)
-        assert ids.tolist() == split.bank_rows(lo.tolist(), hi.tolist(), words)[0].tolist()
+        ids, bank = split.bank.ids(lo, hi, words)
+        assert ids.tolist() == split.bank.made(lo.tolist(), hi.tolist(), words)[0].tolist()
         for i, (a, b) in enumerate(zip(lo.tolist(), hi.tolist())):
             bits = np.unpackbits(bank[ids[i]].view(np.uint8), bitorder="little")
             assert sorted(np.flatnonzero(bits).tolist()) == sorted(split.order[a:b].tolist())
-        split.bank_ids(lo[:1], hi[:1], words)  # another key, so the memo fills
+        split.bank.ids(lo[:1], hi[:1], words)  # another key, so the memo fills
 
 
 @pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed (the `fast` extra)")
