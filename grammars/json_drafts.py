@@ -71,3 +71,48 @@ def _strip(schema, unknown: frozenset[str]):
         if isinstance(out.get(k), dict):
             out[k] = {name: _strip(s, unknown) for name, s in out[k].items()}
     return out
+
+
+def identified_schemas(root) -> dict[str, object]:
+    """The sub-schemas ``root`` names, by the ``$ref`` that finds them: ``"#name"``
+    for a plain-name fragment (draft 3-4 ``"id": "#name"``, draft 6-7 ``"$id":
+    "#name"``, 2019-09 on ``"$anchor": "name"``), and an ``$id``'s URI (an empty
+    fragment dropped) for the schema it identifies. Identifiers stand where the
+    declared draft puts them and are searched where sub-schemas stand, as the
+    reference validator does; URIs are matched as written (not resolved against a
+    base).
+
+    Example::
+
+        >>> identified_schemas({"$schema": "http://json-schema.org/draft-04/schema#",
+        ...                     "definitions": {"d": {"id": "#day", "type": "string"}}})
+        {'#day': {'id': '#day', 'type': 'string'}}
+    """
+    declared = str(root.get("$schema", "")) if isinstance(root, dict) else ""
+    legacy = any(d in declared for d in ("draft-03", "draft-04"))
+    anchors = not any(d in declared for d in ("draft-03", "draft-04", "draft-06", "draft-07"))
+    id_keyword = "id" if legacy else "$id"
+    found: dict[str, object] = {}
+
+    def visit(schema) -> None:
+        if not isinstance(schema, dict):
+            return
+        ident = schema.get(id_keyword)
+        if isinstance(ident, str) and ident not in ("", "#"):
+            found.setdefault(ident[:-1] if ident.endswith("#") else ident, schema)
+        for k in ("$anchor", "$dynamicAnchor") if anchors else ():
+            if isinstance(schema.get(k), str):
+                found.setdefault("#" + schema[k], schema)
+        for k in _ONE:
+            visit(schema.get(k))
+        for k in _LIST:
+            if isinstance(schema.get(k), list):
+                for sub in schema[k]:
+                    visit(sub)
+        for k in _MAP:
+            if isinstance(schema.get(k), dict):
+                for sub in schema[k].values():
+                    visit(sub)
+
+    visit(root)
+    return found

@@ -58,7 +58,7 @@ from .json_conditional import negation
 from .json_string_dfas import minus
 from .json_errors import (ApproximationLimitError, RecursiveSchemaError, SchemaError, UnsatisfiableSchemaError,
                           UnsupportedSchemaError)
-from .json_drafts import in_declared_draft
+from .json_drafts import identified_schemas, in_declared_draft
 from .json_key_order import AnyOrderTooLarge
 from .json_reuse import ReusedValues
 from .json_presence import presence_keys, presence_variants
@@ -141,6 +141,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
         self.over = over
         self._partner = partner
         self._ref_stack: list[str] = []
+        self._identified: dict | None = None  # resolve_pointer: the schemas named by identifiers
         self._deepest: list[str] = []  # where the recursion limit was met (``too_deep``)
         self._dfas: dict[tuple, DFA] = {}
         self._string_bodies: dict[tuple, DFA] = {}  # (constraints, minLength, maxLength) -> body
@@ -388,14 +389,27 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
     # -- $ref ----------------------------------------------------------------------
 
     def resolve_pointer(self, ref: str, path: str):
+        """The schema ``ref`` names: a JSON pointer into the root (``#/...``), or an
+        identifier the schema declares (``json_drafts.identified_schemas``: ``#name``,
+        an ``$id``'s URI, with a pointer into it after ``#/``)."""
         if ref == "#" or ref == "":
             return self.root
-        if not ref.startswith("#/"):
-            raise UnsupportedSchemaError(
-                f"$ref {ref!r} is not a local JSON pointer (only '#/...' references are supported)",
-                _pointer(path, "$ref"), "$ref",
-            )
         node = self.root
+        if not ref.startswith("#/"):
+            if self._identified is None:
+                self._identified = identified_schemas(self.root)
+            named = self._identified.get(ref[:-1] if ref.endswith("#") else ref)
+            if named is not None:
+                return named
+            base, _, fragment = ref.partition("#")
+            node = self._identified.get(base) if fragment.startswith("/") else None
+            if node is None:
+                raise UnsupportedSchemaError(
+                    f"$ref {ref!r} is neither a local JSON pointer ('#/...') nor an identifier this schema declares"
+                    " (an $id, id or $anchor; other documents are not fetched)",
+                    _pointer(path, "$ref"), "$ref",
+                )
+            ref = "#" + fragment
         for raw in ref[2:].split("/"):
             part = raw.replace("~1", "/").replace("~0", "~")
             from urllib.parse import unquote

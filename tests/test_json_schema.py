@@ -1420,8 +1420,52 @@ def test_invalid_pattern_is_named():
 
 
 def test_remote_ref_is_refused():
-    with pytest.raises(guided.SchemaError, match="not a local JSON pointer"):
+    with pytest.raises(guided.SchemaError, match="neither a local JSON pointer"):
         compile_json_schema({"$ref": "https://example.com/schema.json"})
+    with pytest.raises(guided.UnsupportedSchemaError, match="identifier this schema declares"):
+        compile_json_schema({"$defs": {"a": {"$anchor": "a"}}, "$ref": "#b"})
+
+
+ANCHORED = {
+    # draft 4: "id": "#name" (EVE's ESI route schemas, Github_easy o35904)
+    "draft-04 id": {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+                    "properties": {"jump": {"$ref": "#jump"}},
+                    "definitions": {"jump": {"id": "#jump", "type": "integer", "minimum": 1}}},
+    "draft-07 $id": {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+                     "properties": {"jump": {"$ref": "#jump"}},
+                     "definitions": {"jump": {"$id": "#jump", "type": "integer", "minimum": 1}}},
+    "2020-12 $anchor": {"type": "object", "properties": {"jump": {"$ref": "#jump"}},
+                        "$defs": {"jump": {"$anchor": "jump", "type": "integer", "minimum": 1}}},
+    # the root's own absolute id, and a pointer below it (ninjs in JSON Schema Store)
+    "absolute id": {"$schema": "http://json-schema.org/draft-04/schema#", "id": "http://example.com/s.json#",
+                    "type": "object",
+                    "properties": {"jump": {"$ref": "http://example.com/s.json#/definitions/jump"},
+                                   "kids": {"type": "array", "items": {"$ref": "http://example.com/s.json#"}}},
+                    "definitions": {"jump": {"type": "integer", "minimum": 1}}},
+}
+
+
+@pytest.mark.parametrize("name", list(ANCHORED))
+def test_refs_to_identifiers_the_schema_declares(name, smollm2_vocab, smollm2_tokenizer):
+    """A ``$ref`` may name a sub-schema by an identifier the schema declares (a
+    plain-name fragment, or an ``$id``'s URI with a pointer below it), in the
+    declared draft's keyword; compiled documents agree with jsonschema, recursion
+    through such a ref included."""
+    schema = ANCHORED[name]
+    guide = guided.compile(guided.JsonSchema(schema, whitespace="compact"), smollm2_vocab)
+    validator = _validator(schema)
+    docs = [{}, {"jump": 3}, {"jump": 0}, {"jump": "x"}, {"jump": 2, "kids": [{"jump": 5}, {"kids": []}]},
+            {"kids": [{"jump": 0}]}]
+    for doc in docs:
+        m = guide.matcher()
+        text = json.dumps(doc, separators=(",", ":"))
+        ok = m.accept_tokens(smollm2_tokenizer.encode(text, add_special_tokens=False)) and m.is_accepting()
+        assert ok == validator.is_valid(doc), (name, doc)
+    # In another draft's keyword the identifier is not one.
+    legacy = copy.deepcopy(ANCHORED["draft-04 id"])
+    legacy["$schema"] = "http://json-schema.org/draft-07/schema#"
+    with pytest.raises(guided.UnsupportedSchemaError, match="identifier"):
+        compile_json_schema(legacy)
 
 
 # -- through the public API ------------------------------------------------------------
