@@ -111,7 +111,7 @@ class CompiledWalk:
         # CHAIN_BYTES without asking _add_chain.
         counts = np.bincount(np.asarray(byte_to_class[:256], dtype=np.int64)[_PLAIN_BYTE],
                              minlength=int(np.max(byte_to_class)) + 1)
-        self.plain_bytes = counts[self.plain_classes].astype(np.int64)
+        self.plain_bytes = counts[self.plain_classes]
         self.runs = runs  # the RunTrie: rows by length of its plain tokens
         self.plain_rows = runs.plain_rows(words)
         # The plain byte sets met so far (``_chain``): a set as bits of plain_classes'

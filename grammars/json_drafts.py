@@ -34,13 +34,18 @@ _LIST = ("allOf", "anyOf", "oneOf", "items", "prefixItems")
 _MAP = ("properties", "patternProperties", "definitions", "$defs", "dependencies", "dependentSchemas")
 
 
+def declared_draft(root) -> int | None:
+    """The index in ``_ORDER`` of the draft ``root``'s ``$schema`` names, or None."""
+    declared = str(root.get("$schema", "")) if isinstance(root, dict) else ""
+    return next((i for i, draft in enumerate(_ORDER) if draft in declared), None)
+
+
 def unknown_to_draft(root) -> frozenset[str]:
     """The enforced keywords that the draft ``root`` declares does not define."""
-    declared = str(root.get("$schema", "")) if isinstance(root, dict) else ""
-    for i, draft in enumerate(_ORDER):
-        if draft in declared:
-            return frozenset().union(*(_INTRODUCED.get(later, set()) for later in _ORDER[i + 1:]))
-    return frozenset()
+    i = declared_draft(root)
+    if i is None:
+        return frozenset()
+    return frozenset().union(*(_INTRODUCED.get(later, set()) for later in _ORDER[i + 1:]))
 
 
 def in_declared_draft(root):
@@ -88,10 +93,9 @@ def identified_schemas(root) -> dict[str, object]:
         ...                     "definitions": {"d": {"id": "#day", "type": "string"}}})
         {'#day': {'id': '#day', 'type': 'string'}}
     """
-    declared = str(root.get("$schema", "")) if isinstance(root, dict) else ""
-    legacy = any(d in declared for d in ("draft-03", "draft-04"))
-    anchors = not any(d in declared for d in ("draft-03", "draft-04", "draft-06", "draft-07"))
-    id_keyword = "id" if legacy else "$id"
+    draft = declared_draft(root)
+    id_keyword = "id" if draft is not None and draft < _ORDER.index("draft-06") else "$id"
+    anchors = draft is None or draft >= _ORDER.index("2019-09")
     found: dict[str, object] = {}
 
     def visit(schema) -> None:

@@ -196,7 +196,8 @@ class LogicCompiler:
                 order = _key_order_with(order, p)
         props = got.get("properties")
         if isinstance(props, dict) and list(props) != order[: len(props)]:
-            keys = [n for n in order if n in props] + [n for n in props if n not in set(order)]
+            listed = set(order)
+            keys = [n for n in order if n in props] + [n for n in props if n not in listed]
             got = {**got, "properties": {n: props[n] for n in keys}}
         return got
 
@@ -477,9 +478,10 @@ def _key_order_with(order: list, part) -> list:
     """The key order after merging ``part`` into keys listed in ``order``, as
     ``json_merge.merge`` orders ``properties``."""
     names = list(part["properties"]) if isinstance(part, dict) and isinstance(part.get("properties"), dict) else []
-    if set(order) < set(names):
+    known = set(order)
+    if known < set(names):
         return names
-    return order + [n for n in names if n not in set(order)]
+    return order + [n for n in names if n not in known]
 
 
 def _choices_with(choices: list[dict], parts: list) -> list[dict]:
