@@ -218,6 +218,8 @@ class TokenIndex:
         for e in vocab.eos_token_ids:
             self.eos_row[e >> 5] |= np.uint32(1 << (e & 31)).view(np.int32)
         self._token_bytes = vocab.token_bytes
+        self._longest_token = -1  # bytes of the longest token (known when first needed)
+        self._alias_of: dict[tuple, int] = {}  # _levelled_alias: key -> a state with it
         if eager if eager is not None else (not dfa.lazy and dfa.num_states <= EAGER_LIMIT):
             self.build_all()
 
@@ -241,6 +243,8 @@ class TokenIndex:
             if state >= len(self._row_of_state):
                 self._grow()
             r = self._row_of_state[state]
+            if r < 0 and self._levelled_alias(state):
+                r = self._row_of_state[state]
             if r < 0:
                 first = self.num_rows == 0  # the first mask computes nothing more (TTFM)
                 with gc_paused():
@@ -251,6 +255,25 @@ class TokenIndex:
                             self._compute_ahead(state)
                 r = self._row_of_state[state]
         return int(r)
+
+    def _levelled_alias(self, state: int) -> bool:
+        """Give ``state`` the row of an earlier state it differs from only in counted
+        levels far from their bounds (``LazyDFA.mask_key``: a long ``maxLength``
+        string with a pattern, each character a new state); True if it did. Else the
+        key is noted, and the row computed for ``state`` is found by it later."""
+        if not getattr(self.dfa, "has_levels", False):
+            return False
+        if self._longest_token < 0:
+            self._longest_token = max((len(b) for b in self._token_bytes if b), default=0)
+        key = self.dfa.mask_key(state, self._longest_token)
+        if key is None:
+            return False
+        known = self._alias_of.get(key)
+        if known is not None and self._row_of_state[known] >= 0:
+            self._row_of_state[state] = self._row_of_state[known]
+            return True
+        self._alias_of[key] = state
+        return False
 
     def _grow(self) -> None:
         """A lazy DFA found new states: make room for their rows."""

@@ -157,6 +157,34 @@ class LazyDFA:
         rooms = self._nfa.rooms
         return max((rooms.get(x, 0) for x in self._sets[state]), default=0) if rooms else 0
 
+    @property
+    def has_levels(self) -> bool:
+        """Whether the NFA holds counted levels (``mask_key`` may find keys)."""
+        return bool(self._nfa.levelled)
+
+    def mask_key(self, state: int, reach: int):
+        """A key shared by the states whose tokens are the same as ``state``'s because
+        they differ only in counted levels (``fsm.levels``) far from their bounds for
+        texts of ``reach`` steps; None where ``state`` holds no such level, or one
+        near a bound. Each NFA state of a level counts as (its fragment, its DFA
+        state); the others as themselves."""
+        levelled = self._nfa.levelled
+        if not levelled:
+            return None
+        members = self._fast.members(state).tolist() if self._fast is not None else self._sets[state]
+        key, found = [], False
+        for x in members:
+            got = levelled.get(x)
+            if got is None:
+                key.append(x)
+                continue
+            levels, end, q, n = got
+            if not levels.far_from_bounds(n, reach):
+                return None
+            key.append(-1 - (end * levels.size + q))
+            found = True
+        return tuple(sorted(key)) if found else None
+
     def is_expanded(self, state: int) -> bool:
         """Whether ``state``'s row is built, for a caller holding ``lock`` (rows are
         built under it; compiled walks build them too). Without the lock a row may be

@@ -145,7 +145,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
         self._deepest: list[str] = []  # where the recursion limit was met (``too_deep``)
         self._dfas: dict[tuple, DFA] = {}
         self._string_bodies: dict[tuple, DFA] = {}  # (constraints, minLength, maxLength) -> body
-        self._deferred_bodies: dict[tuple, set | None] = {}  # the same key -> cuts if deferred
+        self._deferred_bodies: dict[tuple, set | str | None] = {}  # the same key -> cuts if deferred, or "levels"
         self._pattern_templates: dict[str, Template] = {}  # _pattern_fragment
         self._reused = ReusedValues()  # value's sub-schemas built so far
         #: Over mode: supersets taken so far, and the cached DFAs that hold one.

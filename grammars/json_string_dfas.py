@@ -9,7 +9,9 @@ Schemas repeat one string type in many places and across the schemas a process
 compiles, so the operands are built once per process (``functools.lru_cache``). A
 large product (a Unicode class times a 255-character counter is 80k states) is
 deferred: built when decoding first enters that string (``defer_product`` decides,
-``SchemaCompiler.string`` builds).
+``SchemaCompiler.string`` builds); one past ``MAX_PRODUCT_STATES`` (the same class
+under maxLength 1024) is built a few characters' levels at a time as decoding
+reaches them (``counted_body``, ``fsm.levels``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 
 from fsm.dfa import DFA, MAX_DFA_STATES, determinize
 from fsm.errors import EmptyLanguageError, RegexError, RegexTooLargeError
+from fsm.levels import CountedLevels
 from fsm.nfa import NFA
 from fsm.ops import MAX_PRODUCT_STATES, difference, intersect, is_empty_intersection, product_bound, repeat_unit
 
@@ -32,6 +35,12 @@ from .json_errors import UnsatisfiableSchemaError
 DEFER_PRODUCT_PAIRS = 50_000
 #: ...once a search of at most this many pairs has found a string it accepts.
 DEFER_SEARCH_PAIRS = 20_000
+#: A constraint past the product limit with a length counter is built level by level
+#: (``counted_body``) when it has at most this many states. Larger ones stay compile
+#: errors: a pattern that counts words (``^(?:\S+\s+){0,29}\S+$``, 1,080 states)
+#: under maxLength 300 made masks of 25-90 ms, and one MaskBench instance grew the
+#: automaton past ``MAX_GROWN_NFA_STATES`` while decoding.
+LEVELLED_STATES = 1000
 
 
 def minus(a: DFA, b: DFA, limit: int = MAX_PRODUCT_STATES) -> DFA | None:
@@ -65,6 +74,15 @@ def bounded_body(constraints, lo: int, hi: int | None) -> DFA:
     return body
 
 
+def past_product_limit(parts: list[DFA]) -> bool:
+    """Whether a string body of ``parts`` (``body_parts``: a length counter and one
+    constraint of at most ``LEVELLED_STATES`` states) may pass ``MAX_PRODUCT_STATES``
+    built whole; ``counted_body`` builds it level by level instead."""
+    return (len(parts) == 2 and parts[1].num_states <= LEVELLED_STATES
+            and parts[0].num_states * parts[1].num_states > MAX_PRODUCT_STATES
+            and product_bound(*parts) > MAX_PRODUCT_STATES)
+
+
 def defer_product(parts: list[DFA], path: str) -> bool:
     """Whether a string body of two ``parts`` is worth building only when decoding
     reaches it: a large product, bounded below the product limit (``product_bound``:
@@ -74,11 +92,45 @@ def defer_product(parts: list[DFA], path: str) -> bool:
     if len(parts) != 2 or parts[0].num_states * parts[1].num_states < DEFER_PRODUCT_PAIRS:
         return False
     if product_bound(*parts) > MAX_PRODUCT_STATES:
-        return False  # it may outgrow the limit: built now, where that is a compile error
+        return False  # past the limit: ``past_product_limit``
     empty = is_empty_intersection(*parts, limit=DEFER_SEARCH_PAIRS)
     if empty:
         raise UnsatisfiableSchemaError("the string constraints contradict each other", path)
     return empty is not None
+
+
+@functools.lru_cache(maxsize=128)
+def counted_body(constraints: tuple, lo: int, hi: int | None) -> CountedLevels:
+    """The body of a string meeting every ``(kind, regex)`` constraint with ``lo``
+    to ``hi`` characters, as levels of (constraint state, characters so far) built
+    as decoding reaches them (``fsm.levels``): for a product past the limit. The
+    constraints' product with the one-character loop tells which steps end a
+    character. Raises ``EmptyLanguageError`` when no string fits."""
+    body = length_dfa(0, None)  # the character loop: state 0 lies between characters
+    for kind, rx in constraints:
+        body = intersect(body, constraint_dfa(kind, rx), minimal=False)
+    return CountedLevels(body, _character_ends(body), lo, hi)
+
+
+def _character_ends(body: DFA) -> np.ndarray:
+    """For each state of ``body`` (a product with ``length_dfa(0, None)`` first),
+    whether it lies between characters: a step into it ends one."""
+    loop = length_dfa(0, None)
+    lows, _, targets, spans, _ = body.flat_edges()
+    phase = np.full(body.num_states, -1, dtype=np.int64)
+    phase[0] = 0
+    todo = [0]
+    targets = targets.tolist()
+    while todo:
+        q = todo.pop()
+        for i in range(*spans[q]):
+            t, at = targets[i], int(loop.transitions[phase[q], loop.byte_to_class[lows[i]]])
+            if phase[t] < 0:
+                phase[t] = at
+                todo.append(t)
+            elif phase[t] != at:  # a product's states each hold one state of the loop
+                raise AssertionError("a string body state lies at two places in a character")
+    return phase == 0
 
 
 def class_cuts(dfa: DFA) -> set[int]:

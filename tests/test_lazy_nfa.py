@@ -459,14 +459,19 @@ def test_product_bound_of_automata_not_reading_utf8_is_the_plain_product():
     assert product_bound(body, body) < body.num_states ** 2
 
 
-def test_a_string_product_that_may_outgrow_the_limit_is_built_at_compile(monkeypatch):
+def test_a_string_product_that_may_outgrow_the_limit_is_levelled_or_built_at_compile(monkeypatch):
     """A deferred product must not fail when decoding builds it: one whose bound
-    passes the product limit is built at once (a compile error if it is too large)."""
+    passes the product limit is built level by level when its pattern is small
+    (``counted_body``), else at once (a compile error if it is too large)."""
     import grammars.json_string_dfas as strings
 
     schema = {"type": "object", "properties": {"a": UNICODE_WORDS["properties"]["a"]}, "additionalProperties": False}
     deferred = compile_json_schema(schema, "compact").nfa_size
     monkeypatch.setattr(strings, "MAX_PRODUCT_STATES", 1000)
+    levelled = compile_json_schema(schema, "compact")
+    assert levelled.nfa_size < deferred + 100  # nothing of the string built yet
+    assert levelled.matches('{"a":"ab-c"}'.encode()) and not levelled.matches(b'{"a":"a b"}')
+    monkeypatch.setattr(strings, "LEVELLED_STATES", 0)
     built = compile_json_schema(schema, "compact").nfa_size
     assert built > deferred + 10_000
 

@@ -1,0 +1,120 @@
+"""Counted levels (``fsm.levels``): a pattern under a length bound built a few
+characters at a time, for string bodies past the product limit."""
+
+import itertools
+import json
+import random
+import re
+
+import jsonschema
+import numpy as np
+import pytest
+
+import guided
+from fsm import compile_regex
+from fsm.errors import EmptyLanguageError
+from fsm.index import TokenIndex
+from fsm.lazy import LazyDFA
+from fsm.levels import CountedLevels
+from fsm.nfa import NFA
+from grammars.json_schema import compile_json_schema
+
+BOUNDS = [(0, 0), (0, 3), (2, 5), (3, None), (0, None), (5, 7), (1, 40)]
+
+
+def levels_dfa(pattern: str, lo: int, hi, chunk: int) -> LazyDFA:
+    q = compile_regex(pattern)
+    nfa = NFA(lazy=True)
+    s, e = CountedLevels(q, np.ones(q.num_states, dtype=bool), lo, hi, chunk).fragment(nfa)
+    return LazyDFA(nfa, s, e)
+
+
+def in_bounds(text: str, lo: int, hi) -> bool:
+    return lo <= len(text) and (hi is None or len(text) <= hi)
+
+
+@pytest.mark.parametrize("pattern", [r"[ab]*", r"(ab|ba)*c?", r"a*b+a*", r"(a|bc)+"])
+@pytest.mark.parametrize("chunk", [1, 2, 16])
+def test_levels_accept_what_re_accepts_within_the_bounds(pattern, chunk):
+    rng = random.Random(7)
+    for lo, hi in BOUNDS:
+        try:
+            dfa = levels_dfa(pattern, lo, hi, chunk)
+        except EmptyLanguageError:
+            # Only where no matching string has a length in the bounds.
+            assert not any(re.fullmatch(pattern, "".join(t)) for n in range(lo, (hi or lo) + 1)
+                           for t in itertools.product("abc", repeat=n))
+            continue
+        for _ in range(300):
+            text = "".join(rng.choice("abc") for _ in range(rng.randint(0, 45)))
+            want = re.fullmatch(pattern, text) is not None and in_bounds(text, lo, hi)
+            assert dfa.matches(text.encode()) == want, (pattern, lo, hi, text)
+
+
+@pytest.mark.parametrize("pattern", [r"(ab|ba)*c?", r"a*b+a*", r"(aa|b)*"])
+def test_a_prefix_stays_alive_exactly_when_it_can_still_be_finished(pattern):
+    # The matcher contract: a live state is a prefix of some accepted text.
+    for lo, hi in [(0, 4), (3, 6), (5, 7), (2, None)]:
+        dfa = levels_dfa(pattern, lo, hi, 2)
+        top = hi if hi is not None else lo + 4
+        for n in range(top + 1):
+            for prefix in map("".join, itertools.product("abc", repeat=n)):
+                finishable = any(re.fullmatch(pattern, prefix + "".join(w)) and in_bounds(prefix + "".join(w), lo, hi)
+                                 for k in range((top - n if hi is not None else 4) + 1) for w in itertools.product("abc", repeat=k))
+                alive = dfa.step(0, prefix.encode()) >= 0
+                assert alive == finishable, (pattern, lo, hi, prefix)
+
+
+def test_bounds_no_string_meets_are_refused():
+    q = compile_regex(r"(abc)+")
+    with pytest.raises(EmptyLanguageError):
+        CountedLevels(q, np.ones(q.num_states, dtype=bool), 4, 5)
+
+
+# The schema that needed them (MaskBench Github_medium o63935): a Unicode word class
+# under maxLength 1024 is a product past 200,000 states built whole.
+FILE_NAME = {"type": "string", "pattern": r"^[\w /-]+\.[0-9a-zA-Z]+$", "minLength": 1, "maxLength": 1024}
+
+
+def test_a_pattern_under_a_long_max_length_compiles_and_agrees_with_jsonschema():
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": FILE_NAME, "maxItems": 4},
+                                                "b": {"type": "integer"}},
+              "required": ["a", "b"], "additionalProperties": False}
+    dfa = compile_json_schema(schema, "compact")
+    names = ["x.y", "a b/c-d.mp4", "é" * 1020 + ".mp4", "é" * 1021 + ".mp4", "a" * 1022 + ".b", "a" * 1023 + ".b",
+             "no dot", ".x", "a.", "日本語 ファイル.txt", "a.b.c", "tab\t.x"]
+    for items in [[n] for n in names] + [names[:2], [names[0], names[2], names[1]], [names[1], names[6]]]:
+        for b in (1, "1"):
+            doc = {"a": items, "b": b}
+            text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+            want = jsonschema.Draft202012Validator(schema).is_valid(doc)
+            assert dfa.matches(text.encode()) == want, text[:80]
+
+
+def test_masks_in_a_long_counted_string_are_those_computed_afresh(monkeypatch, smollm2_tokenizer, smollm2_vocab):
+    # Levels far from the bounds share rows (TokenIndex._levelled_alias): every mask
+    # along a long string must be the one a walk from that very state gives.
+    schema = {"type": "array", "items": FILE_NAME}
+    text = json.dumps([" ".join(["word"] * 150) + ".txt", "a" * 1000 + "é" * 20 + ".x"], ensure_ascii=False,
+                      separators=(",", ":"))
+    tokens = smollm2_tokenizer.encode(text, add_special_tokens=False)
+
+    def masks() -> list:
+        guided.compiler._cache.clear()
+        m = guided.compile(guided.JsonSchema(schema, whitespace="compact"), smollm2_vocab).matcher()
+        got = []
+        for t in tokens + [smollm2_vocab.eos_token_ids[0]]:
+            bits = guided.allocate_token_bitmask(1, smollm2_vocab.size)
+            m.fill_next_token_bitmask(bits, 0)
+            got.append(bits.clone())
+            assert m.accept_token(t)
+        return got
+
+    aliased = []
+    alias = TokenIndex._levelled_alias
+    monkeypatch.setattr(TokenIndex, "_levelled_alias", lambda self, state: aliased.append(alias(self, state)) or aliased[-1])
+    shared = masks()
+    assert sum(aliased) > 100  # most masks inside the strings took an earlier row
+    monkeypatch.setattr(TokenIndex, "_levelled_alias", lambda self, state: False)
+    fresh = masks()
+    assert all(bool((a == b).all()) for a, b in zip(shared, fresh))
