@@ -172,18 +172,17 @@ class LazyDFA:
         if not levelled:
             return None
         members = self._fast.members(state).tolist() if self._fast is not None else self._sets[state]
-        key, found = [], False
+        plain, levels_at = [], []
         for x in members:
             got = levelled.get(x)
             if got is None:
-                key.append(x)
+                plain.append(x)
                 continue
             levels, end, q, n = got
             if not levels.far_from_bounds(n, reach):
                 return None
-            key.append(-1 - (end * levels.size + q))
-            found = True
-        return tuple(sorted(key)) if found else None
+            levels_at.append((end, q))  # (a fragment's end is its own NFA state)
+        return (tuple(sorted(plain)), tuple(sorted(levels_at))) if levels_at else None
 
     def is_expanded(self, state: int) -> bool:
         """Whether ``state``'s row is built, for a caller holding ``lock`` (rows are
