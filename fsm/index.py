@@ -219,7 +219,6 @@ class TokenIndex:
             self.eos_row[e >> 5] |= np.uint32(1 << (e & 31)).view(np.int32)
         self._token_bytes = vocab.token_bytes
         self._longest_token = -1  # bytes of the longest token (known when first needed)
-        self._alias_of: dict[tuple, int] = {}  # _levelled_alias: key -> a state with it
         if eager if eager is not None else (not dfa.lazy and dfa.num_states <= EAGER_LIMIT):
             self.build_all()
 
@@ -257,23 +256,21 @@ class TokenIndex:
         return int(r)
 
     def _levelled_alias(self, state: int) -> bool:
-        """Give ``state`` the row of an earlier state it differs from only in counted
-        levels far from their bounds (``LazyDFA.mask_key``: a long ``maxLength``
-        string with a pattern, each character a new state); True if it did. Else the
-        key is noted, and the row computed for ``state`` is found by it later."""
+        """Give ``state`` the row of its twin (``LazyDFA.mask_twin``: a state of a
+        long ``maxLength`` string with a pattern, each character a new state, takes
+        the tokens of the pattern's state without counts); True if it did."""
         if not getattr(self.dfa, "has_levels", False):
             return False
         if self._longest_token < 0:
             self._longest_token = max((len(b) for b in self._token_bytes if b), default=0)
-        key = self.dfa.mask_key(state, self._longest_token)
-        if key is None:
+        twin = self.dfa.mask_twin(state, self._longest_token)
+        if twin is None:
             return False
-        known = self._alias_of.get(key)
-        if known is not None and self._row_of_state[known] >= 0:
-            self._row_of_state[state] = self._row_of_state[known]
-            return True
-        self._alias_of[key] = state
-        return False
+        r = self.row_id(twin)
+        if state >= len(self._row_of_state):
+            self._grow()
+        self._row_of_state[state] = r
+        return True
 
     def _grow(self) -> None:
         """A lazy DFA found new states: make room for their rows."""

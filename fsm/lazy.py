@@ -159,30 +159,68 @@ class LazyDFA:
 
     @property
     def has_levels(self) -> bool:
-        """Whether the NFA holds counted levels (``mask_key`` may find keys)."""
+        """Whether the NFA holds counted levels (``mask_twin`` may find twins)."""
         return bool(self._nfa.levelled)
 
-    def mask_key(self, state: int, reach: int):
-        """A key shared by the states whose tokens are the same as ``state``'s because
-        they differ only in counted levels (``fsm.levels``) far from their bounds for
-        texts of ``reach`` steps; None where ``state`` holds no such level, or one
-        near a bound. Each NFA state of a level counts as (its fragment, its DFA
-        state); the others as themselves."""
+    def mask_twin(self, state: int, reach: int) -> int | None:
+        """A state that takes the same tokens as ``state``, built from its counted
+        level's shadow (``fsm.levels.Instance``), where ``state`` holds one state of
+        a level far from the bounds for texts of ``reach`` steps and otherwise what
+        that state's twin in the shadow holds; else None."""
         levelled = self._nfa.levelled
         if not levelled:
             return None
-        members = self._fast.members(state).tolist() if self._fast is not None else self._sets[state]
-        plain, levels_at = [], []
+        members = self._members(state)
+        plain, found = [], None
         for x in members:
             got = levelled.get(x)
             if got is None:
                 plain.append(x)
                 continue
-            levels, end, q, n = got
-            if not levels.far_from_bounds(n, reach):
+            here, q, n = got
+            if found is not None or not here.levels.far_from_bounds(n, reach):
                 return None
-            levels_at.append((end, q))  # (a fragment's end is its own NFA state)
-        return (tuple(sorted(plain)), tuple(sorted(levels_at))) if levels_at else None
+            found = (here, q)
+        if found is None:
+            return None
+        here, q = found
+        with self.lock:
+            if here.shadow_base is None:
+                self._build_pending(here.shadow_start)
+            t = here.shadow_base + q
+            twin = self._closure_state(t)
+        got = self._members(twin)
+        if sorted(x for x in got if x != t) != sorted(plain) or len(got) != len(plain) + 1:
+            return None
+        return twin
+
+    def _members(self, state: int) -> list[int]:
+        return self._fast.members(state).tolist() if self._fast is not None else list(self._sets[state])
+
+    def _build_pending(self, s: int) -> None:
+        """Build the deferred fragment that starts at ``s``, which no closure met."""
+        if self._fast is None:
+            self._materialize(s)
+            return
+        try:
+            self._replay_pastes()
+            self._take_in_pending(s)
+        finally:
+            self.sync_states()
+
+    def _closure_state(self, t: int) -> int:
+        """The state of NFA state ``t``'s closure, made if new."""
+        if self._fast is None:
+            return self._add(self._closure(t))
+        try:
+            while True:
+                d, pending = self._fast.closure_state(t)
+                if pending < 0:
+                    return d
+                self._replay_pastes()
+                self._take_in_pending(pending)
+        finally:
+            self.sync_states()
 
     def is_expanded(self, state: int) -> bool:
         """Whether ``state``'s row is built, for a caller holding ``lock`` (rows are

@@ -26,14 +26,15 @@ a table per level, worked backwards from level ``lo`` (``_below``).
 
 Each level's states are new DFA states. Far from the bounds (``far_from_bounds``: no
 token is long enough to reach them) a level's states take the same tokens as the
-next level's, so the token index gives them one row (``LazyDFA.mask_key``) instead
-of walking the vocabulary from each.
+next level's: the token index takes their rows from the states of a copy of the
+DFA without counts (``Instance``'s shadow, ``LazyDFA.mask_twin``) instead of
+walking the vocabulary from each.
 
 Cost notes: set-up is a 0-1 breadth-first search over Q's edges, plus ``lo`` levels
-of numpy for the table below ``lo``. Building is Python, ~5 µs a state. An entry
-into a chunk of a pattern that counts words (``^(?:\\S+\\s+){0,29}\\S+$``, 1,080
-states) built ~600 states and its masks took 25-90 ms: ``grammars.json_string_dfas``
-levels only small patterns.
+of numpy for the table below ``lo``. Building is Python, ~5 µs a state, and each use
+copies Q once for its shadow (~1 ms for 1,000 states) when its first mask needs it.
+Near ``maxLength`` (the last ~80 characters with this tokenizer) and below
+``minLength`` masks walk from the level itself, as for a product built whole.
 """
 
 from __future__ import annotations
@@ -45,11 +46,14 @@ import numpy as np
 from .dfa import DFA
 from .errors import EmptyLanguageError
 from .nfa import NFA
+from .ops import embed
 
-#: Levels built per chunk: each entry builds what it reaches in its chunk, so more
-#: levels build more states no text reaches (16: 630 a chunk in a 1080-state pattern
-#: under maxLength 300, whose masks took ~30 ms), fewer make more entries (1: ~70 ms).
-CHUNK_LEVELS = 4
+#: Levels built per chunk. An entry builds what it reaches in its chunk, and a level
+#: far from the bounds is walked in the shadow, so only the text's own path builds
+#: levels: one a chunk keeps that to the few states of one character (a pattern that
+#: counts words under maxLength 300, MaskBench o21076: TBM p90 226 µs, against 340 µs
+#: with 4 levels and ~30 ms before shadows, when walks built every level ahead).
+CHUNK_LEVELS = 1
 
 _FAR = np.iinfo(np.int64).max // 4
 
@@ -168,27 +172,32 @@ class CountedLevels:
             # Fresh states at each call: a template holding the start (an array's
             # item, copied) gives every copy this builder.
             end = nfa.state()
+            here = Instance(self, end)
+            shadow, shadow_end = nfa.deferred(lambda: here.build_shadow(nfa), cuts)
+            nfa.epsilon(shadow_end, end)
+            here.shadow_start = shadow
             chunks: dict[int, tuple[dict, dict]] = {}  # first level -> (states built, next entries)
 
             def entry(q: int, level: int) -> int:
                 def build() -> tuple[int, int]:
-                    return self._reach(nfa, level, q, chunks.setdefault(level, ({}, {})), end, entry), nfa.state()
+                    return self._reach(nfa, level, q, chunks.setdefault(level, ({}, {})), here, entry), nfa.state()
 
                 s, e = nfa.deferred(build, cuts)
                 nfa.epsilon(e, end)
                 return s
 
-            return self._reach(nfa, 0, 0, chunks.setdefault(0, ({}, {})), end, entry), end
+            return self._reach(nfa, 0, 0, chunks.setdefault(0, ({}, {})), here, entry), end
 
         return nfa.deferred(start, cuts)
 
-    def _reach(self, nfa: NFA, first: int, q: int, chunk: tuple[dict, dict], end: int, entry) -> int:
+    def _reach(self, nfa: NFA, first: int, q: int, chunk: tuple[dict, dict], here: "Instance", entry) -> int:
         """The NFA state of ``(q, first)``, building with it every state it reaches
         in the chunk of levels ``first`` to ``first + chunk - 1`` (at most ``top``)
         that earlier entries did not: one string's path through a level touches few
         of its states. Counted steps out of the last level go to the next chunk's
         entries (``entry(t, level)``, made once per chunk for each live ``t``)."""
         states, nexts = chunk
+        end = here.end
         size, last, lo, hi, top = self.size, min(first + self.chunk - 1, self.top), self.lo, self.hi, self.top
         key = q  # (level - first) * size + state
         if key in states:
@@ -197,17 +206,17 @@ class CountedLevels:
         capped = hi is None
         levelled = nfa.levelled
         states[key] = got = nfa.state()
-        levelled[got] = (self, end, q, first)
+        levelled[got] = (here, q, first)
         todo = [key]
         eps, edges = nfa.eps, nfa.edges
         while todo:
             key = todo.pop()
             n, q = divmod(key, size)
             n += first
-            here = states[key]
-            out = edges[here]
+            at = states[key]
+            out = edges[at]
             if n >= lo and accepting[q]:
-                eps[here].append(end)
+                eps[at].append(end)
             for lo_b, hi_b, t, step in moves[q]:
                 to = n + step
                 if to < lo:
@@ -226,7 +235,7 @@ class CountedLevels:
                     target = states.get(k)
                     if target is None:
                         target = states[k] = nfa.state()
-                        levelled[target] = (self, end, t, to)
+                        levelled[target] = (here, t, to)
                         todo.append(k)
                 out.append((lo_b, hi_b, target))
         return got
@@ -244,3 +253,26 @@ class CountedLevels:
         ``hi`` at least ``reach`` plus the largest finite ``fewest`` away. The
         states of such levels that differ only in level take the same tokens."""
         return n >= self.lo and (self.hi is None or n + reach + self._farthest <= self.hi)
+
+
+class Instance:
+    """One use of a ``CountedLevels`` fragment: its ``end``, and its *shadow*, a
+    copy of the DFA without counts that ends there too, reached by no text. A state
+    of a level far from the bounds takes the tokens its DFA state takes in the
+    shadow (``LazyDFA.mask_twin``), so the token index walks the vocabulary from
+    the shadow's few states instead of from each level's new ones (a walk from a
+    level builds the levels ahead of it that its tokens reach: ~80 with this
+    tokenizer's longest token)."""
+
+    __slots__ = ("levels", "end", "shadow_start", "shadow_base")
+
+    def __init__(self, levels: CountedLevels, end: int):
+        self.levels, self.end = levels, end
+        self.shadow_start = -1  # the shadow's deferred start
+        self.shadow_base: int | None = None  # its first NFA state, once built (DFA state q: base + q)
+
+    def build_shadow(self, nfa: NFA) -> tuple[int, int]:
+        base, end = embed(nfa, self.levels.dfa)
+        self.shadow_base = base
+        return base, end
+

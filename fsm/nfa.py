@@ -337,9 +337,9 @@ class NFA:
         #: token index reads it so that it need not build a long string's states
         #: ahead of the text to learn that every token fits.
         self.rooms: dict[int, int] = {}
-        #: state -> ``(CountedLevels, its fragment's end, DFA state, level)`` for the
-        #: states of counted levels (``fsm.levels``): the token index gives states
-        #: that differ only in levels far from the bounds one mask (``LazyDFA.mask_key``)
+        #: state -> ``(levels.Instance, DFA state, level)`` for the states of counted
+        #: levels (``fsm.levels``): far from the bounds they take the tokens of their
+        #: instance's shadow (``LazyDFA.mask_twin``)
         self.levelled: dict[int, tuple] = {}
         #: the marks of ``truncate`` calls, in order (a builder that keeps state
         #: numbers checks that they were not dropped)

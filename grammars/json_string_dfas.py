@@ -36,11 +36,9 @@ DEFER_PRODUCT_PAIRS = 50_000
 #: ...once a search of at most this many pairs has found a string it accepts.
 DEFER_SEARCH_PAIRS = 20_000
 #: A constraint past the product limit with a length counter is built level by level
-#: (``counted_body``) when it has at most this many states. Larger ones stay compile
-#: errors: a pattern that counts words (``^(?:\S+\s+){0,29}\S+$``, 1,080 states)
-#: under maxLength 300 made masks of 25-90 ms, and one MaskBench instance grew the
-#: automaton past ``MAX_GROWN_NFA_STATES`` while decoding.
-LEVELLED_STATES = 1000
+#: (``counted_body``) when it has at most this many states (each use copies it once,
+#: ``fsm.levels.Instance``); larger ones are built whole, and so are compile errors.
+LEVELLED_STATES = 5_000
 
 
 def minus(a: DFA, b: DFA, limit: int = MAX_PRODUCT_STATES) -> DFA | None:

@@ -118,3 +118,24 @@ def test_masks_in_a_long_counted_string_are_those_computed_afresh(monkeypatch, s
     monkeypatch.setattr(TokenIndex, "_levelled_alias", lambda self, state: False)
     fresh = masks()
     assert all(bool((a == b).all()) for a, b in zip(shared, fresh))
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_level_far_from_the_bounds_has_a_twin_that_takes_the_same_texts(compiled):
+    # LazyDFA.mask_twin: the state of the same pattern state in the level-free
+    # shadow, which the token index walks instead of each level's new state.
+    q = compile_regex(r"(ab|b)*")
+    nfa = NFA(lazy=True)
+    s, e = CountedLevels(q, np.ones(q.num_states, dtype=bool), 2, 60).fragment(nfa)
+    close = nfa.byte_string(b"!")
+    nfa.epsilon(e, close[0])
+    dfa = LazyDFA(nfa, s, close[1], compiled=compiled)
+    texts = ["".join(w) for k in range(5) for w in itertools.product("ab!", repeat=k)]
+    for prefix, has_twin in [("ab" * 10, True), ("b" * 41, True), ("b" * 57, False), ("b", False)]:
+        state = dfa.step(0, prefix.encode())
+        twin = dfa.mask_twin(state, 4)
+        assert (twin is not None) == has_twin, prefix
+        if twin is not None:
+            assert twin != state
+            for w in texts:
+                assert (dfa.step(state, w.encode()) >= 0) == (dfa.step(twin, w.encode()) >= 0), (prefix, w)
