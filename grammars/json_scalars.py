@@ -249,7 +249,7 @@ class ScalarCompiler:
         if nfa.lazy and key not in self._string_bodies:
             if key not in self._deferred_bodies:  # decided once per compile, as built
                 parts = body_parts(usable, lo, hi)
-                self._deferred_bodies[key] = ("levels" if past_product_limit(parts) else
+                self._deferred_bodies[key] = ("levels" if past_product_limit(parts, lo) else
                                               set().union(*(class_cuts(d) for d in parts))
                                               if defer_product(parts, path) else None)
             cuts = self._deferred_bodies[key]

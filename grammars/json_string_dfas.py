@@ -39,6 +39,9 @@ DEFER_SEARCH_PAIRS = 20_000
 #: (``counted_body``) when it has at most this many states (each use copies it once,
 #: ``fsm.levels.Instance``); larger ones are built whole, and so are compile errors.
 LEVELLED_STATES = 5_000
+#: ...and a ``minLength`` of at most this many characters (set-up works out which
+#: states can still finish on each level below it, ~0.1 ms a level).
+LEVELLED_MIN_LENGTH = 4_096
 
 
 def minus(a: DFA, b: DFA, limit: int = MAX_PRODUCT_STATES) -> DFA | None:
@@ -72,11 +75,12 @@ def bounded_body(constraints, lo: int, hi: int | None) -> DFA:
     return body
 
 
-def past_product_limit(parts: list[DFA]) -> bool:
+def past_product_limit(parts: list[DFA], lo: int) -> bool:
     """Whether a string body of ``parts`` (``body_parts``: a length counter and one
-    constraint of at most ``LEVELLED_STATES`` states) may pass ``MAX_PRODUCT_STATES``
-    built whole; ``counted_body`` builds it level by level instead."""
-    return (len(parts) == 2 and parts[1].num_states <= LEVELLED_STATES
+    constraint of at most ``LEVELLED_STATES`` states) of at least ``lo`` characters
+    (at most ``LEVELLED_MIN_LENGTH``) may pass ``MAX_PRODUCT_STATES`` built whole;
+    ``counted_body`` builds it level by level instead."""
+    return (len(parts) == 2 and parts[1].num_states <= LEVELLED_STATES and lo <= LEVELLED_MIN_LENGTH
             and parts[0].num_states * parts[1].num_states > MAX_PRODUCT_STATES
             and product_bound(*parts) > MAX_PRODUCT_STATES)
 
