@@ -23,7 +23,7 @@ from .json_multiple_of import multiple_of_dfa
 from .json_numbers import (JSON_INTEGER, JSON_NUMBER, integer_multiple_of_regex, integer_range_regex,
                            number_range_regex)
 from .json_string_dfas import (always_found, body_parts, bounded_body, class_cuts, constraint_cuts, constraint_dfa,
-                               counted_body, defer_product, past_product_limit, small_pattern_dfa)
+                               counted_body, defer_product, levelled, small_pattern_dfa)
 from .json_errors import SchemaError, UnsatisfiableSchemaError, UnsupportedSchemaError
 from . import json_superset as sup
 from .json_keywords import (EMBED_LATER_EDGES, EXACT_FORMATS, MAX_SPELLED_KEYS, NUMBER_EXP, VALIDATED_FORMATS,
@@ -249,13 +249,14 @@ class ScalarCompiler:
         if nfa.lazy and key not in self._string_bodies:
             if key not in self._deferred_bodies:  # decided once per compile, as built
                 parts = body_parts(usable, lo, hi)
-                self._deferred_bodies[key] = ("levels" if past_product_limit(parts, lo) else
+                self._deferred_bodies[key] = ("levels" if levelled(parts, lo) else
                                               set().union(*(class_cuts(d) for d in parts))
                                               if defer_product(parts, path) else None)
             cuts = self._deferred_bodies[key]
             if cuts == "levels":
-                # Past the product limit (a Unicode class under maxLength 1024): its
-                # levels are built a few characters at a time as decoding reaches them.
+                # A large product (a Unicode class under maxLength 255: 80k states;
+                # under 1024, past the limit): its levels are built a character at a
+                # time as decoding reaches them.
                 try:
                     return jt.quoted(nfa, counted_body(*key).fragment(nfa))
                 except EmptyLanguageError:
