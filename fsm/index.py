@@ -242,7 +242,7 @@ class TokenIndex:
             if state >= len(self._row_of_state):
                 self._grow()
             r = self._row_of_state[state]
-            if r < 0 and self._levelled_alias(state):
+            if r < 0 and self._row_from_twin(state):
                 r = self._row_of_state[state]
             if r < 0:
                 first = self.num_rows == 0  # the first mask computes nothing more (TTFM)
@@ -255,7 +255,7 @@ class TokenIndex:
                 r = self._row_of_state[state]
         return int(r)
 
-    def _levelled_alias(self, state: int) -> bool:
+    def _row_from_twin(self, state: int) -> bool:
         """Give ``state`` the row of its twin (``LazyDFA.mask_twin``: a state of a
         long ``maxLength`` string with a pattern, each character a new state, takes
         the tokens of the pattern's state without counts); True if it did."""

@@ -189,10 +189,7 @@ class LazyDFA:
                 self._build_pending(here.shadow_start)
             t = here.shadow_base + q
             twin = self._closure_state(t)
-        got = self._members(twin)
-        if sorted(x for x in got if x != t) != sorted(plain) or len(got) != len(plain) + 1:
-            return None
-        return twin
+        return twin if sorted(self._members(twin)) == sorted(plain + [t]) else None
 
     def _members(self, state: int) -> list[int]:
         return self._fast.members(state).tolist() if self._fast is not None else list(self._sets[state])
@@ -212,15 +209,7 @@ class LazyDFA:
         """The state of NFA state ``t``'s closure, made if new."""
         if self._fast is None:
             return self._add(self._closure(t))
-        try:
-            while True:
-                d, pending = self._fast.closure_state(t)
-                if pending < 0:
-                    return d
-                self._replay_pastes()
-                self._take_in_pending(pending)
-        finally:
-            self.sync_states()
+        return self._until_built(lambda: self._fast.closure_state(t))
 
     def is_expanded(self, state: int) -> bool:
         """Whether ``state``'s row is built, for a caller holding ``lock`` (rows are
@@ -357,11 +346,17 @@ class LazyDFA:
         """``state``'s row by the compiled construction (-1: the start state),
         building the deferred fragments its closures meet."""
         fast = self._fast
+        self._until_built(lambda: (None, fast.row(state)))
+
+    def _until_built(self, attempt):
+        """``attempt()`` -> ``(result, a deferred start it met or -1)`` by the compiled
+        construction, repeated, building each deferred fragment it meets, until it
+        meets none: its result."""
         try:
             while True:
-                pending = fast.row(state)
+                got, pending = attempt()
                 if pending < 0:
-                    break
+                    return got
                 self._replay_pastes()
                 if self.growth_limit is not None and len(self._nfa) >= self.growth_limit:
                     raise GrowthDeferred(pending)  # the state stays unexpanded

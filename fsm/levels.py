@@ -111,7 +111,6 @@ class CountedLevels:
         into: list[list[tuple[int, int]]] = [[] for _ in range(self.size)]
         for s, t, w in zip(self._sources.tolist(), self._targets.tolist(), self._steps.tolist()):
             into[t].append((s, w))
-        dist = np.full(self.size, _FAR, dtype=np.int64)
         best = [_FAR] * self.size
         todo = deque()
         for s in np.flatnonzero(self._accepting).tolist():
@@ -127,8 +126,7 @@ class CountedLevels:
                         todo.append(s)
                     else:
                         todo.appendleft(s)
-        dist[:] = best
-        return dist
+        return np.array(best, dtype=np.int64)
 
     def _below(self) -> list[np.ndarray]:
         """For each level n < lo, which states can still finish (an accepted path

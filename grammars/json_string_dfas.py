@@ -107,8 +107,8 @@ def defer_product(parts: list[DFA], path: str) -> bool:
 def counted_body(constraints: tuple, lo: int, hi: int | None) -> CountedLevels:
     """The body of a string meeting every ``(kind, regex)`` constraint with ``lo``
     to ``hi`` characters, as levels of (constraint state, characters so far) built
-    as decoding reaches them (``fsm.levels``): for a product past the limit. The
-    constraints' product with the one-character loop tells which steps end a
+    as decoding reaches them (``fsm.levels``), for a large product (``levelled``).
+    The constraints' product with the one-character loop tells which steps end a
     character. Raises ``EmptyLanguageError`` when no string fits."""
     body = length_dfa(0, None)  # the character loop: state 0 lies between characters
     for kind, rx in constraints:

@@ -92,7 +92,7 @@ def test_a_pattern_under_a_long_max_length_compiles_and_agrees_with_jsonschema()
 
 
 def test_masks_in_a_long_counted_string_are_those_computed_afresh(monkeypatch, smollm2_tokenizer, smollm2_vocab):
-    # Levels far from the bounds share rows (TokenIndex._levelled_alias): every mask
+    # Levels far from the bounds share rows (TokenIndex._row_from_twin): every mask
     # along a long string must be the one a walk from that very state gives.
     schema = {"type": "array", "items": FILE_NAME}
     text = json.dumps([" ".join(["word"] * 150) + ".txt", "a" * 1000 + "é" * 20 + ".x"], ensure_ascii=False,
@@ -111,11 +111,11 @@ def test_masks_in_a_long_counted_string_are_those_computed_afresh(monkeypatch, s
         return got
 
     aliased = []
-    alias = TokenIndex._levelled_alias
-    monkeypatch.setattr(TokenIndex, "_levelled_alias", lambda self, state: aliased.append(alias(self, state)) or aliased[-1])
+    alias = TokenIndex._row_from_twin
+    monkeypatch.setattr(TokenIndex, "_row_from_twin", lambda self, state: aliased.append(alias(self, state)) or aliased[-1])
     shared = masks()
     assert sum(aliased) > 100  # most masks inside the strings took an earlier row
-    monkeypatch.setattr(TokenIndex, "_levelled_alias", lambda self, state: False)
+    monkeypatch.setattr(TokenIndex, "_row_from_twin", lambda self, state: False)
     fresh = masks()
     assert all(bool((a == b).all()) for a, b in zip(shared, fresh))
 
