@@ -93,6 +93,8 @@ class ObjectCompiler:
         # Count tracks: track c = "c keys written so far", capped at k (or stopping at
         # maxProperties). Without count keywords k = 1: "nothing yet" / "some keys".
         k = hi_p if hi_p is not None else max(lo_p, 1)
+        if k > MAX_COUNTED_PROPERTIES and not entries and extras is not None:
+            return self._counted_extras(nfa, extras, lo_p, hi_p, depth)
         if k > MAX_COUNTED_PROPERTIES:
             word = "maxProperties" if hi_p is not None else "minProperties"
             self.unsupported(word, path, f"counting up to {k} keys (at most {MAX_COUNTED_PROPERTIES})")
@@ -148,6 +150,30 @@ class ObjectCompiler:
         for c in range(max(lo_p, 1), k + 1):
             nfa.epsilon(tracks[c], c_ws[0])
         nfa.epsilon(c_ws[1], close[0])
+        return open_[0], close[1]
+
+    def _counted_extras(self, nfa, extras, lo: int, hi: int | None, depth: int):
+        """An object of extra keys only (``additionalProperties`` / ``patternProperties``)
+        with ``lo`` to ``hi`` (None: any number) of them: ``{`` entry (``,`` entry){lo-1,
+        hi-1} ``}``, a counted repetition (built lazily where the NFA is), where count
+        tracks would copy the entry once per count (``MAX_COUNTED_PROPERTIES``)."""
+        open_ = nfa.byte_string(b"{")
+        close = nfa.byte_string(b"}")
+        if lo == 0:
+            e = self.ws.site(nfa, "empty", depth)
+            nfa.epsilon(open_[1], e[0])
+            nfa.epsilon(e[1], close[0])
+        try:
+            first = extras()
+        except UnsatisfiableSchemaError:
+            if lo > 0:
+                raise
+            return open_[0], close[1]  # no extra key can have a valid value: only {}
+        more = nfa.repeat(lambda: nfa.concat([nfa.byte_string(b","), self.ws.site(nfa, "comma", depth), extras()]),
+                          max(lo, 1) - 1, None if hi is None else hi - 1)
+        body = nfa.concat([self.ws.site(nfa, "open", depth), first, more, self.ws.site(nfa, "close", depth)])
+        nfa.epsilon(open_[1], body[0])
+        nfa.epsilon(body[1], close[0])
         return open_[0], close[1]
 
     def _step(self, nfa, tracks, nxt, after, make_entry, depth):
