@@ -19,9 +19,14 @@ complements it (``(?i)[^a]`` excludes ``A``). Under ``re.ASCII`` only ASCII lett
 fold. Quirks of the running Python's ``re`` in classes with characters beyond the BMP
 (gh-126505, fixed in the late-2024 releases) are followed too, so the DFA and ``re`` agree.
 
-Refused with a named error: lookarounds, backreferences, conditionals, possessive
-quantifiers and atomic groups (not regular, or they change the language in a way an
-automaton cannot follow), word boundaries, anchors in the middle, and ``re.LOCALE``.
+Lookaheads right after the leading ``^`` (``^(?!reserved$)[a-z]+``, the common idiom)
+are automaton algebra: the pattern without them, intersected with (``(?=X)``) or less
+(``(?!X)``) the texts that start with a match of ``X`` (``lookahead_dfa``).
+
+Refused with a named error: other lookarounds and lookbehinds (regular, but not built
+here), backreferences, conditionals, possessive quantifiers and atomic groups (not
+regular, or they change the language in a way an automaton cannot follow), word
+boundaries, anchors in the middle, and ``re.LOCALE``.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ except ImportError:  # pragma: no cover - Python 3.10
 from .dfa import DFA, determinize
 from .errors import RegexSyntaxError, UnsupportedRegexFeature
 from .nfa import NFA
-from .ops import embed, repeat_unit
+from .ops import difference, embed, intersect, repeat_unit
 from .utf8 import MAX_CODE_POINT, Ranges, complement, normalize, ranges_matching
 
 #: Items that read exactly one character.
@@ -88,9 +93,89 @@ def compile_regex(pattern: str, flags: int = 0) -> DFA:
     """
     if not isinstance(pattern, str):
         raise TypeError(f"regex pattern must be a str, not {type(pattern).__name__}")
-    nfa = NFA()
-    start, end = regex_to_nfa(pattern, nfa, flags)
-    return determinize(nfa, start, end)
+
+    def dfa_of(rx: str, search: bool) -> DFA:
+        nfa = NFA()
+        start, end = regex_to_nfa(rx, nfa, flags, search=search)
+        return determinize(nfa, start, end)
+
+    looked = lookahead_dfa(pattern, flags, dfa_of, False)
+    return looked if looked is not None else dfa_of(pattern, False)
+
+
+def leading_lookaheads(pattern: str, flags: int = 0) -> tuple[str, list[tuple[bool, str]]] | None:
+    """``(core, [(positive, X), ...])`` for a pattern that is ``^``, then lookaheads
+    ``(?=X)`` / ``(?!X)``, then the rest (no alternation at its top level): ``core``
+    is ``^`` and the rest. None for any other pattern (also under ``re.MULTILINE``,
+    where ``^`` holds after newlines too, and ``re.VERBOSE``).
+
+    Example::
+
+        >>> leading_lookaheads("^(?!con$|nul$)(?=.{3})[a-z]+$")
+        ('^[a-z]+$', [(False, 'con$|nul$'), (True, '.{3}')])
+    """
+    if flags & (re.MULTILINE | re.VERBOSE) or not pattern.startswith("^"):
+        return None
+    looks, at = [], 1
+    while pattern.startswith(("(?=", "(?!"), at):
+        end = _group_end(pattern, at)
+        if end is None:
+            return None
+        looks.append((pattern[at + 2] == "=", pattern[at + 3 : end - 1]))
+        at = end
+    if not looks:
+        return None
+    items = list(_parse(pattern, flags))
+    heads = [op for op, av in items[1 : 1 + len(looks)] if op in (C.ASSERT, C.ASSERT_NOT) and av[0] == 1]
+    if items[0][0] is not C.AT or len(heads) != len(looks) or items[0][1] is not C.AT_BEGINNING:
+        return None  # (the text was not split where the parser splits it)
+    return "^" + pattern[at:], looks
+
+
+def _group_end(pattern: str, at: int) -> int | None:
+    """The index just past the ``)`` that closes the group opening at ``at``
+    (escapes and character classes skipped), or None."""
+    depth, i, in_class = 0, at, False
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            i += 1 + pattern.startswith("^", i + 1)
+            if pattern.startswith("]", i):  # a "]" first in a class is itself
+                i += 1
+            continue
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return None
+
+
+def lookahead_dfa(pattern: str, flags: int, dfa_of, search: bool) -> DFA | None:
+    """The DFA of ``pattern`` where it opens with lookaheads (``leading_lookaheads``),
+    else None. ``dfa_of(rx, search)`` compiles a pattern without them in the
+    caller's encoding (``search``: ``re.search`` semantics, else ``re.fullmatch``);
+    the core has the caller's semantics (``search``), and a lookahead ``X`` is the
+    texts that start with a match of it: ``^(?:X)`` searched (its ``$`` the text's
+    end, as inside the lookahead). Raises ``EmptyLanguageError`` when no text is
+    left."""
+    split = leading_lookaheads(pattern, flags)
+    if split is None:
+        return None
+    core, looks = split
+    dfa = dfa_of(core, search)
+    for positive, x in looks:
+        starts = dfa_of(f"^(?:{x})", True)
+        dfa = intersect(dfa, starts) if positive else difference(dfa, starts)
+    return dfa
 
 
 def regex_to_nfa(pattern: str, nfa: NFA, flags: int = 0, *, char_fragment=None, char_dfa=None,
@@ -204,13 +289,11 @@ class _Builder:
         """Any run of characters (the unanchored ends of a search)."""
         return self.nfa.repeat(lambda: self.chars([(0, MAX_CODE_POINT)]), 0, None)
 
-    def fail(self, what: str, markers=()) -> None:
+    def fail(self, what: str, markers=(), reason: str = "it is not a regular-language feature, so no "
+                                                         "automaton can enforce it") -> None:
         pos = min((p for p in (self.pattern.find(m) for m in markers) if p >= 0), default=None)
         where = f" at position {pos}" if pos is not None else ""
-        raise UnsupportedRegexFeature(
-            f"{what}{where} is not supported: it is not a regular-language feature, "
-            f"so no automaton can enforce it (pattern {self.pattern!r})"
-        )
+        raise UnsupportedRegexFeature(f"{what}{where} is not supported: {reason} (pattern {self.pattern!r})")
 
     def check_flags(self, flags: int) -> None:
         for flag, message in _UNSUPPORTED_FLAGS:
@@ -234,8 +317,12 @@ class _Builder:
         name = str(op)
         if name in _NOT_REGULAR:
             what, markers = _NOT_REGULAR[name]
-            if name == "ASSERT" and av[0] < 0:
-                what = "lookbehind assertion"
+            if name in ("ASSERT", "ASSERT_NOT") and av[0] < 0:
+                what = "lookbehind assertion" if name == "ASSERT" else "negative lookbehind assertion"
+            if name in ("ASSERT", "ASSERT_NOT"):
+                self.fail(what, markers[:1] if av[0] > 0 else markers[1:],
+                          "a lookahead is taken only right after the pattern's leading ^ (^(?!X)... or "
+                          "^(?=X)..., as automaton algebra); lookbehinds are not taken")
             self.fail(what, markers)
         if op in _ONE_CHARACTER:
             return self.chars(self.char_ranges(op, av, flags))

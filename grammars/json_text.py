@@ -24,7 +24,7 @@ from fsm.dfa import DFA, determinize
 from fsm.jit import AVAILABLE as COMPILED_AVAILABLE
 from fsm.nfa import NFA, Template
 from fsm.ops import embed
-from fsm.regex import compile_regex, regex_to_nfa
+from fsm.regex import compile_regex, lookahead_dfa, regex_to_nfa
 from fsm.utf8 import MAX_CODE_POINT, normalize, subtract
 
 from .json_numbers import JSON_NUMBER
@@ -83,13 +83,30 @@ def string_body(nfa: NFA, min_length: int = 0, max_length: int | None = None) ->
 def pattern_body(nfa: NFA, pattern: str) -> tuple[int, int]:
     """Fragment: encoded string contents in which ``re.search(pattern, value)`` succeeds
     (JSON Schema patterns are unanchored), with Python ``re`` meaning as the validator has."""
-    return regex_to_nfa(pattern, nfa, char_fragment=lambda ranges: json_char(nfa, ranges), char_dfa=_json_char_dfa_of,
-                        search=True)
+    return _body(nfa, pattern, True)
 
 
 def full_match_body(nfa: NFA, pattern: str) -> tuple[int, int]:
     """Fragment: encoded string contents whose value fully matches ``pattern``."""
-    return regex_to_nfa(pattern, nfa, char_fragment=lambda ranges: json_char(nfa, ranges), char_dfa=_json_char_dfa_of)
+    return _body(nfa, pattern, False)
+
+
+def _body(nfa: NFA, pattern: str, search: bool) -> tuple[int, int]:
+    # A pattern opening with lookaheads is automaton algebra over the encoded
+    # contents: every encoding of each value is in each part, so their intersection
+    # and difference hold every encoding of the values the pattern matches.
+    looked = lookahead_dfa(pattern, 0, _encoded_dfa, search)
+    if looked is not None:
+        return embed(nfa, looked)
+    return regex_to_nfa(pattern, nfa, char_fragment=lambda ranges: json_char(nfa, ranges), char_dfa=_json_char_dfa_of,
+                        search=search)
+
+
+def _encoded_dfa(pattern: str, search: bool) -> DFA:
+    nfa = NFA()
+    s, e = regex_to_nfa(pattern, nfa, char_fragment=lambda ranges: json_char(nfa, ranges), char_dfa=_json_char_dfa_of,
+                        search=search)
+    return determinize(nfa, s, e)
 
 
 def regex_fragment(nfa: NFA, pattern: str) -> tuple[int, int]:
