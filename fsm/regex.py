@@ -193,6 +193,20 @@ def regex_to_nfa(pattern: str, nfa: NFA, flags: int = 0, *, char_fragment=None, 
     """
     tree = _parse(pattern, flags)
     builder = _Builder(pattern, nfa, char_fragment, char_dfa if char_fragment is not None else utf8_char_dfa)
+    first = len(nfa)
+    frag = _built(builder, tree, search)
+    if not builder.end_marks:
+        return frag
+    # "$" / "\Z" away from the end were built as mark bytes: resolved on the fragment's DFA.
+    if any(s >= first for s in nfa.pending):  # (a lazy repetition inside: no DFA of it here)
+        builder.fail("anchor $ away from the start/end of the pattern around a long repetition", ("$", "\\Z"),
+                     "the pattern is too large to resolve it")
+    resolved = _end_marks_resolved(determinize(nfa, *frag), builder.char_dfa(((10, 10),)), search)
+    return embed(nfa, resolved)
+
+
+def _built(builder: "_Builder", tree, search: bool) -> tuple[int, int]:
+    nfa = builder.nfa
     flags = tree.state.flags
     if not search:
         return builder.sequence(tree, flags, True, True)
@@ -254,6 +268,74 @@ def _has_anchor(items) -> bool:
 COUNTED_RUN_MIN = 8
 
 
+#: Bytes no UTF-8 text (nor JSON encoding) holds, standing for "$" (the text's end, or
+#: just before its final newline) and "\\Z" (its end) away from a pattern's end.
+END_MARK, STRICT_END_MARK = 0xFF, 0xFE
+
+
+def _end_marks_resolved(dfa: DFA, newline: DFA, search: bool) -> DFA:
+    """``dfa`` (over text and mark bytes) as the texts it accepts with each mark where
+    its anchor holds, the marks dropped: a "$" mark at the text's end or just before
+    its final newline (``newline``: that character's encodings, a DFA), a "\\Z" mark
+    at the end. With ``search`` a match that ends at a "$" mark may leave that final
+    newline unread (``re.search("(a$)b?", "a\\n")``).
+
+    The product of ``dfa`` with where the text stands against the marks met: before
+    any; at a "$" mark with the newline's DFA in state k (k = 0: nothing read since);
+    past that newline (nothing more); at a "\\Z" mark (nothing more). A mark met
+    again keeps the layer ("$$" holds where "$" does)."""
+    lo, hi, target, spans, accepting = dfa.flat_edges()
+    n_lo, n_hi, n_target, n_spans, n_accepting = newline.flat_edges()
+    n, m = len(spans), len(n_spans)
+    nfa = NFA()
+    base = nfa.add_states(3 * n + n * m + 1)
+    final = base + 3 * n + n * m
+
+    def before(q: int) -> int:
+        return base + q
+
+    def past_newline(q: int) -> int:
+        return base + n + q
+
+    def strict_end(q: int) -> int:
+        return base + 2 * n + q
+
+    def at_end(q: int, k: int) -> int:
+        return base + 3 * n + q * m + k
+
+    targets, n_targets = target.tolist(), n_target.tolist()
+    for q, (a, b) in enumerate(spans):
+        for i in range(a, b):
+            t = targets[i]
+            if lo[i] < STRICT_END_MARK:  # text: before any mark, or a newline's bytes after "$"
+                top = min(hi[i], STRICT_END_MARK - 1)
+                nfa.edge(before(q), lo[i], top, before(t))
+                for k, (na, nb) in enumerate(n_spans):
+                    for j in range(na, nb):
+                        low, high = max(lo[i], n_lo[j]), min(top, n_hi[j])
+                        if low <= high:
+                            nfa.edge(at_end(q, k), low, high, at_end(t, n_targets[j]))
+            for mark in (STRICT_END_MARK, END_MARK):
+                if lo[i] <= mark <= hi[i]:
+                    reached = at_end(t, 0) if mark == END_MARK else strict_end(t)
+                    nfa.epsilon(before(q), reached)
+                    nfa.epsilon(at_end(q, 0), reached)
+                    nfa.epsilon(past_newline(q), past_newline(t))
+                    nfa.epsilon(strict_end(q), strict_end(t))
+    for q in range(n):
+        for k in n_accepting:  # the final newline read after a "$" mark
+            nfa.epsilon(at_end(q, k), past_newline(q))
+    for q in accepting:
+        for s in (before(q), past_newline(q), strict_end(q), at_end(q, 0)):
+            nfa.epsilon(s, final)
+    if search:  # the newline left after a match that ends at a "$" mark
+        unread = embed(nfa, newline)
+        nfa.epsilon(unread[1], final)
+        for q in accepting:
+            nfa.epsilon(at_end(q, 0), unread[0])
+    return determinize(nfa, before(0), final)
+
+
 @functools.lru_cache(maxsize=256)
 def utf8_char_dfa(ranges: tuple) -> DFA:
     """The DFA of one character from a code point set, as UTF-8."""
@@ -277,6 +359,7 @@ class _Builder:
         self.allow_start = True
         self.allow_end = True
         self.search = False  # re.search semantics (``regex_to_nfa(search=True)``)
+        self.end_marks = False  # whether a "$" / "\\Z" stands away from the end (a mark byte)
 
     def optional(self, frag):
         return self.nfa.union([frag, self.nfa.empty()])
@@ -380,6 +463,15 @@ class _Builder:
                 tail = [self.chars([(10, 10)])] + ([self.any_text()] if multiline else [])
                 return self.optional(self.nfa.concat(tail))
             return self.nfa.empty()
+        if kind in ("AT_END", "AT_END_STRING") and not (kind == "AT_END" and multiline):
+            # The text's end (or, for "$", its final newline) away from the pattern's
+            # end: a mark byte here, resolved on the whole fragment (_end_marks_resolved).
+            mark = END_MARK if kind == "AT_END" else STRICT_END_MARK
+            self.end_marks = True
+            s = self.nfa.state()
+            e = self.nfa.state()
+            self.nfa.edge(s, mark, mark, e)
+            return s, e
         if kind in ("AT_BOUNDARY", "AT_NON_BOUNDARY"):
             self.fail("word boundary \\b / \\B", ("\\b", "\\B"))
         symbol = {"AT_BEGINNING": "^", "AT_BEGINNING_STRING": "\\A", "AT_END": "$"}.get(kind, "\\Z")

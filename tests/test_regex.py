@@ -132,7 +132,7 @@ def test_syntax_error_reports_position(pattern, pos):
         (r"a*+", "possessive"),
         (r"a\bb", "word boundary"),
         (r"a^b", "anchor ^"),
-        (r"a$b", "anchor $"),
+        (r"(?m)a$b", "anchor $"),
     ],
 )
 def test_non_regular_features_are_named(pattern, feature):

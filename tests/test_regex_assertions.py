@@ -1,6 +1,7 @@
-"""Lookaheads right after a pattern's leading ``^``: ``compile_regex`` agrees with
-``re.fullmatch`` and a JSON Schema ``pattern`` with ``re.search`` (as ``jsonschema``
-runs it), whichever escapes spell the strings; lookaheads elsewhere stay refused."""
+"""Assertions an automaton takes: lookaheads right after a pattern's leading ``^``,
+and ``$`` / ``\\Z`` away from its end. ``compile_regex`` agrees with ``re.fullmatch``
+and a JSON Schema ``pattern`` with ``re.search`` (as ``jsonschema`` runs it),
+whichever escapes spell the strings; lookaheads elsewhere stay refused."""
 
 from __future__ import annotations
 
@@ -73,3 +74,44 @@ def test_lookaheads_elsewhere_are_refused_with_where_they_are_taken(pattern):
 def test_a_lookahead_that_leaves_nothing_is_an_empty_language():
     with pytest.raises(Exception, match="matches no string"):
         compile_regex(r"^(?!a)a$")
+
+
+# "$" holds at the text's end and just before a final newline; "\Z" only at the end.
+END_ANCHORS = [
+    r"^(\/?((\.{2})|([a-z0-9\-]*))($|\/))*$",  # MaskBench: path segments, each ending in "/" or the end
+    r"^tape\d+(\.side[A-Z](\.part\d+){0,1}){0,1}$(\.alt\d+){0,1}",
+    r"^([^,]+(,|$)){3,}$",
+    r"(a$|b)c?",
+    r"a$\n",
+    r"a(\Z|b)",
+    r"(a$|\n)+",
+    r"x(a$|b)y?",
+]
+END_ALPHABET = ["a", "b", "c", "x", "y", "/", ".", "..", "-", "z", ",", "\n", "tape1", ".sideA", ".part2", ".alt3",
+                "$", "é"]
+
+
+def _end_strings(seed: str, n: int = 3000) -> list[str]:
+    rng = random.Random(seed)
+    return ["".join(rng.choice(END_ALPHABET) for _ in range(rng.randint(0, 5))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("pattern", END_ANCHORS)
+def test_end_anchors_inside_a_pattern_agree_with_re(pattern):
+    dfa = compile_regex(pattern)
+    schema_dfa = compile_json_schema({"type": "string", "pattern": pattern}, "compact")
+    strings = _end_strings(pattern)
+    found = [bool(re.search(pattern, s)) for s in strings]
+    assert any(found) and not all(found)
+    for s, searched in zip(strings, found):
+        assert dfa.matches(s.encode()) == bool(re.fullmatch(pattern, s)), repr(s)
+        assert schema_dfa.matches(json.dumps(s, ensure_ascii=False).encode()) == searched, repr(s)
+    # the final newline case, for each pattern: "$" before it, and the text read on or left
+    for s in ("a\n", "ba\n", "xa\n", "a/\n", "tape1\n", "a,b,c\n"):
+        assert dfa.matches(s.encode()) == bool(re.fullmatch(pattern, s)), repr(s)
+        assert schema_dfa.matches(json.dumps(s).encode()) == bool(re.search(pattern, s)), repr(s)
+
+
+def test_an_end_anchor_before_text_leaves_nothing():
+    with pytest.raises(Exception, match="matches no string"):
+        compile_regex(r"a$b")
