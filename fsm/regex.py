@@ -8,7 +8,8 @@ parse tree. The DFA accepts the UTF-8 encoding of exactly the strings that
 Supported: literals, classes (ranges, negation, ``\\d \\w \\s`` and negations, Unicode
 or ``re.ASCII``), ``.`` (with or without ``re.DOTALL``), groups of every capturing
 kind, alternation, ``* + ? {m} {m,} {m,n}`` greedy or lazy, verbose mode, ``^`` at
-the start and ``$`` / ``\\Z`` at the end of the pattern, and ``re.IGNORECASE``
+the start, ``$`` / ``\\Z`` anywhere (away from the end as mark bytes resolved on the
+fragment's DFA: ``_end_marks_resolved``), and ``re.IGNORECASE``
 (``(?i)``, scoped ``(?i:...)`` / ``(?-i:...)``, with or without ``re.ASCII``).
 
 Case-insensitive matching follows what ``re`` itself does, not ``str.lower()``: a
@@ -26,7 +27,8 @@ are automaton algebra: the pattern without them, intersected with (``(?=X)``) or
 Refused with a named error: other lookarounds and lookbehinds (regular, but not built
 here), backreferences, conditionals, possessive quantifiers and atomic groups (not
 regular, or they change the language in a way an automaton cannot follow), word
-boundaries, anchors in the middle, and ``re.LOCALE``.
+boundaries, ``^`` away from the start (and ``$`` in the middle under ``re.MULTILINE``),
+and ``re.LOCALE``.
 """
 
 from __future__ import annotations
