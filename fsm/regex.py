@@ -402,9 +402,9 @@ class _Builder:
         name = str(op)
         if name in _NOT_REGULAR:
             what, markers = _NOT_REGULAR[name]
-            if name in ("ASSERT", "ASSERT_NOT") and av[0] < 0:
-                what = "lookbehind assertion" if name == "ASSERT" else "negative lookbehind assertion"
             if name in ("ASSERT", "ASSERT_NOT"):
+                if av[0] < 0:
+                    what = "lookbehind assertion" if name == "ASSERT" else "negative lookbehind assertion"
                 self.fail(what, markers[:1] if av[0] > 0 else markers[1:],
                           "a lookahead is taken only right after the pattern's leading ^ (^(?!X)... or "
                           "^(?=X)..., as automaton algebra); lookbehinds are not taken")

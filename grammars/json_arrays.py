@@ -121,12 +121,7 @@ class ArrayCompiler:
         Positions below ``max(lo, n_prefix)`` are spelled out one by one; more
         elements (of the position-independent ``rest`` kind) repeat after them.
         """
-        open_ = nfa.byte_string(b"[")
-        close = nfa.byte_string(b"]")
-        if lo == 0:
-            e = self.ws.site(nfa, "empty", depth)
-            nfa.epsilon(open_[1], e[0])
-            nfa.epsilon(e[1], close[0])
+        open_, close = self.ws.brackets(nfa, b"[", b"]", depth, lo == 0)
         if hi == 0:
             return open_[0], close[1]
         o = self.ws.site(nfa, "open", depth)
@@ -244,12 +239,7 @@ class ArrayCompiler:
 def _counting_array(compiler, nfa, any_el, con_el, k_min, depth):
     """Arrays of any elements of which at least ``k_min`` are ``con_el`` elements."""
     ws = compiler.ws
-    open_ = nfa.byte_string(b"[")
-    close = nfa.byte_string(b"]")
-    if k_min == 0:
-        e = ws.site(nfa, "empty", depth)
-        nfa.epsilon(open_[1], e[0])
-        nfa.epsilon(e[1], close[0])
+    open_, close = ws.brackets(nfa, b"[", b"]", depth, k_min == 0)
     o = ws.site(nfa, "open", depth)
     nfa.epsilon(open_[1], o[0])
     # track[k][first?]: k contained elements so far (capped at k_min)

@@ -102,12 +102,7 @@ def any_order_object(compiler, nfa: NFA, shape: ObjectShape, path: str, depth: i
     ws = compiler.ws
     entries = shape.entries
     required = shape.required
-    open_ = nfa.byte_string(b"{")
-    close = nfa.byte_string(b"}")
-    if not required and shape.lo == 0:
-        e = ws.site(nfa, "empty", depth)
-        nfa.epsilon(open_[1], e[0])
-        nfa.epsilon(e[1], close[0])
+    open_, close = ws.brackets(nfa, b"{", b"}", depth, not required and shape.lo == 0)
     if not entries and shape.extras is None:
         return open_[0], close[1]
     finish = ws.site(nfa, "close", depth)

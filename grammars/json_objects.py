@@ -115,12 +115,7 @@ class ObjectCompiler:
                 return c + 1
             return None if hi_p is not None else k  # at the cap: stay (or stop at max)
 
-        open_ = nfa.byte_string(b"{")
-        close = nfa.byte_string(b"}")
-        if n_req == 0 and lo_p == 0:
-            e = self.ws.site(nfa, "empty", depth)
-            nfa.epsilon(open_[1], e[0])
-            nfa.epsilon(e[1], close[0])
+        open_, close = self.ws.brackets(nfa, b"{", b"}", depth, n_req == 0 and lo_p == 0)
         if not entries and extras is None:
             return open_[0], close[1]
         o = self.ws.site(nfa, "open", depth)
@@ -157,12 +152,7 @@ class ObjectCompiler:
         with ``lo`` to ``hi`` (None: any number) of them: ``{`` entry (``,`` entry){lo-1,
         hi-1} ``}``, a counted repetition (built lazily where the NFA is), where count
         tracks would copy the entry once per count (``MAX_COUNTED_PROPERTIES``)."""
-        open_ = nfa.byte_string(b"{")
-        close = nfa.byte_string(b"}")
-        if lo == 0:
-            e = self.ws.site(nfa, "empty", depth)
-            nfa.epsilon(open_[1], e[0])
-            nfa.epsilon(e[1], close[0])
+        open_, close = self.ws.brackets(nfa, b"{", b"}", depth, lo == 0)
         try:
             first = extras()
         except UnsatisfiableSchemaError:
@@ -465,11 +455,7 @@ class ObjectCompiler:
 def _object_of(compiler, nfa, entry, depth):
     """``{}`` or ``{ entry (, entry)* }`` with the compiler's whitespace."""
     ws = compiler.ws
-    open_ = nfa.byte_string(b"{")
-    close = nfa.byte_string(b"}")
-    e = ws.site(nfa, "empty", depth)
-    nfa.epsilon(open_[1], e[0])
-    nfa.epsilon(e[1], close[0])
+    open_, close = ws.brackets(nfa, b"{", b"}", depth, True)
     o = ws.site(nfa, "open", depth)
     nfa.epsilon(open_[1], o[0])
     after = nfa.state()

@@ -105,6 +105,17 @@ class Whitespace:
     def depth_matters(self) -> bool:
         return self.kind == "indent"
 
+    def brackets(self, nfa: NFA, opener: bytes, closer: bytes, depth: int, empty: bool):
+        """The fragments ``opener`` and ``closer`` of a container (``{``/``}``, ``[``/``]``),
+        linked by the empty container's whitespace where it may be ``empty``; the
+        caller puts the members between them."""
+        open_, close = nfa.byte_string(opener), nfa.byte_string(closer)
+        if empty:
+            e = self.site(nfa, "empty", depth)
+            nfa.epsilon(open_[1], e[0])
+            nfa.epsilon(e[1], close[0])
+        return open_, close
+
     def site(self, nfa: NFA, kind: str, depth: int) -> tuple[int, int]:
         """``kind``: open / close / comma / colon / empty (between ``{`` and ``}``)."""
         if self.kind == "compact":
