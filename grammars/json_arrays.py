@@ -14,9 +14,23 @@ from fsm.ops import embed
 
 from .json_merge import json_equal as _json_equal
 from .json_string_dfas import body_dfa
+from .json_unique import SiteMap, conjunctive_sites
 from .json_errors import UnsatisfiableSchemaError
 from . import json_superset as sup
 from .json_keywords import ANY_DEPTH, ARRAY_KEYWORDS, MAX_UNIQUE_SETS, _pointer, _scalar_enum, _value_texts
+
+
+_UNIQUE_WHY = ("distinct items of an open kind are checked beside the automaton only on arrays that every route "
+               "reaches through properties, patternProperties, additionalProperties, items, prefixItems, allOf, "
+               "$ref or the one anyOf / oneOf branch that takes arrays; this one is also reached through anyOf, "
+               "oneOf, not, if/then/else, contains or a merge of schemas")
+
+
+def _unique_sets(n: int, hi: int | None) -> int:
+    """The sets of used values a ``uniqueItems`` array of at most ``hi`` items over
+    ``n`` enum values may reach (one automaton state each)."""
+    top = n if hi is None else min(hi, n)
+    return sum(math.comb(n, j) for j in range(top + 1))
 
 
 class ArrayCompiler:
@@ -45,10 +59,13 @@ class ArrayCompiler:
         prefix = list(prefix or [])
         if schema.get("uniqueItems") and (hi is None or hi > 1):
             choices = None if prefix or "contains" in schema else self._distinct_choices(rest)
-            if choices is not None:
-                return self.unique_array(nfa, choices, lo, hi, path, depth)
-            self.unsupported("uniqueItems", path, "distinct elements cannot be checked by an automaton "
-                                                  "(only items from a small enum can)")
+            if choices is not None and (_unique_sets(len(choices), hi) <= MAX_UNIQUE_SETS
+                                        or not self.unique_beside(schema)):
+                return self.unique_array(nfa, choices, lo, hi, path, depth)  # (past the limit: its error)
+            if choices is None and not self.unique_beside(schema):
+                self.unsupported("uniqueItems", path, _UNIQUE_WHY if self.unique_beside_allowed else
+                                 "distinct items cannot be checked by an automaton (only items from a small enum "
+                                 "can; guided.compile checks other items beside it)")
         if "contains" in schema:
             return embed(nfa, self.algebra(lambda: self.contains_dfa(schema, path, depth)))
         if rest is False:
@@ -62,6 +79,26 @@ class ArrayCompiler:
             return self.value(n, rest, _pointer(path, "items"), depth + 1)
 
         return self.array_body(nfa, element, len(prefix), rest is not False, lo, hi, path, depth)
+
+    def unique_beside(self, schema) -> bool:
+        """Whether ``schema``'s ``uniqueItems`` may be left to the matcher beside the
+        automaton (``json_unique``: a conjunctive array of the root schema); notes it."""
+        if not self.unique_beside_allowed:
+            return False
+        if self._unique_sites is None:
+            self._unique_sites = conjunctive_sites(self.root, lambda ref: self.resolve_pointer(ref, "#"),
+                                                   self._legacy_draft())
+        if id(schema) not in self._unique_sites[0]:
+            return False
+        self.unique_checked.add(id(schema))
+        return True
+
+    def unique_site_map(self) -> SiteMap | None:
+        """What the matcher beside the automaton needs, where this compile left it
+        arrays to check; else None."""
+        if not self.unique_checked:
+            return None
+        return SiteMap(self.root, self._unique_sites[1], self._legacy_draft(), set(self.unique_checked))
 
     def _distinct_choices(self, items) -> list | None:
         """The distinct values an ``items`` schema allows when it is a scalar enum."""
@@ -80,7 +117,7 @@ class ArrayCompiler:
         top = len(values) if hi is None else min(hi, len(values))
         if lo > top:
             raise UnsatisfiableSchemaError("minItems exceeds the number of distinct allowed items", path)
-        if sum(math.comb(len(values), j) for j in range(top + 1)) > MAX_UNIQUE_SETS:
+        if _unique_sets(len(values), hi) > MAX_UNIQUE_SETS:
             self.unsupported("uniqueItems", path, f"{len(values)} distinct items make more than "
                                                   f"{MAX_UNIQUE_SETS} combinations to track")
         open_, close = nfa.byte_string(b"["), nfa.byte_string(b"]")

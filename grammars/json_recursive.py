@@ -142,9 +142,11 @@ class _Calls:
 
 
 def compile_recursive_schema(schema, whitespace="flexible", strict: bool = True,
-                             key_order: str = "schema") -> CompiledGrammar:
+                             key_order: str = "schema", *, with_unique_sites: bool = False):
     """The grammar of JSON documents valid against a schema with recursive ``$ref``
     (``key_order="any"``: objects' keys in any order, ``json_object_rules``).
+    ``with_unique_sites``: ``(grammar, json_unique.SiteMap or None)``, as
+    ``json_schema.compile_json_schema`` gives.
 
     Example::
 
@@ -154,7 +156,7 @@ def compile_recursive_schema(schema, whitespace="flexible", strict: bool = True,
         True
     """
     import_now()  # not at the first compiled call, deep in the recursion
-    compiler = SchemaCompiler(schema, whitespace, strict, key_order=key_order)
+    compiler = SchemaCompiler(schema, whitespace, strict, key_order=key_order, unique_beside=with_unique_sites)
     if compiler.ws.depth_matters():
         raise RecursiveSchemaError(
             'recursive schemas need whitespace "flexible" or "compact": an indented layout '
@@ -171,7 +173,8 @@ def compile_recursive_schema(schema, whitespace="flexible", strict: bool = True,
     except RecursionError:
         raise compiler.too_deep(RecursiveSchemaError) from None
     bodies.update(calls.built)
-    return _grammar(bodies, calls.families)
+    grammar = _grammar(bodies, calls.families)
+    return (grammar, compiler.unique_site_map()) if with_unique_sites else grammar
 
 
 def _body(compiler: SchemaCompiler, calls: _Calls, rule: str):

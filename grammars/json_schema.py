@@ -148,8 +148,10 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
     """
 
     def __init__(self, schema, whitespace="flexible", strict: bool = True, *, key_order: str = "schema",
-                 over: bool = False, partner=None):
+                 over: bool = False, partner=None, unique_beside: bool = False):
         self.over = over
+        #: Whether ``uniqueItems`` of open kinds may be left to a check beside the automaton.
+        self.unique_beside_allowed = unique_beside and partner is None
         self._partner = partner
         self._ref_stack: list[str] = []
         self._identified: dict | None = None  # resolve_pointer: the schemas named by identifiers
@@ -179,6 +181,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
             self.key_order = partner.key_order
             self.dropped, self._validator = partner.dropped, None
             self._deepest = partner._deepest
+            self._unique_sites, self.unique_checked = None, set()
             if partner.grammar is not None:
                 # Grammar mode reads terminals by longest match: a finer superset makes
                 # more inline "not X" alternatives start like the recursive calls beside
@@ -203,6 +206,11 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
         self.strict = strict
         self.dropped: list[tuple[str, str]] = []
         self._validator = None
+        #: ``json_unique``: the arrays whose ``uniqueItems`` may be checked beside the
+        #: automaton and the ``$ref`` targets met (found when first needed), and the
+        #: ids of those this compile left to that check.
+        self._unique_sites: tuple[set[int], dict] | None = None
+        self.unique_checked: set[int] = set()
         #: Set by ``grammars.json_recursive``: turns recursive ``$ref`` and open values
         #: in its own NFAs into calls of grammar rules.
         self.grammar = None
@@ -621,8 +629,10 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
 
     def branches(self, schema, keyword: str, path: str) -> list[tuple]:
         """``(branch, pointer)`` for each part of ``schema[keyword]`` (``anyOf`` /
-        ``oneOf``), each joined with the keywords beside it."""
-        base = {k: v for k, v in schema.items() if k != keyword}
+        ``oneOf``), each joined with the keywords beside it (those that constrain:
+        a branch left as it is stays the schema object it was, which
+        ``json_unique``'s checks beside the automaton go by)."""
+        base = {k: v for k, v in schema.items() if k != keyword and k in STANDARD}
         first = _listed_before_properties(schema, keyword)
         return [({"allOf": [b, base] if first else [base, b]} if base else b, _pointer(path, keyword, i))
                 for i, b in enumerate(self.list_of_schemas(schema, keyword, path))]
@@ -760,12 +770,17 @@ _ANY_SHAPES: dict[tuple, Template] = {}
 
 
 
-def compile_json_schema(schema, whitespace="flexible", strict: bool = True, key_order: str = "schema") -> LazyDFA:
-    """The automaton of JSON documents valid against ``schema`` (determinised lazily)."""
+def compile_json_schema(schema, whitespace="flexible", strict: bool = True, key_order: str = "schema", *,
+                        with_unique_sites: bool = False):
+    """The automaton of JSON documents valid against ``schema`` (determinised lazily).
+    ``with_unique_sites``: ``(automaton, json_unique.SiteMap or None)``, the arrays
+    whose ``uniqueItems`` the automaton leaves to a check beside it (without it,
+    such arrays are refused: the automaton alone would accept repeated items)."""
     import_now()  # not at the first compiled call, deep in the recursion
-    compiler = SchemaCompiler(schema, whitespace, strict, key_order=key_order)
+    compiler = SchemaCompiler(schema, whitespace, strict, key_order=key_order, unique_beside=with_unique_sites)
     try:
-        return compiler.compile()
+        dfa = compiler.compile()
+        return (dfa, compiler.unique_site_map()) if with_unique_sites else dfa
     except RecursionError:
         raise compiler.too_deep(UnsupportedSchemaError) from None
     except BaseException as e:

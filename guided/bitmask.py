@@ -71,15 +71,22 @@ def write_host_row(bitmask, index: int, row: np.ndarray) -> bool:
     written) for a bitmask on an accelerator. Through numpy: indexing a tensor and
     copying into it cost several µs a mask, more than a cached mask's whole lookup.
     """
-    if isinstance(bitmask, np.ndarray):
-        target = bitmask[index]
-    elif bitmask is _HOST_VIEW.tensor or bitmask.device.type == "cpu":
-        target = _HOST_VIEW.of(bitmask)[index]
-    else:
+    target = host_row(bitmask, index)
+    if target is None:
         return False
     target[: len(row)] = row
     target[len(row) :] = 0
     return True
+
+
+def host_row(bitmask, index: int) -> np.ndarray | None:
+    """Row ``index`` of a bitmask in host memory as a numpy view (int32 words); None
+    for a bitmask on an accelerator."""
+    if isinstance(bitmask, np.ndarray):
+        return bitmask[index]
+    if bitmask is _HOST_VIEW.tensor or bitmask.device.type == "cpu":
+        return _HOST_VIEW.of(bitmask)[index]
+    return None
 
 
 def unpack_token_bitmask(bitmask: torch.Tensor, vocab_size: int, *, invert: bool = False) -> torch.Tensor:

@@ -72,16 +72,23 @@ def _compile_uncached(spec, vocab: Vocabulary, eager) -> Guide:
         from grammars.json_schema import RecursiveSchemaError, compile_json_schema
 
         try:
-            dfa = compile_json_schema(spec.schema, spec.whitespace, spec.strict, spec.key_order)
+            dfa, sites = compile_json_schema(spec.schema, spec.whitespace, spec.strict, spec.key_order,
+                                             with_unique_sites=True)
+            guide = FSMGuide(dfa, vocab, eager=eager)
         except RecursiveSchemaError:
             # Recursion is not regular: the grammar engine takes the schema.
             from grammars.json_recursive import compile_recursive_schema
 
             from .grammar_matcher import GrammarGuide
 
-            return GrammarGuide(compile_recursive_schema(spec.schema, spec.whitespace, spec.strict, spec.key_order),
-                                vocab)
-        return FSMGuide(dfa, vocab, eager=eager)
+            grammar, sites = compile_recursive_schema(spec.schema, spec.whitespace, spec.strict, spec.key_order,
+                                                      with_unique_sites=True)
+            guide = GrammarGuide(grammar, vocab)
+        if sites is not None:  # uniqueItems the automaton leaves to a check beside it
+            from .unique_items import UniqueItemsGuide
+
+            guide = UniqueItemsGuide(guide, sites)
+        return guide
     if isinstance(spec, Grammar):
         from grammars.lark_frontend import compile_lark
 

@@ -1,0 +1,177 @@
+"""``uniqueItems`` over open kinds of items, checked beside the automaton
+(``guided.unique_items``): judged as ``jsonschema`` judges them, token by token with a
+real tokenizer, and each mask equal to the tokens the matcher accepts."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+
+import pytest
+from test_json_schema import _validator
+
+import guided
+from grammars.json_schema import compile_json_schema
+from guided.unique_items import UniqueItemsGuide
+
+STRINGS = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+
+CASES = {
+    "strings": (STRINGS, [[], ["a"], ["a", "b"], ["a", "a"], ["ab", "a"], ["a", "ab"], ["x", "y", "x"],
+                          ["héllo", "hé", "héllo"], ["a\"b", "a\"b"], ["\n", "\t"], [""], ["", ""]]),
+    "numbers": ({"type": "array", "items": {"type": "number"}, "uniqueItems": True},
+                [[1, 2], [1, 1.0], [1, 10], [10, 1], [-0.5, 0.5], [1e3, 1000], [3, 2, 3]]),
+    "mixed": ({"type": "array", "uniqueItems": True},
+              [[1, True], [True, True], [None, None], [0, False], ["1", 1], [[1, 2], [1, 2]], [[1, 2], [2, 1]],
+               [{"a": 1, "b": 2}, {"b": 2, "a": 1}], [{"a": 1}, {"a": [1]}], [{"a": {"b": [1]}}, {"a": {"b": [1]}}]]),
+    "nested": ({"type": "array", "uniqueItems": True, "items": STRINGS},
+               [[["a"], ["b"]], [["a", "b"], ["a", "b"]], [["a", "a"]], [["a"], ["a", "b"]], [[], []]]),
+    "object_members": ({"type": "object", "properties": {"tags": STRINGS, "free": {"type": "array"}},
+                        "additionalProperties": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}},
+                       [{"tags": ["a", "b"], "free": [1, 1]}, {"tags": ["a", "a"]}, {"free": ["x", "x"], "n": [1, 2]},
+                        {"n": [1, 1]}, {"n": [2], "m": [3, 3]}]),
+    "ref_and_allOf": ({"$defs": {"tags": STRINGS},
+                       "allOf": [{"type": "object", "properties": {"a": {"$ref": "#/$defs/tags"}}},
+                                 {"properties": {"b": {"type": "array", "items": {"$ref": "#/$defs/tags"}}}}]},
+                      [{"a": ["x", "y"], "b": [["x"], ["x"]]}, {"a": ["x", "x"]}, {"b": [["x", "y", "x"]]}]),
+    "prefix_items": ({"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}],
+                      "items": {"type": "string"}, "uniqueItems": True},
+                     [["a", 1], ["a", 1, "b"], ["a", 1, "a"], ["1", 1]]),
+    "large_enum": ({"type": "array", "items": {"enum": [f"v{i}" for i in range(30)]}, "uniqueItems": True},
+                   [["v1", "v2"], ["v1", "v1"], ["v29", "v3", "v29"], []]),  # too many used-value sets to track
+    "sole_anyOf_branch": ({"type": "object", "properties": {"ids": {"anyOf": [{"type": "string"}, STRINGS]}}},
+                          [{"ids": "a"}, {"ids": ["a", "b"]}, {"ids": ["a", "a"]}]),
+}
+
+
+def _tokens(tokenizer, doc) -> list[int]:
+    return tokenizer.encode(json.dumps(doc, separators=(",", ":"), ensure_ascii=False), add_special_tokens=False)
+
+
+def _accepts(guide, tokenizer, doc) -> bool:
+    m = guide.matcher()
+    return all(m.accept_token(t) for t in _tokens(tokenizer, doc)) and m.accept_token(guide.vocab.eos_token_ids[0])
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_unique_items_agree_with_jsonschema(name, smollm2_tokenizer, smollm2_vocab):
+    schema, docs = CASES[name]
+    guide = guided.compile(guided.JsonSchema(schema, whitespace="compact"), smollm2_vocab)
+    assert isinstance(guide, UniqueItemsGuide)
+    validator = _validator(schema)
+    verdicts = [validator.is_valid(d) for d in docs]
+    assert True in verdicts and False in verdicts  # both kinds are tried
+    for doc, valid in zip(docs, verdicts):
+        assert _accepts(guide, smollm2_tokenizer, doc) == valid, doc
+
+
+def test_random_string_arrays_agree_with_jsonschema(smollm2_tokenizer, smollm2_vocab):
+    guide = guided.compile(guided.JsonSchema(STRINGS, whitespace="compact"), smollm2_vocab)
+    words = ["a", "ab", "b", "a b", "é", "\\", "\"", "the", " the", "x1"]
+    rnd = random.Random(7)
+    docs = [[rnd.choice(words) for _ in range(rnd.randrange(1, 5))] for _ in range(60)]
+    validator = _validator(STRINGS)
+    assert any(validator.is_valid(d) for d in docs) and not all(validator.is_valid(d) for d in docs)
+    for doc in docs:
+        assert _accepts(guide, smollm2_tokenizer, doc) == validator.is_valid(doc), doc
+
+
+@pytest.mark.parametrize("name", ["strings", "mixed", "nested", "object_members"])
+def test_masks_hold_exactly_the_tokens_accepted(name, smollm2_tokenizer, smollm2_vocab):
+    """At every step of the documents, the allowed tokens are those the base automaton
+    allows that the matcher then accepts (a sample of them), and a refused repeat
+    is not in the mask."""
+    schema, docs = CASES[name]
+    guide = guided.compile(guided.JsonSchema(schema, whitespace="compact"), smollm2_vocab)
+    rnd = random.Random(3)
+    refused_seen = 0
+    for doc in docs:
+        m = guide.matcher()
+        for t in _tokens(smollm2_tokenizer, doc):
+            allowed = set(m.allowed_token_ids())
+            base = m.base.allowed_token_ids()
+            for c in rnd.sample(base, min(150, len(base))) + [t]:
+                accepted = m.fork().accept_token(c)
+                assert accepted == (c in allowed), (doc, smollm2_tokenizer.decode([c]))
+                refused_seen += not accepted
+            if not m.accept_token(t):
+                break
+    assert refused_seen  # some token was refused as a repeat
+
+
+def test_rollback_and_fork_restore_the_items_seen(smollm2_tokenizer, smollm2_vocab):
+    guide = guided.compile(guided.JsonSchema(STRINGS, whitespace="compact"), smollm2_vocab)
+    first = smollm2_tokenizer.encode('["abc"', add_special_tokens=False)
+    m = guide.matcher()
+    assert m.accept_tokens(first)
+    branch = m.fork()
+    again = smollm2_tokenizer.encode(',"abc"]', add_special_tokens=False)
+    assert not m.accept_tokens(again) and m.num_tokens == len(first)  # undone as a whole
+    other = smollm2_tokenizer.encode(',"abd"]', add_special_tokens=False)
+    assert m.accept_tokens(other) and m.is_accepting()
+    m.rollback(len(other))
+    assert not m.accept_tokens(again)
+    assert not branch.accept_tokens(again) and branch.accept_tokens(other)
+
+
+def test_unique_items_inside_a_recursive_schema(smollm2_tokenizer, smollm2_vocab):
+    tree = {"type": "object", "properties": {"tags": STRINGS, "kids": {"type": "array", "items": {"$ref": "#"}}}}
+    guide = guided.compile(guided.JsonSchema(tree, whitespace="compact"), smollm2_vocab)
+    assert isinstance(guide, UniqueItemsGuide) and isinstance(guide.base, guided.GrammarGuide)
+    validator = _validator(tree)
+    for doc in [{"tags": ["a"], "kids": [{"tags": ["a", "b"]}]}, {"kids": [{"kids": [{"tags": ["b", "b"]}]}]},
+                {"tags": ["x", "x"]}, {"kids": [{"tags": ["a"]}, {"tags": ["a"]}]}]:
+        assert _accepts(guide, smollm2_tokenizer, doc) == validator.is_valid(doc), doc
+
+
+def test_generation_never_repeats_an_item(tiny_model, smollm2_tokenizer):
+    """A random model writes items of few letters: repeats would be likely."""
+    schema = {"type": "array", "items": {"type": "string", "maxLength": 3}, "minItems": 3, "maxItems": 6,
+              "uniqueItems": True}
+    finished = 0
+    for seed in range(4):
+        out = guided.generate(tiny_model, smollm2_tokenizer, "tags:", guided.JsonSchema(schema, whitespace="compact"),
+                              max_new_tokens=80, temperature=1.0, seed=seed)
+        if out.finish_reason != "length":
+            finished += 1
+            assert _validator(schema).is_valid(out.value), out.text
+    assert finished
+
+
+@pytest.mark.parametrize("schema, pointer", [
+    ({"anyOf": [STRINGS, {"type": "array", "maxItems": 2}]}, "#/anyOf/0/uniqueItems"),
+    ({"type": "object", "properties": {"a": {"not": {"type": "null"}, "oneOf": [STRINGS, {"type": "array"}]}}},
+     "#/properties/a/oneOf/"),
+    ({"type": "array", "items": {"type": "string"}, "uniqueItems": True, "contains": {"const": "a"}}, "#/uniqueItems"),
+])
+def test_arrays_that_may_not_apply_stay_refused(schema, pointer, smollm2_vocab):
+    with pytest.raises(guided.UnsupportedSchemaError, match="beside the automaton") as e:
+        guided.compile(guided.JsonSchema(schema, whitespace="compact"), smollm2_vocab)
+    assert pointer in str(e.value)
+
+
+def test_the_automaton_alone_refuses_what_it_cannot_check():
+    """``compile_json_schema`` without the sites would accept repeats: it refuses."""
+    with pytest.raises(guided.UnsupportedSchemaError, match="guided.compile checks"):
+        compile_json_schema(STRINGS, "compact")
+    dfa, sites = compile_json_schema(STRINGS, "compact", with_unique_sites=True)
+    assert dfa.matches(b'["a","a"]') and sites.unique(sites.open(sites.start(), "array"))
+
+
+def test_every_pair_order_of_three_values(smollm2_tokenizer, smollm2_vocab):
+    schema = {"type": "array", "items": {"type": ["string", "integer", "object"]}, "uniqueItems": True}
+    guide = guided.compile(guided.JsonSchema(schema, whitespace="flexible"), smollm2_vocab)
+    values = ["1", 1, {"k": "1"}]
+    validator = _validator(schema)
+    for doc in itertools.product(values, repeat=2):
+        text = json.dumps(list(doc))  # ", " between items: flexible whitespace
+        m = guide.matcher()
+        ok = all(m.accept_token(t) for t in smollm2_tokenizer.encode(text, add_special_tokens=False))
+        assert ok == validator.is_valid(list(doc)), text
+
+
+def test_key_patterns_python_cannot_read_are_a_clear_error(smollm2_vocab):
+    schema = {"type": "object", "patternProperties": {"^(?<x>a)$": STRINGS}}  # an ECMA named group
+    with pytest.raises(guided.UnsupportedSchemaError, match="invalid regex|re reads"):
+        guided.compile(guided.JsonSchema(schema, whitespace="compact"), smollm2_vocab)
