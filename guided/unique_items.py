@@ -18,13 +18,17 @@ objects are equal whatever their key order, strings whatever their escapes.
 
 Cost: nothing while no checked array is open. Inside one, a mask unpacks the base
 row (~30 µs) and steps the tracker over the allowed tokens that could complete an
-item there (the tokens holding a quote inside a string item; a delimiter after a
-number; a closing bracket inside an object item): about 2-5 µs a token in Python.
+item there, about 2-5 µs a token in Python. Filters keep that set small: inside a
+string item, the tokens that close it and then only close containers or open the
+next string are found by a lookup on what they write before the quote
+(``_Candidates.closing``), so only the few others are stepped; inside a container
+item, only tokens holding enough closing brackets to end it are stepped.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import torch
@@ -187,10 +191,63 @@ class _Candidates:
 
         self.quote = having(lambda t: b'"' in t)
         self.close = having(lambda t: b"}" in t or b"]" in t)
+        self._closers = np.array([t.count(b"}") + t.count(b"]") if t else 0 for t in tokens[:n]], dtype=np.int64)
+        self._closing_levels: dict[int, np.ndarray] = {}
+        # A closing bracket after a quote: what ends a container from inside one of its strings.
+        self.quote_then_close = having(lambda t: b'"' in t and (b"}" in t[t.index(b'"'):] or b"]" in t[t.index(b'"'):]))
         self.delimiter = having(lambda t: any(c in t for c in b",]} \t\n\r"))
         self.literal = having(lambda t: b"true" in t or b"false" in t or b"null" in t)
         self.any = having(lambda t: True)
         self.between = self.quote | self.delimiter | self.close | self.literal
+        self._closing: tuple[dict[str, list[int]], np.ndarray] | None = None
+        self._tokens = tokens[:n]
+
+    def closing_levels(self, levels: int) -> np.ndarray:
+        """The tokens holding at least ``levels`` closing brackets."""
+        got = self._closing_levels.get(levels)
+        if got is None:
+            got = self._closing_levels[levels] = self._closers >= levels
+        return got
+
+    def closing(self) -> tuple[dict[str, list[int]], np.ndarray]:
+        """``(by_content, other)`` for the tokens read inside a string from a clean
+        point (no escape or UTF-8 character half read): ``by_content`` maps what a
+        token writes before the quote that closes the string, decoded, to the tokens
+        that then only close containers or open the next string (so complete no other
+        item); ``other`` (bool per token) marks the other tokens holding a quote."""
+        if self._closing is None:
+            by_content: dict[str, list[int]] = {}
+            other = self.quote.copy()
+            for t in np.flatnonzero(self.quote).tolist():
+                content, tail = _split_at_closing_quote(self._tokens[t])
+                if content is not None and _SIMPLE_TAIL.fullmatch(tail):
+                    try:
+                        text = json.loads(b'"' + content + b'"')
+                    except ValueError:
+                        continue
+                    by_content.setdefault(text, []).append(t)
+                    other[t] = False
+            self._closing = by_content, other
+        return self._closing
+
+
+#: What may follow a string item's closing quote in a token without completing
+#: another item: commas, closing brackets, whitespace, the quote opening the next string.
+_SIMPLE_TAIL = re.compile(rb'[\s,\]}]*"?')
+
+
+def _split_at_closing_quote(token: bytes) -> tuple[bytes | None, bytes]:
+    """``(content, tail)`` around the first quote of ``token`` that no backslash
+    escapes, read from a clean point inside a string; ``(None, b"")`` if none."""
+    esc = False
+    for i, b in enumerate(token):
+        if esc:
+            esc = False
+        elif b == _BACKSLASH:
+            esc = True
+        elif b == _QUOTE:
+            return token[:i], token[i + 1 :]
+    return None, b""
 
 
 _CANDIDATES: dict[str, _Candidates] = {}
@@ -232,8 +289,9 @@ class UniqueItemsGuide(Guide):
         if inner is None:
             return None
         c = self.candidates
-        if inner < len(frames) - 1:  # inside a container item: only its closing bracket ends it
-            return c.close
+        if inner < len(frames) - 1:  # inside a container item: only closing its brackets ends it
+            need = c.closing_levels(len(frames) - 1 - inner)
+            return need & c.quote_then_close if lex == _STRING else need
         several = any(f[0] == "a" and f[3] for f in frames[:inner])
         if lex == _STRING and not state[2]:
             need = c.quote
@@ -244,6 +302,28 @@ class UniqueItemsGuide(Guide):
         else:
             need = c.between
         return need | c.close if several else need
+
+    def closing_repeats(self, state, pos: int, text: bytearray) -> list[int] | None:
+        """Inside a string item of the only checked array open, from a clean point:
+        the tokens of ``_Candidates.closing``'s ``by_content`` that would close it as
+        a repeat (its written part plus theirs equal to an earlier item), found by
+        lookup rather than stepping the tracker over each; None elsewhere."""
+        frames, lex, is_key, esc = state[:4]
+        if lex != _STRING or is_key or esc or not frames:
+            return None
+        top = frames[-1]
+        if top[0] != "a" or not top[3] or any(f[0] == "a" and f[3] for f in frames[:-1]):
+            return None
+        try:
+            written = json.loads(bytes(text[top[5] : pos]) + b'"')
+        except ValueError:  # an escape or a UTF-8 character half written
+            return None
+        by_content = self.candidates.closing()[0]
+        refused: list[int] = []
+        for kind, value in top[4]:
+            if kind == "s" and value.startswith(written):
+                refused += by_content.get(value[len(written):], ())
+        return refused
 
 
 class UniqueItemsMatcher(Matcher):
@@ -270,7 +350,12 @@ class UniqueItemsMatcher(Matcher):
         size = len(need)
         bits = np.unpackbits(row.view(np.uint8), bitorder="little")[:size].astype(bool)
         tokens, feed, text = self.guide.vocab.token_bytes, self.guide.tracker.feed, self._text
-        refused = [t for t in np.flatnonzero(bits & need).tolist() if feed(state, tokens[t], pos, text) is None]
+        refused = self.guide.closing_repeats(state, pos, text)
+        if refused is None:
+            refused = []
+        else:  # the tokens closing a repeat are known; step the others holding a quote
+            need = self.guide.candidates.closing()[1]
+        refused += [t for t in np.flatnonzero(bits & need).tolist() if feed(state, tokens[t], pos, text) is None]
         if refused:
             words = row.view(np.uint32)
             ids = np.array(refused, dtype=np.int64)
