@@ -1,5 +1,5 @@
 """JSON Schema arrays: ``items`` / ``prefixItems``, length bounds, ``contains``,
-``uniqueItems`` over small enums, and the superset arrays of "over" mode.
+``uniqueItems`` over few known values, and the superset arrays of "over" mode.
 
 Part of ``SchemaCompiler`` (``json_schema``), as a mixin: ``self`` is the compiler."""
 
@@ -17,13 +17,35 @@ from .json_string_dfas import body_dfa
 from .json_unique import SiteMap, conjunctive_sites
 from .json_errors import UnsatisfiableSchemaError
 from . import json_superset as sup
-from .json_keywords import ANY_DEPTH, ARRAY_KEYWORDS, MAX_UNIQUE_SETS, _pointer, _scalar_enum, _value_texts
+from .json_keywords import ANY_DEPTH, ARRAY_KEYWORDS, MAX_UNIQUE_SETS, _pointer, _scalar_enum
 
 
 _UNIQUE_WHY = ("distinct items of an open kind are checked beside the automaton only on arrays that every route "
                "reaches through properties, patternProperties, additionalProperties, items, prefixItems, allOf, "
                "$ref or the one anyOf / oneOf branch that takes arrays; this one is also reached through anyOf, "
                "oneOf, not, if/then/else, contains or a merge of schemas")
+
+
+#: The widest integer range whose values ``uniqueItems`` enumerates (the automaton
+#: can track at most 12 of them without maxItems; more go beside it).
+MAX_ENUMERATED_INTEGERS = 64
+
+_CANDIDATE_DEPTH = 8
+
+
+def _integer_span(schema) -> tuple[int, int] | None:
+    """Whole numbers ``(lo, hi)`` around every value that ``schema``'s numeric bounds
+    allow (inclusive or exclusive, any draft's spelling: a superset), when both sides
+    are bounded and at most ``MAX_ENUMERATED_INTEGERS`` apart; else None."""
+    def bound(keys, pick):
+        got = [schema[k] for k in keys if isinstance(schema.get(k), (int, float))
+               and not isinstance(schema.get(k), bool) and math.isfinite(schema[k])]
+        return pick(got) if got else None
+
+    lo, hi = bound(("minimum", "exclusiveMinimum"), min), bound(("maximum", "exclusiveMaximum"), max)
+    if lo is None or hi is None or hi - lo > MAX_ENUMERATED_INTEGERS:
+        return None
+    return math.floor(lo), math.ceil(hi)
 
 
 def _unique_sets(n: int, hi: int | None) -> int:
@@ -100,20 +122,65 @@ class ArrayCompiler:
             return None
         return SiteMap(self.root, self._unique_sites[1], self._legacy_draft(), set(self.unique_checked))
 
-    def _distinct_choices(self, items) -> list | None:
-        """The distinct values an ``items`` schema allows when it is a scalar enum."""
+    def _distinct_choices(self, items) -> list[tuple[object, list[bytes]]] | None:
+        """The distinct values an ``items`` schema allows, each with its valid compact
+        spellings, when they are few and known (``_finite_candidates``); else None."""
         sub = self.deref(items, "#")
-        values = _scalar_enum(sub)
+        values = self._finite_candidates(sub)
         if values is None:
             return None
         distinct = []
         for v in values:
-            if self.is_valid(v, sub) and not any(_json_equal(v, d) for d in distinct):
-                distinct.append(v)
+            if not any(_json_equal(v, d) for d, _ in distinct):
+                texts = self.valid_texts(v, sub)
+                if texts:
+                    distinct.append((v, texts))
         return distinct
 
+    def _finite_candidates(self, schema, depth: int = 0) -> list | None:
+        """Scalar values among which are all that ``schema`` allows, where it says so
+        by itself: an enum or const, an ``anyOf`` / ``oneOf`` of them, a ``type`` of
+        booleans, null or integers between bounds at most ``MAX_ENUMERATED_INTEGERS``
+        apart, or an ``allOf`` part that does; else None. A superset: the caller
+        keeps what the validator accepts. Items known this way are tracked by the
+        automaton (``unique_array``) rather than beside it, where an array whose
+        values run out would leave the matcher no way on (``["a","b",`` with items
+        ``^[ab]$`` does: a pattern is not enumerated)."""
+        schema = self.deref(schema, "#") if depth else schema
+        if not isinstance(schema, dict) or depth > _CANDIDATE_DEPTH:  # (a $ref cycle)
+            return None
+        values = _scalar_enum(schema)
+        if values is not None:
+            return values
+        for key in ("anyOf", "oneOf"):
+            branches = schema.get(key)
+            if isinstance(branches, list) and branches:
+                parts = [self._finite_candidates(b, depth + 1) for b in branches]
+                if all(p is not None for p in parts):
+                    return [v for p in parts for v in p]
+        types = schema.get("type")
+        types = [types] if isinstance(types, str) else types
+        if isinstance(types, list) and types and set(types) <= {"boolean", "null", "integer"}:
+            values = []
+            for t in dict.fromkeys(types):
+                if t == "integer":
+                    span = _integer_span(schema)
+                    if span is None:
+                        break
+                    values += range(span[0], span[1] + 1)
+                else:
+                    values += [True, False] if t == "boolean" else [None]
+            else:
+                return values
+        for part in schema.get("allOf", []) if isinstance(schema.get("allOf"), list) else []:
+            got = self._finite_candidates(part, depth + 1)
+            if got is not None:
+                return got
+        return None
+
     def unique_array(self, nfa, values, lo, hi, path, depth):
-        """``uniqueItems`` over enum items: one state per set of values used so far."""
+        """``uniqueItems`` over few known items (``values``: each value with its
+        spellings): one state per set of values used so far."""
         top = len(values) if hi is None else min(hi, len(values))
         if lo > top:
             raise UnsatisfiableSchemaError("minItems exceeds the number of distinct allowed items", path)
@@ -138,10 +205,10 @@ class ArrayCompiler:
                 nfa.epsilon(here, c[0])
             if len(used) == top:
                 continue
-            for i, v in enumerate(values):
+            for i, (_, texts) in enumerate(values):
                 if i in used:
                     continue
-                lit = nfa.union([nfa.byte_string(t) for t in _value_texts(v)])
+                lit = nfa.union([nfa.byte_string(t) for t in texts])
                 if used:
                     lit = nfa.concat([nfa.byte_string(b","), self.ws.site(nfa, "comma", depth), lit])
                 nfa.epsilon(here, lit[0])

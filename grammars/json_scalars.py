@@ -6,6 +6,7 @@ Part of ``SchemaCompiler`` (``json_schema``), as a mixin: ``self`` is the compil
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
 
@@ -46,13 +47,18 @@ class ScalarCompiler:
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
         if "enum" in schema and "const" in schema:
             values = [v for v in values if _json_equal(v, schema["const"])]
-        keep = [v for v in values if self.is_valid(v, rest)]
+        spelled = [(v, self.valid_texts(v, rest)) for v in values]
+        keep = [(v, texts) for v, texts in spelled if texts]
         if not keep:
             raise UnsatisfiableSchemaError("no enum/const value satisfies the other keywords", path)
         if self.over:
-            return nfa.union([self.value_superset(nfa, v) for v in keep])
-        texts = [t for v in keep for t in _value_texts(v)]
-        return nfa.union([nfa.byte_string(t) for t in dict.fromkeys(texts)])
+            return nfa.union([self.value_superset(nfa, v) for v, _ in keep])
+        return nfa.union([nfa.byte_string(t) for t in dict.fromkeys(t for _, texts in keep for t in texts)])
+
+    def valid_texts(self, v, schema) -> list[bytes]:
+        """The compact spellings of ``v`` that satisfy ``schema``. ``1`` and ``1.0`` are
+        one value to ``enum``, but not to draft 4's ``integer``, which takes ``1`` only."""
+        return [t for t in _value_texts(v) if self.is_valid(json.loads(t), schema)]
 
     def value_superset(self, nfa, v):
         """Every text of the value ``v`` the subset compiler could write, and more."""

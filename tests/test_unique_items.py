@@ -100,6 +100,69 @@ def test_masks_hold_exactly_the_tokens_accepted(name, smollm2_tokenizer, smollm2
     assert refused_seen  # some token was refused as a repeat
 
 
+D4 = "http://json-schema.org/draft-04/schema#"
+
+#: Items whose values are few and known: the automaton tracks the values used.
+FINITE = {
+    "booleans": ({"type": "boolean"}, [True, False, None]),
+    "booleans_or_null": ({"type": ["boolean", "null"]}, [True, False, None, 0]),
+    "integer_range": ({"type": "integer", "minimum": 1, "exclusiveMaximum": 4}, [0, 1, 2, 3, 4, 2.0]),
+    "draft4_range": ({"$schema": D4, "type": "integer", "minimum": 1, "maximum": 3, "exclusiveMaximum": True},
+                     [1, 2, 3, 2.0]),
+    "odd_in_range": ({"type": "integer", "minimum": 0, "maximum": 6, "not": {"multipleOf": 2}}, [1, 2, 3, 5]),
+    "anyOf_consts": ({"anyOf": [{"const": "a"}, {"enum": ["b", 1]}]}, ["a", "b", 1, "c"]),
+    "oneOf_overlap": ({"oneOf": [{"enum": ["a", "b"]}, {"enum": ["b", "c"]}]}, ["a", "b", "c"]),  # "b": both
+}
+
+
+def _walk_never_stuck(guide, rnd, steps=40) -> list[int]:
+    """Random allowed tokens from the start: the mask is never empty."""
+    m = guide.matcher()
+    eos = set(guide.vocab.eos_token_ids)
+    out = []
+    for _ in range(steps):
+        allowed = m.allowed_token_ids()
+        assert allowed, guide.vocab.decode(out) if hasattr(guide.vocab, "decode") else out
+        t = rnd.choice(allowed)
+        if t in eos:
+            break
+        assert m.accept_token(t)
+        out.append(t)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(FINITE))
+def test_few_known_items_are_tracked_by_the_automaton(name, smollm2_tokenizer, smollm2_vocab):
+    """Booleans, null, small integer ranges and anyOf / oneOf of constants are
+    enumerated: the automaton itself tracks the values used, so a matcher never
+    reaches an array whose remaining items are all used up (it refuses the comma)."""
+    items, values = FINITE[name]
+    schema = {"type": "array", "items": items, "uniqueItems": True}
+    if "$schema" in items:
+        schema = {"$schema": items["$schema"], **schema, "items": {k: v for k, v in items.items() if k != "$schema"}}
+    guide = guided.compile(guided.JsonSchema(schema, whitespace="compact"), smollm2_vocab)
+    assert not isinstance(guide, UniqueItemsGuide)
+    validator = _validator(schema)
+    docs = [list(d) for n in range(4) for d in itertools.product(values, repeat=n)]
+    assert any(validator.is_valid(d) for d in docs) and not all(validator.is_valid(d) for d in docs)
+    for doc in docs:
+        assert _accepts(guide, smollm2_tokenizer, doc) == validator.is_valid(doc), doc
+    rnd = random.Random(11)
+    for _ in range(20):
+        _walk_never_stuck(guide, rnd)
+
+
+def test_enum_spellings_follow_the_draft(smollm2_tokenizer, smollm2_vocab):
+    """``1.0`` equals ``1`` for ``enum``, but draft 4's ``integer`` refuses it."""
+    for schema, doc, valid in [({"$schema": D4, "type": "integer", "enum": [1, 2]}, 1.0, False),
+                               ({"$schema": D4, "type": "integer", "enum": [1.0]}, 1, True),
+                               ({"type": "integer", "enum": [1, 2]}, 1.0, True),
+                               ({"$schema": D4, "properties": {"a": {"type": "integer", "const": 2}}}, {"a": 2.0}, False)]:
+        assert _validator(schema).is_valid(doc) == valid
+        guide = guided.compile(guided.JsonSchema(schema, whitespace="compact"), smollm2_vocab)
+        assert _accepts(guide, smollm2_tokenizer, doc) == valid, (schema, doc)
+
+
 def test_rollback_and_fork_restore_the_items_seen(smollm2_tokenizer, smollm2_vocab):
     guide = guided.compile(guided.JsonSchema(STRINGS, whitespace="compact"), smollm2_vocab)
     first = smollm2_tokenizer.encode('["abc"', add_special_tokens=False)
