@@ -42,8 +42,7 @@ class LogicCompiler:
         spread (a part that refers back to one of them is kept whole)."""
         beside = _without_idle_conditionals({k: v for k, v in schema.items() if k != "allOf"})
         parts = []
-        for i, p in enumerate(self.list_of_schemas(schema, "allOf", path)):
-            ptr = _pointer(path, "allOf", i)
+        for p, ptr in self.listed(schema, "allOf", path):
             part = self.deref(p, ptr)
             if isinstance(part, dict) and isinstance(part.get("allOf"), list) and id(part) not in within:
                 parts.extend(self._all_of_parts(_defined_keywords(part), ptr, within + [id(part)]))
@@ -301,18 +300,18 @@ class LogicCompiler:
         ptr = _pointer(path, "oneOf")
         parts = []
         for t in ("null", "boolean", "number", "string", "array", "object"):
-            these = [b for (b, _), kinds in zip(branches, allowed) if t in kinds]
-            every = [b for b in these if self._takes_every(b, t, ptr)] if len(these) > 1 else []
+            these = [(b, bptr) for (b, bptr), kinds in zip(branches, allowed) if t in kinds]
+            every = [b for b, _ in these if self._takes_every(b, t, ptr)] if len(these) > 1 else []
             if len(these) == 1:
-                parts.append(({"allOf": [{"type": t}, these[0]]}, ptr))
+                parts.append(({"allOf": [{"type": t}, these[0][0]]}, these[0][1]))
             elif len(every) == 1:
                 # A branch every value of type t satisfies (an untyped object schema,
                 # for arrays): exactly one holds where none of the others does. One
                 # subtraction, not one per branch (composer's package: 46 ms less).
-                rest = [b for b in these if b is not every[0]]
-                parts.append(({"type": t, "not": {"anyOf": rest}}, ptr))
+                rest = [(b, bptr) for b, bptr in these if b is not every[0]]
+                parts.append(({"type": t, "not": {"anyOf": self.placed(rest)}}, path))
             elif these and not every:
-                parts.append(({"type": t, "oneOf": these}, ptr))
+                parts.append(({"type": t, "oneOf": self.placed(these)}, path))
             # Two branches every value of type t satisfies: none of those values is valid.
         return parts
 
@@ -339,8 +338,7 @@ class LogicCompiler:
         negation of every branch j it is not shown ``apart`` from, for each choice of
         parts (``_choices_with``). None for a branch where such a negation is not a
         union of schemas or the choices pass ``MAX_ONE_OF_CHOICES``."""
-        raw = [self._merged_branch(b, _pointer(path, "oneOf", j))
-               for j, b in enumerate(self.list_of_schemas(schema, "oneOf", path))]
+        raw = [self._merged_branch(b, ptr) for b, ptr in self.listed(schema, "oneOf", path)]
         negations: dict[tuple, list | None] = {}
         out: list[list | None] = []
         for i, (b, ptr) in enumerate(branches):

@@ -169,6 +169,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
         self._inexact: set[tuple] = set()
         self._too_large: dict[tuple, tuple[RegexTooLargeError, bool]] = {}
         self._differences: dict[tuple, tuple] = {}  # subtract's results
+        self._placed: dict[int, tuple[list, list[str]]] = {}  # placed: made lists and their pointers
         #: While DFA algebra builds a sub-automaton with ``key_order="any"``: objects of
         #: at most this many keys get any key order there (None: no such build).
         self.whole_keys: int | None = None
@@ -180,7 +181,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
             self.root, self.ws, self.strict = partner.root, partner.ws, partner.strict
             self.key_order = partner.key_order
             self.dropped, self._validator = partner.dropped, None
-            self._deepest = partner._deepest
+            self._deepest, self._placed = partner._deepest, partner._placed
             self._unique_sites, self.unique_checked = None, set()
             if partner.grammar is not None:
                 # Grammar mode reads terminals by longest match: a finer superset makes
@@ -634,8 +635,8 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
         ``json_unique``'s checks beside the automaton go by)."""
         base = {k: v for k, v in schema.items() if k != keyword and k in STANDARD}
         first = _listed_before_properties(schema, keyword)
-        return [({"allOf": [b, base] if first else [base, b]} if base else b, _pointer(path, keyword, i))
-                for i, b in enumerate(self.list_of_schemas(schema, keyword, path))]
+        return [({"allOf": [b, base] if first else [base, b]} if base else b, ptr)
+                for b, ptr in self.listed(schema, keyword, path)]
 
     def union(self, nfa, parts, depth, why: str, path: str) -> tuple[int, int]:
         """The union of the satisfiable ``(schema, pointer)`` parts; ``why`` at ``path``
@@ -655,6 +656,24 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
                 raise
             nfa.truncate(mark)
             return None
+
+    def listed(self, schema, keyword: str, path: str) -> list[tuple]:
+        """``(sub-schema, pointer)`` for each item of the list ``schema[keyword]``: the
+        pointer where it stands in the user's schema (``placed``), else its index
+        under ``path``."""
+        items = self.list_of_schemas(schema, keyword, path)
+        placed = self._placed.get(id(items))
+        if placed is not None and placed[0] is items:
+            return list(zip(items, placed[1]))
+        return [(b, _pointer(path, keyword, i)) for i, b in enumerate(items)]
+
+    def placed(self, parts: list[tuple]) -> list:
+        """A list of sub-schemas this compiler makes from ``(sub-schema, pointer)``
+        parts, noted so that errors inside them name where they stand in the user's
+        schema (a ``oneOf`` split by type: ``#/oneOf/2``, not ``#/oneOf/oneOf/0``)."""
+        items = [b for b, _ in parts]
+        self._placed[id(items)] = (items, [ptr for _, ptr in parts])  # the list kept: its id stays its own
+        return items
 
     def list_of_schemas(self, schema, keyword, path):
         v = schema[keyword]

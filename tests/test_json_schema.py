@@ -1174,6 +1174,26 @@ def test_unsupported_keyword_names_keyword_and_pointer():
     assert e.value.keyword == "uniqueItems"
 
 
+BIG_UNIQUE = {"type": "array", "items": {"enum": [f"v{i}" for i in range(30)]}, "uniqueItems": True}
+
+
+@pytest.mark.parametrize("schema, pointer", [
+    # A oneOf split by JSON type (some branch allows no objects): the parts are made
+    # by the compiler, and errors inside them still name the user's branch.
+    ({"properties": {"a": {"type": ["array", "null"], "oneOf": [{"$ref": "#/$defs/k"}, {"type": "array", "maxItems": 1},
+                                                                 {"type": "null"}]}},
+      "$defs": {"k": BIG_UNIQUE}}, "#/properties/a/oneOf/0/uniqueItems"),
+    ({"type": ["array", "string"], "oneOf": [{"type": "string"}, {"type": "string", "maxLength": 2}, BIG_UNIQUE]},
+     "#/oneOf/2/uniqueItems"),
+    ({"type": ["array", "string"], "oneOf": [{"type": "string"}, BIG_UNIQUE, {"type": "array", "maxItems": 3}]},
+     "#/oneOf/1/uniqueItems"),
+])
+def test_errors_inside_a_one_of_split_by_type_name_the_branch(schema, pointer):
+    with pytest.raises(guided.UnsupportedSchemaError) as e:
+        compile_json_schema(schema, "compact")
+    assert e.value.pointer == pointer and e.value.keyword == "uniqueItems"
+
+
 def test_algebra_over_supersets_is_not_reported_as_a_proof_of_no_value():
     # [1] is valid (exactly one branch holds), but branches are told apart by
     # subtracting a superset of the other ("any bracketed text"), which leaves nothing.

@@ -205,7 +205,7 @@ def test_generation_never_repeats_an_item(tiny_model, smollm2_tokenizer):
 @pytest.mark.parametrize("schema, pointer", [
     ({"anyOf": [STRINGS, {"type": "array", "maxItems": 2}]}, "#/anyOf/0/uniqueItems"),
     ({"type": "object", "properties": {"a": {"not": {"type": "null"}, "oneOf": [STRINGS, {"type": "array"}]}}},
-     "#/properties/a/oneOf/"),
+     "#/properties/a/oneOf/0/uniqueItems"),
     ({"type": "array", "items": {"type": "string"}, "uniqueItems": True, "contains": {"const": "a"}}, "#/uniqueItems"),
 ])
 def test_arrays_that_may_not_apply_stay_refused(schema, pointer, smollm2_vocab):
