@@ -212,12 +212,22 @@ class LogicCompiler:
         - otherwise each branch minus (a superset of) all the others: only the
           branches whose negations of the others are not unions, where some are.
 
-        In over mode, the union of the branches is superset enough."""
+        In over mode: split by JSON type where some branch allows no objects (each
+        part a superset), else the union of the branches."""
         branches = self.branches(schema, "oneOf", path)
         ptr = _pointer(path, "oneOf")
         alone = range(len(branches))  # the branches left to subtraction
         exact = []
-        if not self.over:
+        if self.over:
+            # Split by type, a tighter superset than the union of the branches: where
+            # one branch takes every value of a type, the others' values of that type
+            # are out (``oneOf [{}, {"type": "string"}]`` holds no string).
+            parts = self._one_of_by_type(schema, branches, path)
+            if parts is not None:
+                got = self.union_unless_too_large(nfa, parts, depth, "no value satisfies exactly one oneOf branch", ptr)
+                if got is not None:
+                    return got
+        else:
             apart = disjoint_pairs(self, branches, depth)
             n = len(branches)
             # Either way the parts stay NFA fragments: lazy, any key order where asked
@@ -320,7 +330,7 @@ class LogicCompiler:
         that applies to that type (no keyword at all, or only other types' keywords
         and annotations), and its ``type``, if any, names ``t``."""
         try:
-            branch = self.deref(branch, path)
+            branch = _defined_keywords(self.deref(branch, path))  # ("instanceof": constrains nothing)
         except SchemaError:
             return False
         if branch is True:

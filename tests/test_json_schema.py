@@ -1194,6 +1194,21 @@ def test_errors_inside_a_one_of_split_by_type_name_the_branch(schema, pointer):
     assert e.value.pointer == pointer and e.value.keyword == "uniqueItems"
 
 
+def test_one_of_beside_a_branch_that_takes_every_value_is_subtracted_exactly():
+    """``oneOf [{}, X]`` holds exactly the values outside X. Where such a ``oneOf`` is
+    itself subtracted (the items of another branch here), its superset is split by
+    type too, not the union of its branches (any value): ``["a","b"]`` is valid, since
+    the array branch refuses string items, and was refused. ``instanceof`` is no
+    draft's keyword: that branch takes every value."""
+    items = {"oneOf": [{"instanceof": "RegExp"}, {"type": "string"}]}
+    schema = {"oneOf": [{}, {"type": "string"}, {"type": "array", "items": items, "minItems": 1}]}
+    dfa = compile_json_schema(schema, "compact")
+    validator = jsonschema.Draft202012Validator(schema)
+    for value in [["a", "b"], ["a", 1], [1, "a"], [1], [[]], [], "a", 1, None, {}]:
+        text = json.dumps(value, separators=(",", ":")).encode()
+        assert dfa.matches(text) == validator.is_valid(value), value
+
+
 def test_algebra_over_supersets_is_not_reported_as_a_proof_of_no_value():
     # [1] is valid (exactly one branch holds), but branches are told apart by
     # subtracting a superset of the other ("any bracketed text"), which leaves nothing.
