@@ -209,8 +209,9 @@ class LogicCompiler:
           negation of each branch it overlaps (merged by keywords: no algebra, the
           branch's own key order);
         - split by JSON type where some branch allows no objects;
-        - otherwise each branch minus (a superset of) all the others: only the
-          branches whose negations of the others are not unions, where some are.
+        - otherwise each branch minus (supersets of) the others it is not shown apart
+          from: only the branches whose negations of the others are not unions,
+          where some are.
 
         In over mode: split by JSON type where some branch allows no objects (each
         part a superset), else the union of the branches."""
@@ -218,6 +219,7 @@ class LogicCompiler:
         ptr = _pointer(path, "oneOf")
         alone = range(len(branches))  # the branches left to subtraction
         exact = []
+        apart: set[tuple[int, int]] = set()
         if self.over:
             # Split by type, a tighter superset than the union of the branches: where
             # one branch takes every value of a type, the others' values of that type
@@ -261,7 +263,7 @@ class LogicCompiler:
                 frags.append(got)
         for i in alone:
             try:
-                only, inexact = self.algebra(lambda: self._branch_alone(branches, i, depth))
+                only, inexact = self.algebra(lambda: self._branch_alone(branches, i, apart, depth))
             except ApproximationLimitError:
                 approximated = True
                 continue
@@ -275,14 +277,17 @@ class LogicCompiler:
             raise _empty("no value satisfies exactly one oneOf branch", ptr, approximated)
         return nfa.union(frags)
 
-    def _branch_alone(self, branches, i: int, depth: int) -> tuple[DFA | None, bool]:
-        """``oneOf`` branch ``i`` minus (supersets of) the others, None when nothing is
-        left; and whether a superset was subtracted (over mode: the branch itself)."""
+    def _branch_alone(self, branches, i: int, apart: set, depth: int) -> tuple[DFA | None, bool]:
+        """``oneOf`` branch ``i`` minus (supersets of) the others it is not shown
+        ``apart`` from, None when nothing is left; and whether a superset was
+        subtracted (over mode: the branch itself). A branch apart from i removes
+        nothing of it, and its superset might (a list of noise modules: 45
+        branches told apart by a ``type`` pattern lost one to another's superset)."""
         b, ptr = branches[i]
         only, inexact = self.dfa(b, ptr, depth), False
         if not self.over:
             for j, (other, optr) in enumerate(branches):
-                if i != j:
+                if i != j and (max(i, j), min(i, j)) not in apart:
                     only, superset = self.subtract(only, other, optr, depth)
                     inexact |= superset
                     if only is None:

@@ -1209,6 +1209,45 @@ def test_one_of_beside_a_branch_that_takes_every_value_is_subtracted_exactly():
         assert dfa.matches(text) == validator.is_valid(value), value
 
 
+def _noise_module(name: str) -> dict:
+    return {"type": "object", "additionalProperties": False, "required": ["type"],
+            "properties": {"type": {"type": "string", "pattern": f"^{name}$"}, "Frequency": {"type": "number"},
+                           "Lacunarity": {"type": "number"}, "Persistence": {"type": "number"},
+                           "OctaveCount": {"type": "number", "multipleOf": 1},
+                           "NoiseQuality": {"$ref": "#/definitions/quality"}, "Seed": {"type": "number", "multipleOf": 1},
+                           "comment": {"type": "string"}}}
+
+
+def test_one_of_branch_is_not_cut_by_the_superset_of_a_branch_apart_from_it():
+    """Github_ultra o17072 (a list of noise modules, told apart by a ``type``
+    pattern), cut to three branches: the selector is not shown apart from the
+    others, so each branch is taken minus the others' supersets, and Perlin lost
+    every value to Billow's superset, though the two were shown apart."""
+    properties = {"type": {"type": "string", "pattern": "^QuadrantSelector$"},
+                  "SourceModule": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}}
+    exclusive = []  # per group: "Translate" or some of X/Y/ZTranslate, not both
+    for group in ("Translate", "TranslateIgnored"):
+        properties[group] = {"type": "array", "minItems": 3, "maxItems": 3, "items": {"type": "boolean"}}
+        properties.update({axis + group: {"type": "boolean"} for axis in "XYZ"})
+        axes = [{"not": {"required": [axis + group]}} for axis in "XYZ"]
+        exclusive.append({"anyOf": [{"not": {"required": [group]}}, {"allOf": axes},
+                                    {"allOf": axes + [{"not": {"required": [group]}}]}]})
+    selector = {"type": "object", "additionalProperties": False, "properties": properties,
+                "allOf": [{"required": ["type", "SourceModule"]}] + exclusive}
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#",
+              "definitions": {"quality": {"oneOf": [{"type": "string", "enum": ["Fast", "Standard", "Best"]},
+                                                    {"type": "number", "enum": [0, 1, 2]}]}},
+              "oneOf": [_noise_module("Perlin"), _noise_module("Billow"), selector]}
+    dfa = compile_json_schema(schema, "compact", key_order="any")
+    validator = jsonschema.Draft4Validator(schema)
+    for value in [{"type": "Perlin", "Frequency": 1.0, "OctaveCount": 6, "NoiseQuality": "Standard", "Seed": 1},
+                  {"type": "Billow"}, {"type": "QuadrantSelector", "SourceModule": "a", "XTranslate": True},
+                  {"type": "QuadrantSelector", "SourceModule": "a", "XTranslate": True, "Translate": [True] * 3},
+                  {"type": "Perlin", "SourceModule": "a"}, {"type": "Perlin", "Seed": 1.5}]:
+        text = json.dumps(value, separators=(",", ":")).encode()
+        assert dfa.matches(text) == validator.is_valid(value), value
+
+
 def test_algebra_over_supersets_is_not_reported_as_a_proof_of_no_value():
     # [1] is valid (exactly one branch holds), but branches are told apart by
     # subtracting a superset of the other ("any bracketed text"), which leaves nothing.
