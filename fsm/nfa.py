@@ -439,9 +439,12 @@ class NFA:
             return self._reach_bits_compiled(seeds, flat if flat is not None else self.flat())
         bits = known if known is not None else []
         first, n = len(bits), len(self.eps)
-        succ = [[]] * first + self.successors(first)
+        # The per-state lists cover only the states from ``first`` on (``v - first``):
+        # an older state is finished, and lists over the whole NFA made each fragment
+        # built in a large rule cost ~1 ms however small it was.
+        succ = self.successors(first)
         finished = n  # the index of a state whose component is done: above any low
-        index, low = [finished] * first + [-1] * (n - first), [0] * n
+        index, low = [-1] * (n - first), [0] * (n - first)
         bits.extend([0] * (n - first))
         for s, b in seeds.items():
             if s >= first:
@@ -449,41 +452,43 @@ class NFA:
         stack: list[int] = []
         counter = 0
         for root in range(first, n):
-            if index[root] >= 0:
+            if index[root - first] >= 0:
                 continue
-            index[root] = low[root] = counter
+            index[root - first] = low[root - first] = counter
             counter += 1
             stack.append(root)
-            work = [(root, iter(succ[root]))]
+            work = [(root, iter(succ[root - first]))]
             while work:
                 v, moves = work[-1]
                 for w in moves:
-                    if index[w] < 0:
-                        index[w] = low[w] = counter
+                    if w < first:
+                        continue  # finished, its bits known
+                    if index[w - first] < 0:
+                        index[w - first] = low[w - first] = counter
                         counter += 1
                         stack.append(w)
-                        work.append((w, iter(succ[w])))
+                        work.append((w, iter(succ[w - first])))
                         break
-                    if index[w] < low[v]:
-                        low[v] = index[w]
+                    if index[w - first] < low[v - first]:
+                        low[v - first] = index[w - first]
                 else:
                     work.pop()
-                    if work and low[v] < low[work[-1][0]]:
-                        low[work[-1][0]] = low[v]
-                    if low[v] == index[v]:
+                    if work and low[v - first] < low[work[-1][0] - first]:
+                        low[work[-1][0] - first] = low[v - first]
+                    if low[v - first] == index[v - first]:
                         # v roots a component: the states above it on the stack.
                         i, b = len(stack), 0
                         while True:
                             i -= 1
                             w = stack[i]
                             b |= bits[w]
-                            for x in succ[w]:
+                            for x in succ[w - first]:
                                 b |= bits[x]
                             if w == v:
                                 break
                         for w in stack[i:]:
                             bits[w] = b
-                            index[w] = finished
+                            index[w - first] = finished
                         del stack[i:]
         return bits
 

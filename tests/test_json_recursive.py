@@ -478,7 +478,9 @@ TABLE_WALKED = {
     "type": "object",
     "properties": {"name": {"type": "string"}, "tag": {"type": "string", "pattern": "^[a-z]{2,5}$"},
                    "note": {"type": "string", "maxLength": 6}, "kids": {"type": "array", "items": {"$ref": "#"}},
-                   "next": {"$ref": "#"}, "alt": {"anyOf": [{"$ref": "#"}, {"$ref": "#/$defs/leaf"}]}},
+                   "next": {"$ref": "#"}, "alt": {"anyOf": [{"$ref": "#"}, {"$ref": "#/$defs/leaf"}]},
+                   # Counted strings: whole subtrees taken by room (``units_compiled._table_room``).
+                   "desc": {"type": "string", "maxLength": 40}, "code": {"type": "string", "pattern": "^[0-9]{3,30}$"}},
     "required": ["name"],
     "additionalProperties": False,
     "$defs": {"leaf": {"type": "object", "properties": {"v": {"type": "integer"}}, "additionalProperties": False}},
@@ -490,6 +492,8 @@ TABLE_WALKED_DOCS = [
     # Closing several objects at once: a token that ends one lexeme reads on in the next.
     {"name": "a", "next": {"name": "b", "next": {"name": "c", "next": {"name": "d", "next": {"name": "e"}}}}},
     {"name": "a", "kids": [{"name": "b", "kids": [{"name": "c", "kids": [{"name": "d", "kids": []}]}]}]},
+    {"name": "c", "next": {"name": "d", "desc": "", "code": "999"}, "desc": "a description of thirty-nine characters",
+     "code": "0123456789012345"},
 ]
 
 

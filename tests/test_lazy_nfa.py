@@ -522,6 +522,25 @@ def test_reach_bits_is_what_a_search_from_each_state_finds(seed, compiled):
     assert nfa.reach_bits(seeds, compiled=compiled) == want
     assert b in reached(a)  # the deferred fragment counts as a move
 
+    # A fragment built later: new states whose moves lead anywhere, old ones kept
+    # final; the incremental search (``known``) extends the old bits to them.
+    new = [nfa.state() for _ in range(30)]
+    for _ in range(50):
+        a, b = rng.choice(new), rng.choice(states + new)
+        if rng.random() < 0.5:
+            nfa.epsilon(a, b)
+        else:
+            nfa.edges[a].append((97, 98, b))
+    seeds.update({s: 1 << (spread * (8 + i)) for i, s in enumerate(rng.sample(new, 5))})
+    succ = nfa.successors()
+    for s in new:
+        want.append(0)
+        for t in reached(s):
+            want[s] |= seeds.get(t, 0)
+    known = want[:n]
+    assert nfa.reach_bits(seeds, known) == want
+    assert known == want  # extended in place
+
 
 @pytest.mark.parametrize("pattern", [r"\w{0,40}", r".{3,9}", r"[^a]*", r"(a|€|😀){1,5}", r".*é.*", r"\d{4}-\d{2}", r"[^\"\\]{0,20}"])
 def test_utf8_phases_are_the_continuation_bytes_due_after_a_path(pattern):
