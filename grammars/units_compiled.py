@@ -238,8 +238,18 @@ def _table_walk_py(child_start, child_end, node_class, own, to_table, trans, bit
     while sp > top:
         sp -= 1
         node, state, alive_here, depth = stack[sp, 0], stack[sp, 1], stack[sp, 2], stack[sp, 3]
+        ask, whole = -1, False  # a state whose row Python must build; the subtree taken whole
         if trans[state, 0] == UNKNOWN and not _table_row(state, trans, bits, known, nfa_bits, b):
-            asks[n_asks] = state
+            ask = state
+        elif _takes_whole(state, node, trans, loops, loop_known, class_words, below):
+            whole = True
+        elif height[node] > 1 and _chain_target(state, trans, sizes, probes, class_words, chains, chain_to) >= 0 \
+                and loops_cover(chains, state, below, node):
+            room = _table_room(state, height[node], trans, bits, known, nfa_bits, b, sizes, probes, class_words,
+                               rooms, chains, chain_to, path)
+            ask, whole = (-2 - room, False) if room < -1 else (-1, room >= height[node])
+        if ask >= 0:  # the pair set aside until Python has built the row
+            asks[n_asks] = ask
             n_asks += 1
             for j in range(4):
                 stack[sp, j] = stack[top, j]
@@ -247,27 +257,10 @@ def _table_walk_py(child_start, child_end, node_class, own, to_table, trans, bit
             top += 1
             sp += 1
             continue
-        if _takes_whole(state, node, trans, loops, loop_known, class_words, below):
+        if whole:
             wholes[n_wholes] = node
             n_wholes += 1
             continue
-        if height[node] > 1 and _chain_target(state, trans, sizes, probes, class_words, chains, chain_to) >= 0 \
-                and loops_cover(chains, state, below, node):
-            room = _table_room(state, height[node], trans, bits, known, nfa_bits, b, sizes, probes, class_words,
-                               rooms, chains, chain_to, path)
-            if room < -1:
-                asks[n_asks] = -2 - room
-                n_asks += 1
-                for j in range(4):
-                    stack[sp, j] = stack[top, j]
-                stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = node, state, alive_here, depth
-                top += 1
-                sp += 1
-                continue
-            if room >= height[node]:
-                wholes[n_wholes] = node
-                n_wholes += 1
-                continue
         for child in range(child_start[node], child_end[node]):
             target = trans[state, to_table[node_class[child]]]
             alive = bits[1, target] & alive_here if target >= 0 else 0
