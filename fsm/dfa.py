@@ -45,7 +45,8 @@ class DFA:
         (True, False)
     """
 
-    __slots__ = ("transitions", "byte_to_class", "accepting", "_rows", "_classes", "_edge_list", "_flat_edges")
+    __slots__ = ("transitions", "byte_to_class", "accepting", "_rows", "_classes", "_edge_list", "_flat_edges",
+                 "_free")
 
     def __init__(self, transitions: np.ndarray, byte_to_class: np.ndarray, accepting: np.ndarray):
         self.transitions = np.ascontiguousarray(transitions, dtype=np.int32)
@@ -57,6 +58,7 @@ class DFA:
         self._classes = self.byte_to_class.tolist()
         self._edge_list = None  # (byte-range edges per state, accepting states)
         self._flat_edges = None  # the same flattened, for embedding (flat_edges)
+        self._free = None  # ``fsm.ops.free_states``, made on first use
 
     start = 0
 

@@ -19,7 +19,9 @@ import numpy as np
 from .dfa import DFA, MAX_DFA_STATES, co_reachable, minimize
 from .errors import EmptyLanguageError, RegexTooLargeError
 from .jit import AVAILABLE as COMPILED_AVAILABLE
-from .nfa import NFA
+from .nfa import NFA, UNBOUNDED_ROOM
+from .trie import PLAIN_BYTES
+from .utf8 import UTF8_SEQUENCES
 
 MAX_PRODUCT_STATES = 200_000
 #: Operands with at most this many state pairs are combined pair by pair in Python;
@@ -311,8 +313,10 @@ def repeat_unit(unit: DFA, lo: int, hi: int | None, limit: int = MAX_DFA_STATES)
     return DFA(trans, unit.byte_to_class, accepting)
 
 
-def embed(nfa: NFA, dfa: DFA) -> tuple[int, int]:
-    """Copy ``dfa`` into ``nfa`` as a fragment ``(start, end)``."""
+def embed(nfa: NFA, dfa: DFA, free_rooms: bool = False) -> tuple[int, int]:
+    """Copy ``dfa`` into ``nfa`` as a fragment ``(start, end)``. ``free_rooms``: the
+    copies of its ``free_states`` get an unbounded ``NFA.rooms`` (a string body: an
+    unanchored pattern's search states, where any text keeps the string alive)."""
     lo, hi, target, spans, accepting = dfa.flat_edges()
     base = len(nfa)
     flat = list(zip(lo, hi, (target + base).tolist()))
@@ -321,4 +325,47 @@ def embed(nfa: NFA, dfa: DFA) -> tuple[int, int]:
     eps = nfa.eps
     for s in accepting:
         eps[base + s].append(end)
+    if free_rooms:
+        for s in free_states(dfa):
+            nfa.rooms[base + s] = UNBOUNDED_ROOM
     return base, end
+
+
+#: DFAs larger than this are not searched for ``free_states`` (a product of a
+#: pattern and a length counter: a counted string has rooms of its own).
+FREE_STATES_MAX = 4096
+
+
+def free_states(dfa: DFA) -> list[int]:
+    """The states from which every run of characters (plain bytes, whole non-ASCII
+    characters in UTF-8) stays alive: none of their character moves dies or reaches
+    a state that is not free. The unanchored ends of a pattern's search are free,
+    and so is each state of its search once any text can still hold a match.
+    Computed once per DFA, as the complement of the states that reach a dying
+    character move."""
+    if dfa._free is None:
+        dfa._free = [] if dfa.num_states > FREE_STATES_MAX else _free_states(dfa)
+    return dfa._free
+
+
+def _free_states(dfa: DFA) -> list[int]:
+    trans, classes = dfa.transitions, dfa.byte_to_class
+    n = dfa.num_states
+    plain = np.unique(classes[np.frombuffer(PLAIN_BYTES, dtype=np.uint8)])
+    src, dst = [np.repeat(np.arange(n), len(plain))], [trans[:, plain].reshape(-1)]
+    for seq in UTF8_SEQUENCES:  # where each whole character leads: (origin, state) pairs
+        origin, at = np.arange(n), np.arange(n)
+        for a, b in seq:
+            cls = np.unique(classes[a : b + 1])
+            origin, at = np.repeat(origin, len(cls)), trans[at][:, cls].reshape(-1)
+            dead = at < 0
+            src.append(origin[dead]), dst.append(at[dead])  # a move that dies, mid-character too
+            pairs = np.unique(origin[~dead].astype(np.int64) * n + at[~dead])
+            origin, at = pairs // n, pairs % n
+        src.append(origin), dst.append(at)
+    src, dst = np.concatenate(src), np.concatenate(dst)
+    dying = np.zeros(n, dtype=bool)
+    dying[src[dst < 0]] = True
+    keep = dst >= 0
+    bad = co_reachable(src[keep], dst[keep], dying)
+    return np.nonzero(~bad)[0].tolist()

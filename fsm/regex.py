@@ -371,8 +371,11 @@ class _Builder:
         return self.nfa.state(), self.nfa.state()
 
     def any_text(self):
-        """Any run of characters (the unanchored ends of a search)."""
-        return self.nfa.repeat(lambda: self.chars([(0, MAX_CODE_POINT)]), 0, None)
+        """Any run of characters (the unanchored ends of a search). Its loop takes
+        any character and stays alive, so it has an unbounded room (``NFA.rooms``):
+        the token index then takes every plain token whole while a search is on,
+        instead of walking the vocabulary at each of its states."""
+        return self.nfa.repeat(lambda: self.chars([(0, MAX_CODE_POINT)]), 0, None, any_char=True)
 
     def fail(self, what: str, markers=(), reason: str = "it is not a regular-language feature, so no "
                                                          "automaton can enforce it") -> None:

@@ -226,8 +226,8 @@ class ScalarCompiler:
             if kind == "format":
                 dfa = constraint_dfa(kind, rx)
                 if nfa.lazy and len(dfa.flat_edges()[0]) > EMBED_LATER_EDGES:
-                    return jt.quoted(nfa, nfa.deferred(lambda: embed(nfa, dfa), constraint_cuts(kind, rx)))
-                return jt.quoted(nfa, embed(nfa, dfa))
+                    return jt.quoted(nfa, nfa.deferred(lambda: embed(nfa, dfa, True), constraint_cuts(kind, rx)))
+                return jt.quoted(nfa, embed(nfa, dfa, True))
             try:
                 return jt.quoted(nfa, self._pattern_fragment(nfa, rx))
             except RegexTooLargeError:
@@ -271,8 +271,8 @@ class ScalarCompiler:
                 # Decoding reaches few of a schema's strings: build this one's product
                 # when it does (a Unicode class times a maxLength of 255 is 80k states,
                 # ~0.4 s to build and copy in).
-                return jt.quoted(nfa, nfa.deferred(lambda: embed(nfa, self._string_body(key, path)), cuts))
-        return jt.quoted(nfa, embed(nfa, self._string_body(key, path)))
+                return jt.quoted(nfa, nfa.deferred(lambda: embed(nfa, self._string_body(key, path), True), cuts))
+        return jt.quoted(nfa, embed(nfa, self._string_body(key, path), True))
 
     def _string_body(self, key, path) -> DFA:
         """The body DFA of ``key`` = ``(constraints, minLength, maxLength)``. Schemas
@@ -292,5 +292,5 @@ class ScalarCompiler:
         cheaper than parsing the regex and building its Unicode classes again)."""
         small = small_pattern_dfa(rx)
         if small is not None:
-            return embed(nfa, small)
+            return embed(nfa, small, True)
         return nfa.built_once(self._pattern_templates, rx, lambda: jt.pattern_body(nfa, rx))

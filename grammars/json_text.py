@@ -97,7 +97,7 @@ def _body(nfa: NFA, pattern: str, search: bool) -> tuple[int, int]:
     # and difference hold every encoding of the values the pattern matches.
     looked = lookahead_dfa(pattern, 0, _encoded_dfa, search)
     if looked is not None:
-        return embed(nfa, looked)
+        return embed(nfa, looked, True)
     return regex_to_nfa(pattern, nfa, char_fragment=lambda ranges: json_char(nfa, ranges), char_dfa=_json_char_dfa_of,
                         search=search)
 

@@ -573,3 +573,67 @@ def test_utf8_phases_are_the_continuation_bytes_due_after_a_path(pattern):
 
     want = np.bincount([due(path[s]) for s in sorted(path)], minlength=4)
     assert np.array_equal(np.bincount(_utf8_phases(dfa), minlength=4), want)
+
+
+@pytest.mark.parametrize("pattern, match", [
+    ("[a-zA-Z0-9_-]{162}", "x" * 162), ("https://w3id.org/chainpoint/v2", "https://w3id.org/chainpoint/v2"),
+    ("^ab+c", ""), ("[0-9]{3}x$", "123x"),
+])
+def test_an_unanchored_patterns_search_takes_every_plain_token_whole(smollm2_vocab, pattern, match):
+    """Inside a string under an unanchored ``pattern``, any text keeps the search
+    alive until a match is found, so the index takes every plain token whole from
+    the copies' rooms (a long counted search, ``[a-zA-Z0-9_-]{162}``, walked the
+    whole vocabulary at each of its ~160 states: ~3 ms a mask). Rows along a text
+    that first misses and then holds a match are checked against stepping every
+    token; ``^`` and ``$`` searches have states that are not free."""
+    from fsm.index import TokenIndex
+
+    text = '"' + ("abbc" if pattern[0] == "^" else "ab " * 70 + match) + ("" if pattern[-1] == "$" else "tail")
+    for compiled in (False, True) if COMPILED_AVAILABLE else (False,):
+        dfa = compile_json_schema({"type": "string", "pattern": pattern}, whitespace="compact")
+        index = TokenIndex(dfa, smollm2_vocab, eager=False, compiled=compiled)
+        state, whole = dfa.start, []
+        for i, ch in enumerate(text):
+            state = dfa.step(state, ch.encode())
+            assert state >= 0, (pattern, text[: i + 1])
+            if i % 50 and i < len(text) - 3:
+                continue
+            row = index.mask(state)
+            whole.append(index._plain_run(state) == index._plain_cap)
+            for t, b in enumerate(smollm2_vocab.token_bytes):
+                if b:
+                    assert bool(row[t >> 5] >> (t & 31) & 1) == (dfa.step(state, b) >= 0), (compiled, pattern, i, b)
+        if pattern[0] != "^":  # the search states before a match
+            assert all(whole[:4]), (compiled, pattern, whole)
+
+
+@pytest.mark.parametrize("pattern", ["https://w3id", "^abc", "^abc$", "a{3}", "^[a-z]+$", "^x.*", "é", "[^a]", "(ab|b)c"])
+def test_free_states_are_those_every_text_keeps_alive(pattern):
+    """``fsm.ops.free_states`` of a pattern's string body: a state is free exactly
+    when no run of characters from it dies, checked by a search over every plain
+    byte and a few non-ASCII characters (2 to 4 bytes in UTF-8)."""
+    from fsm.dfa import determinize
+    from fsm.ops import free_states
+    from fsm.trie import PLAIN_BYTES
+    from grammars.json_text import pattern_body
+
+    nfa = NFA()
+    dfa = determinize(nfa, *pattern_body(nfa, pattern))
+    chars = [bytes([b]) for b in PLAIN_BYTES] + [c.encode() for c in "é日😀\u0080\U0010ffff"]
+
+    def reached(s: int) -> set[int]:
+        seen, todo = {s}, [s]
+        while todo:
+            u = todo.pop()
+            for c in chars:
+                t = dfa.step(u, c)
+                if t >= 0 and t not in seen:
+                    seen.add(t)
+                    todo.append(t)
+        return seen
+
+    got = set(free_states(dfa))
+    for s in reached(0):  # every state between characters
+        assert (s in got) == all(dfa.step(u, c) >= 0 for u in reached(s) for c in chars), (pattern, s)
+    assert got <= reached(0)
+    assert bool(got) != pattern.endswith("$")
