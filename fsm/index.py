@@ -9,12 +9,12 @@
 
 Plain tokens (printable ASCII but ``"`` and ``\\``: 47.9k of SmolLM2's 49k) are
 walked only until a state from which any plain text stays alive as long as the
-longest token below the node (inside a free string, a free key, ``.*``, or a
-``maxLength`` string with room left); the node's whole subtree is then allowed at
-once. Text tokens (whole non-ASCII characters and plain bytes) are taken whole
-the same way where every character but ``"``, ``\\`` and controls leads alike,
-counted in characters. So a free string's row walks a few hundred tokens, not
-~100k trie nodes.
+longest token below the node (inside a free string, a free key, ``.*``, a
+``maxLength`` string with room left, the search of an unanchored pattern); the
+node's whole subtree is then allowed at once. Text tokens (whole non-ASCII
+characters and plain bytes) are taken whole the same way where every character but
+``"``, ``\\`` and controls leads alike, counted in characters. So a free string's
+row walks a few hundred tokens, not ~100k trie nodes.
 
 Rows are deduplicated (many states allow the same tokens: all string-interior
 states of a JSON schema, every counting state of ``.{0,200}`` but the last few).

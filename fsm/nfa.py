@@ -333,7 +333,8 @@ class NFA:
         self.templates: dict = {}
         #: state -> how many characters (plain bytes or whole non-ASCII characters,
         #: whichever) it takes one after another and stays alive, at least: the copies
-        #: of a counted string (``repeat(..., any_char=True)``), numbered as made. The
+        #: of a counted string (``repeat(..., any_char=True)``), numbered as made, and
+        #: the unanchored ends of a pattern's search (``fsm.ops.free_states``). The
         #: token index reads it so that it need not build a long string's states
         #: ahead of the text to learn that every token fits.
         self.rooms: dict[int, int] = {}

@@ -1,4 +1,5 @@
-"""Boolean operations on DFAs (product construction) and embedding a DFA in an NFA.
+"""Boolean operations on DFAs (product construction) and embedding a DFA in an NFA
+(with the rooms of its free states, ``free_states``).
 
 Spec compilers use these where a constraint is a conjunction or a difference that
 regex syntax cannot say: JSON Schema ``allOf`` that cannot be merged keyword by
