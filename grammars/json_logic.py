@@ -6,7 +6,6 @@ Part of ``SchemaCompiler`` (``json_schema``), as a mixin: ``self`` is the compil
 from __future__ import annotations
 
 import itertools
-import json
 import math
 
 from fsm.dfa import DFA, MAX_DFA_STATES
@@ -14,7 +13,7 @@ from fsm.errors import EmptyLanguageError
 from fsm.ops import embed
 
 from .json_merge import ANNOTATIONS, merge
-from .json_conditional import conditional_as_union, conditionals_by_value, negation, not_as_union
+from .json_conditional import choices_with, conditional_as_union, conditionals_by_value, negation, not_as_union
 from .json_disjoint import disjoint_pairs
 from .json_errors import ApproximationLimitError, SchemaError, UnsatisfiableSchemaError
 from .json_presence import presence_keys
@@ -302,7 +301,10 @@ class LogicCompiler:
         [inline-package, array of them]``, where ``inline-package`` says no type, was
         a 0.4 s subtraction of whole objects.) None unless some branch allows no
         objects (otherwise the objects' part, the costly one, keeps every branch and
-        the other parts only add work), or when ``schema`` already names one type."""
+        the other parts only add work) and none takes every object (then the
+        objects' part is one subtraction or, where two do, nothing: tye's services are
+        ``oneOf [executable, image, dockerFile, project]``, where ``image`` lists two
+        keys with any values), or when ``schema`` already names one type."""
         if isinstance(schema.get("type"), str):
             return None
         allowed = []
@@ -310,9 +312,9 @@ class LogicCompiler:
             view = self.object_view(b, ptr)
             kinds = set(TYPES) if view is None else set(view[0])
             allowed.append({"number" if k == "integer" else k for k in kinds})
-        if all("object" in a for a in allowed):
-            return None
         ptr = _pointer(path, "oneOf")
+        if all("object" in a for a in allowed) and not any(self._takes_every(b, "object", ptr) for b, _ in branches):
+            return None
         parts = []
         for t in ("null", "boolean", "number", "string", "array", "object"):
             these = [(b, bptr) for (b, bptr), kinds in zip(branches, allowed) if t in kinds]
@@ -345,13 +347,13 @@ class LogicCompiler:
         types = branch.get("type", t)
         if t not in (types if isinstance(types, list) else [types]):
             return False
-        return not set(branch) - {"type"} - ANNOTATIONS - _OTHER_TYPES_KEYWORDS[t]
+        return not set(branch) - {"type"} - ANNOTATIONS - _OTHER_TYPES_KEYWORDS[t] - _idle_keywords(branch)
 
     def _one_of_as_unions(self, schema, branches, apart, path) -> list[list | None]:
         """Per branch i, ``(schema, pointer)`` parts whose union is exactly the values
         of branch i and of no other branch: branch i joined with one part of the
         negation of every branch j it is not shown ``apart`` from, for each choice of
-        parts (``_choices_with``). None for a branch where such a negation is not a
+        parts (``choices_with``). None for a branch where such a negation is not a
         union of schemas or the choices pass ``MAX_ONE_OF_CHOICES``."""
         raw = [self._merged_branch(b, ptr) for b, ptr in self.listed(schema, "oneOf", path)]
         negations: dict[tuple, list | None] = {}
@@ -371,7 +373,7 @@ class LogicCompiler:
                 if negations[key] is None:
                     choices = None
                     break
-                choices = _choices_with(choices, [p for p in negations[key] if not _excluded_by(view, p)])
+                choices = choices_with(choices, [p for p in negations[key] if not _excluded_by(view, p)])
                 if len(choices) > MAX_ONE_OF_CHOICES:
                     choices = None
                     break
@@ -497,21 +499,18 @@ def _key_order_with(order: list, part) -> list:
     return order + [n for n in names if n not in known]
 
 
-def _choices_with(choices: list[dict], parts: list) -> list[dict]:
-    """Each choice (parts that must all hold, by their JSON text) joined with one of
-    ``parts`` (one must hold), with no choice that only narrows another: a choice
-    that holds one of ``parts`` already stays as it is, and a choice holding every
-    part of another is dropped. The union of the choices is the same; there are far
-    fewer of them where the negations share parts (GeoJSON's geometries: "no
-    ``coordinates``" fails every shape at once, so a GeometryCollection's 256
-    choices against four shapes become 18)."""
-    named = {json.dumps(p, sort_keys=True): p for p in parts}
-    grown: dict[frozenset, dict] = {}
-    for c in choices:
-        for more in ([c] if any(k in c for k in named) else ({**c, k: p} for k, p in named.items())):
-            grown.setdefault(frozenset(more), more)
-    kept: list[frozenset] = []
-    for held in sorted(grown, key=len):
-        if not any(k <= held for k in kept):
-            kept.append(held)
-    return [grown[k] for k in kept]
+def _idle_keywords(schema: dict) -> set:
+    """The keywords of ``schema`` whose value constrains nothing: ``properties`` or
+    ``patternProperties`` whose schemas all take every value, ``required: []``, an
+    ``additionalProperties`` / ``items`` that takes every value."""
+    every = lambda v: v is True or v == {}  # noqa: E731
+    idle = set()
+    for k in ("properties", "patternProperties"):
+        if isinstance(schema.get(k), dict) and all(every(v) for v in schema[k].values()):
+            idle.add(k)
+    for k in ("additionalProperties", "items", "additionalItems"):
+        if k in schema and every(schema[k]):
+            idle.add(k)
+    if schema.get("required") == []:
+        idle.add("required")
+    return idle

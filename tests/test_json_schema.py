@@ -1248,6 +1248,62 @@ def test_one_of_branch_is_not_cut_by_the_superset_of_a_branch_apart_from_it():
         assert dfa.matches(text) == validator.is_valid(value), value
 
 
+def test_not_of_any_of_is_a_union_of_schemas():
+    """``not {"anyOf": [...]}`` of object schemas is the values failing every branch,
+    a union of schemas (a way to fail each branch, all holding), and ``not {"allOf":
+    [...]}`` those failing some part: exact, in any key order. Left to the algebra,
+    the over-mode superset of ``{"required": ["ref"]}`` holds a ``ref`` key found
+    anywhere inside, so ``{"a": {"ref": 1}}`` was refused (Github_medium o83286)."""
+    key_order = "any"
+    schemas = [
+        {"not": {"anyOf": [{"required": ["ref"]}]}},
+        {"not": {"anyOf": [{"required": ["a"]}, {"required": ["b"], "properties": {"c": {"type": "string"}}}]}},
+        {"type": "object", "not": {"allOf": [{"required": ["a"]}, {"properties": {"b": {"type": "integer"}}}]}},
+    ]
+    values = [{"a": {"ref": 1}}, {"ref": 1}, {"a": 1}, {"b": 1}, {"b": 1, "c": 2}, {"b": 1, "c": "x"},
+              {"a": 1, "b": 2}, {"a": 1, "b": "x"}, {"c": {"a": 1, "b": 1}}, {}, [1], 1]
+    for schema in schemas:
+        dfa = compile_json_schema(schema, "compact", key_order=key_order)
+        validator = jsonschema.Draft202012Validator(schema)
+        for value in values:
+            text = json.dumps(value, separators=(",", ":")).encode()
+            assert dfa.matches(text) == validator.is_valid(value), (schema, value)
+
+
+@pytest.mark.parametrize("key_order", ["schema", "any"])
+def test_one_of_beside_a_branch_that_lists_keys_with_any_values(key_order):
+    """JSONSchemaStore's tye: a service is ``oneOf [executable, image, dockerFile,
+    project]``, where ``image`` lists two keys with any values, so it takes every
+    object. Split by type, the objects' part is those that no other branch holds,
+    one subtraction; subtracting every branch's superset from ``image`` instead
+    refused ``{"name":"my-image","image":"x"}``. The others' negations pass the
+    choice limit, so that subtraction is of supersets too: nothing invalid is
+    accepted, but ``{"project":"p","args":1}`` (``args`` not a string) is refused."""
+    defs = {
+        "executable": {"properties": {"executable": {"type": "string"}, "workingDirectory": {"type": "string"}},
+                       "required": ["executable"]},
+        "image": {"properties": {"image": {}, "bindings": {}}},
+        "dockerFile": {"properties": {"dockerFileArgs": {"items": {}}, "dockerFileContext": {"type": "string"}},
+                       "required": ["name", "dockerFile"]},
+        "project": {"properties": {"buildProperties": {"items": {}}, "args": {"type": "string"},
+                                   "build": {"type": "boolean"}, "replicas": {"type": "integer"},
+                                   "bindings": {"items": {}}}, "required": ["project"]},
+    }
+    schema = {"definitions": defs, "properties": {"services": {"items": {"oneOf": [
+        {"$ref": f"#/definitions/{name}"} for name in defs]}}}}
+    dfa = compile_json_schema(schema, "compact", key_order=key_order)
+    validator = jsonschema.Draft7Validator(schema)
+    for service in [{"name": "my-image", "image": "x", "volumes": []}, {"image": "x"}, {}, {"executable": "x"},
+                    {"executable": 1}, {"name": "n", "dockerFile": "d"}, {"project": "p", "args": 1},
+                    {"project": "p", "executable": "x"}, 1, "s"]:
+        value = {"services": [service]}
+        text = json.dumps(value, separators=(",", ":")).encode()
+        if dfa.matches(text):
+            assert validator.is_valid(value), service
+        else:
+            assert service == {"project": "p", "args": 1} or not validator.is_valid(value), service
+
+
 def test_algebra_over_supersets_is_not_reported_as_a_proof_of_no_value():
     # [1] is valid (exactly one branch holds), but branches are told apart by
     # subtracting a superset of the other ("any bracketed text"), which leaves nothing.
