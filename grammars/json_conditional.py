@@ -23,6 +23,8 @@ is present with a value that fails that key's schema::
 The same holds for an array schema of counts alone (too short, too long) and for a
 ``oneOf`` with a branch that every value satisfies (``{}``, or a misspelt
 ``{"#ref": ...}``): it holds where no other branch does, so it fails where one does.
+An ``allOf`` of such schemas fails where one part fails, and an ``anyOf`` where a
+way to fail each branch holds (one schema per choice, up to ``MAX_NEGATED_CHOICES``).
 
 So ``{base, if: I, then: T, else: E}`` is exactly ``{base, anyOf: [allOf [I, T],
 allOf [not-I part, E] for each part]}``, and ``{base, not: N}`` is ``{base, anyOf:
