@@ -299,12 +299,13 @@ class LogicCompiler:
         only one branch allows needs no algebra there, and a part of objects only
         may be told apart by its keys. (Composer's ``package``: ``oneOf
         [inline-package, array of them]``, where ``inline-package`` says no type, was
-        a 0.4 s subtraction of whole objects.) None unless some branch allows no
-        objects (otherwise the objects' part, the costly one, keeps every branch and
-        the other parts only add work) and none takes every object (then the
-        objects' part is one subtraction or, where two do, nothing: tye's services are
-        ``oneOf [executable, image, dockerFile, project]``, where ``image`` lists two
-        keys with any values), or when ``schema`` already names one type."""
+        a 0.4 s subtraction of whole objects.) None when every branch allows objects
+        and none takes every object (the objects' part, the costly one, would keep
+        every branch and the other parts only add work; where one branch takes every
+        object that part is one subtraction, where two do it is empty: tye's
+        services are ``oneOf [executable, image, dockerFile, project]``, where
+        ``image`` lists two keys with any values), or when ``schema`` already names
+        one type."""
         if isinstance(schema.get("type"), str):
             return None
         allowed = []
@@ -334,8 +335,9 @@ class LogicCompiler:
 
     def _takes_every(self, branch, t: str, path: str) -> bool:
         """Whether every JSON value of type ``t`` satisfies ``branch``: it says nothing
-        that applies to that type (no keyword at all, or only other types' keywords
-        and annotations), and its ``type``, if any, names ``t``."""
+        that applies to that type (no keyword at all, or only other types' keywords,
+        annotations and keywords that constrain nothing, ``_idle_keywords``), and its
+        ``type``, if any, names ``t``."""
         try:
             branch = _defined_keywords(self.deref(branch, path))  # ("instanceof": constrains nothing)
         except SchemaError:
