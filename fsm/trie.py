@@ -288,13 +288,12 @@ class RunTrie:
             self.plain_node[nodes] = self.plain_node[t.parent[nodes]]
             self.text_node[nodes] = self.text_node[t.parent[nodes]]
         # height[n]: the most symbols below n (a token continues at most this far).
-        self.height = np.zeros(n, dtype=np.int64)
+        self.height = subtree_heights(t, first_level=2)
         self.chars = np.zeros(n, dtype=np.int64)
         sym = t.symbol
         # A UTF-8 continuation byte (0x80-0xBF) adds no character.
         starts_char = ~((sym >= 0x80) & (sym < 0xC0))
         for nodes in reversed(levels[2:]):
-            _into_parents(t, nodes, self.height + 1, self.height, np.maximum)
             _into_parents(t, nodes, self.chars + starts_char, self.chars, np.maximum)
         self.text_need = np.full(n, 1 << 30, dtype=np.int64)
         if bytes_are_symbols:
@@ -448,6 +447,15 @@ def subtree_runs(t: Trie) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
         _into_parents(t, nodes, count, count, np.add)
     lo = np.searchsorted(pre[end][sort], pre)
     return units[sort], lo, lo + count, own
+
+
+def subtree_heights(t: Trie, first_level: int = 1) -> np.ndarray:
+    """Per node, the most symbols below it (0 at a leaf), counting the nodes from
+    level ``first_level`` down (2: below a split trie's root markers)."""
+    height = np.zeros(t.num_nodes, dtype=np.int64)
+    for d in range(t.depth, first_level - 1, -1):
+        _into_parents(t, np.arange(t.level_start[d], t.level_start[d + 1]), height + 1, height, np.maximum)
+    return height
 
 
 def _into_parents(t: Trie, nodes: np.ndarray, values: np.ndarray, out: np.ndarray, ufunc) -> None:

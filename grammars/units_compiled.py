@@ -55,6 +55,7 @@ from numba import njit
 from fsm.jit import compiled
 from fsm.narrow import below_words, class_words
 from fsm.subsets_compiled import _DONE, _N_DFA, _row, members_or
+from fsm.trie import subtree_heights
 from fsm.walk_compiled import loops_cover
 
 UNKNOWN = -2  # grammars.lexer: a row not built yet
@@ -585,9 +586,5 @@ def _height(trie) -> np.ndarray:
     computed once per trie."""
     got = _HEIGHT.get(trie)
     if got is None:
-        height = np.zeros(trie.num_nodes, dtype=np.int64)
-        for d in range(trie.depth, 0, -1):
-            nodes = np.arange(trie.level_start[d], trie.level_start[d + 1])
-            np.maximum.at(height, trie.parent[nodes], height[nodes] + 1)
-        got = _HEIGHT[trie] = height
+        got = _HEIGHT[trie] = subtree_heights(trie)
     return got
