@@ -624,10 +624,6 @@ def _class_set(items, flags: int) -> Ranges:
 
 @functools.lru_cache(maxsize=1024)
 def _class_set_of(items: tuple, flags: int) -> tuple:
-    return tuple(_class_set_built(items, flags))
-
-
-def _class_set_built(items, flags: int) -> Ranges:
     if not flags & re.IGNORECASE:
         ranges: Ranges = []
         for op, av in items:
@@ -637,8 +633,8 @@ def _class_set_built(items, flags: int) -> Ranges:
                 ranges.append(av)
             elif op is C.CATEGORY:
                 ranges.extend(_category(str(av), flags))
-        return normalize(ranges)
-    return _fold_class(items, flags)
+        return tuple(normalize(ranges))
+    return tuple(_fold_class(items, flags))
 
 
 def _fold_class(items, flags: int) -> Ranges:
