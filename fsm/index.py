@@ -218,7 +218,9 @@ class TokenIndex:
         for e in vocab.eos_token_ids:
             self.eos_row[e >> 5] |= np.uint32(1 << (e & 31)).view(np.int32)
         self._token_bytes = vocab.token_bytes
-        self._longest_token = -1  # bytes of the longest token (known when first needed)
+        # Bytes of the longest token: the highest subtrie below the root (a max over
+        # the token list took ~45 ms, once per index whose DFA has levels).
+        self._longest_token = int(byte_level.height[byte_level.roots].max(initial=0))
         if eager if eager is not None else (not dfa.lazy and dfa.num_states <= EAGER_LIMIT):
             self.build_all()
 
@@ -261,8 +263,6 @@ class TokenIndex:
         the tokens of the pattern's state without counts); True if it did."""
         if not getattr(self.dfa, "has_levels", False):
             return False
-        if self._longest_token < 0:
-            self._longest_token = max((len(b) for b in self._token_bytes if b), default=0)
         twin = self.dfa.mask_twin(state, self._longest_token)
         if twin is None:
             return False

@@ -43,6 +43,9 @@ from .utf8 import UTF8_SEQUENCES
 #: process) against 20k: all masks 3.64 -> 2.83 s, TBM p95 90 -> 86 µs, p99 450 -> 449 µs.
 COMPILED_BUDGET = 200_000
 
+#: Rows of facts a walker starts with (40 + 32 bytes a state).
+FACTS_ROWS = 1024
+
 _PLAIN, _TEXT = 1, 2  # TrieTable's kind column (``fsm.walk_compiled``)
 _PLAIN_BYTE = np.zeros(256, dtype=bool)  # whether each byte is plain
 _PLAIN_BYTE[np.frombuffer(PLAIN_BYTES, dtype=np.uint8)] = True
@@ -132,8 +135,12 @@ class CompiledWalk:
         self.ctl = np.zeros(3 + wc.PASTES, dtype=np.int64)
         self.path = np.zeros(max(plain_cap, text_cap) + 1, dtype=np.int64)
         self.sets = np.zeros((2, wc.UTF8_SPREAD), dtype=np.int64)
-        self.facts = _fresh_facts(64)
-        self.loops = np.zeros((64, 4), dtype=np.uint64)
+        # Facts rows for the states a lazy DFA is built with room for
+        # (``fsm.subsets_compiled.LAZY_STATES``) and more: a walk that meets a state
+        # past the table's end goes back to Python to grow it, a round trip (~40 µs).
+        rows = max(FACTS_ROWS, dfa.num_states + 256)
+        self.facts = _fresh_facts(rows)
+        self.loops = np.zeros((rows, 4), dtype=np.uint64)
         self._stack = np.zeros((self.BUFFER, 2), dtype=np.int64)
         self._aside = np.zeros((self.BUFFER, 2), dtype=np.int64)
         self._asks = np.zeros(self.BUFFER, dtype=np.int64)

@@ -70,6 +70,14 @@ _T_LO, _T_HI, _T_STATE = range(3)
 (_P_LO, _P_HI, _H_LO, _H_HI, _R_LO, _R_HI, _P_N, _P_START, _P_END) = range(9)
 #: The most copies walks paste before Python follows (``LazySubsets.pasted``).
 PASTE_LOG = 256
+#: A lazy construction's buffers start with room for this many DFA states, and
+#: this many subset (closure, scratch) entries. Each growth while decoding is a
+#: round trip from a walk to Python and back (~40-80 µs); from 64 states and 1,024
+#: entries, a third of the masks over 200 µs on MaskBench grew a buffer. The room
+#: costs a fill of states x classes int32 once (~0.2 MB at 100 classes) and the
+#: zeroed entries, which are mapped only as they are touched.
+LAZY_STATES = 512
+LAZY_ITEMS = 16_384
 # Outcomes: done, or the buffer named must grow (``counts[_NEED]``: to how many), or a
 # closure met a deferred fragment (``counts[_NEED]``: its start) that must be built.
 (_DONE, _FULL_DFA, _FULL_SUB, _FULL_TABLE, _FULL_SCRATCH, _FULL_CL, _FULL_T, _FULL_TITEMS,
@@ -411,14 +419,14 @@ class Buffers:
     """The construction's arrays (the NFA's, the DFA's so far, scratch), grown when a
     kernel says one is full. ``empty_row``: what a row holds before it is built."""
 
-    def __init__(self, nf, ep, mv, n_classes: int, final: int, limit: int, empty_row: int, too_large: str):
+    def __init__(self, nf, ep, mv, n_classes: int, final: int, limit: int, empty_row: int, too_large: str,
+                 size: int = 64, items: int = 1024):
         self.nf, self.ep, self.mv = nf, ep, mv
         self.empty_row, self.too_large = empty_row, too_large
-        size = 64
         self.df = np.zeros((size, 3), dtype=np.int64)
         self.trans = np.full((size, n_classes), empty_row, dtype=np.int32)
         self.table = np.full(2 * size, -1, dtype=np.int64)
-        self.cl, self.sub, self.scratch, self.titems = (np.zeros(1024, dtype=np.int64) for _ in range(4))
+        self.cl, self.sub, self.scratch, self.titems = (np.zeros(items, dtype=np.int64) for _ in range(4))
         self.tsets = np.zeros((size, 3), dtype=np.int64)
         self.ttable = np.full(2 * size, -1, dtype=np.int64)
         n = max(len(nf), 1)
@@ -450,7 +458,12 @@ class Buffers:
         if outcome == _FULL_DFA:
             self.df = _grown(self.df, 2 * len(self.df), 0)
             self.trans = _grown(self.trans, 2 * len(self.trans), self.empty_row)
-        elif outcome == _FULL_TABLE:
+            # The hash table would be full at the next state: grown now, not after
+            # one more kernel call that says so (a round trip from a walk).
+            if 2 * (self.num_states + 1) <= len(self.table):
+                return
+            outcome = _FULL_TABLE
+        if outcome == _FULL_TABLE:
             self.table = np.full(2 * len(self.table), -1, dtype=np.int64)
             _rehash(self.df, self.sub, self.num_states, self.table)
         elif outcome == _FULL_T:
@@ -510,7 +523,7 @@ class LazySubsets:
         n_ep, n_mv = len(ep), len(mv)
         ep, mv = _grown(ep, len(ep) + 4 * room, 0), _grown(mv, len(mv) + 2 * room, 0)
         self.b = Buffers(nf, ep, mv, int(classes[-1]) + 1, final, limit, -2,
-                         f"automaton needs more than {limit} states")
+                         f"automaton needs more than {limit} states", LAZY_STATES, LAZY_ITEMS)
         counts = self.b.counts
         counts[_N_NFA], counts[_N_EP], counts[_N_MV] = len(live), n_ep, n_mv
         # Templates a walk may paste copies of (``allow_paste``): per template its

@@ -235,6 +235,29 @@ def test_compiled_lazy_rows_equal_the_python_rows(spec, monkeypatch):
     assert [slow.member_room(d) for d in range(n)] == [fast.member_room(d) for d in range(n)]
 
 
+@pytest.mark.parametrize("spec", [LAZY_REGEXES[1], LAZY_REGEXES[2], LAZY_SCHEMAS[1], LAZY_SCHEMAS[2]],
+                         ids=lambda s: str(s)[:40])
+def test_compiled_lazy_rows_are_the_same_when_every_buffer_grows(spec, monkeypatch):
+    """From room for 4 states and 8 entries, each of the construction's buffers
+    grows many times while rows are built (the DFA table with its hash table in one
+    step): the rows stay the Python construction's."""
+    from fsm import subsets_compiled
+
+    monkeypatch.setattr(subsets_compiled, "LAZY_STATES", 4)
+    monkeypatch.setattr(subsets_compiled, "LAZY_ITEMS", 8)
+    grown = []
+    grow = subsets_compiled.Buffers.grow
+    monkeypatch.setattr(subsets_compiled.Buffers, "grow", lambda self, outcome: grown.append(outcome) or grow(self, outcome))
+    slow, fast = _lazy_pair(spec, monkeypatch)
+    for dfa in (slow, fast):
+        _explore(dfa, 600)
+    n = slow.num_states
+    assert n == fast.num_states and n > 32
+    assert np.array_equal(slow.transitions[:n], fast.transitions[:n])
+    assert np.array_equal(slow.accepting, fast.accepting)
+    assert subsets_compiled._FULL_DFA in grown and subsets_compiled._FULL_CL in grown
+
+
 def test_compiled_lazy_construction_pastes_kept_fragments_from_their_arrays(monkeypatch):
     """Open values after the first are pasted straight into the compiled
     construction's arrays (``NFA.paste_pending``): their states have no Python

@@ -120,6 +120,13 @@ def test_masks_in_a_long_counted_string_are_those_computed_afresh(monkeypatch, s
     assert all(bool((a == b).all()) for a, b in zip(shared, fresh))
 
 
+def test_the_twin_lookahead_is_the_longest_token(smollm2_vocab):
+    # A twin must take the same tokens as far as the longest one reaches: the
+    # index reads that length off the vocabulary's trie.
+    index = TokenIndex(compile_regex(r"[a-z]{0,300}"), smollm2_vocab)
+    assert index._longest_token == max(len(b) for b in smollm2_vocab.token_bytes if b)
+
+
 @pytest.mark.parametrize("compiled", [False, True])
 def test_a_level_far_from_the_bounds_has_a_twin_that_takes_the_same_texts(compiled):
     # LazyDFA.mask_twin: the state of the same pattern state in the level-free

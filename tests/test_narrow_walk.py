@@ -286,9 +286,15 @@ def test_a_byte_sets_rows_are_made_only_for_enough_tokens(smollm2_vocab, chars):
 def test_compiled_walk_grows_its_buffers(smollm2_vocab, monkeypatch):
     """With buffers of 8 rows a compiled walk fills them many times over (thousands
     of runs under ``[a-z]*``, hundreds of pairs on the stack): each time it grows
-    them and goes on where it stopped, losing no run and no set-aside pair."""
+    them and goes on where it stopped, losing no run and no set-aside pair. Its
+    facts table (4 rows) and the lazy DFA's (4 states) grow likewise."""
+    from fsm import narrow_compiled, subsets_compiled
+
     vocab = smollm2_vocab
     monkeypatch.setattr(CompiledWalk, "BUFFER", 8)
+    monkeypatch.setattr(narrow_compiled, "FACTS_ROWS", 4)
+    monkeypatch.setattr(subsets_compiled, "LAZY_STATES", 4)
+    facts_grew = []
     for pattern in (r'[a-z]{0,3}', PATTERNS[8], PATTERNS[0]):
         index = TokenIndex(_lazy_dfa(pattern), vocab, eager=False, compiled=True)
         python = TokenIndex(_lazy_dfa(pattern), vocab, eager=False, compiled=False)
@@ -297,6 +303,9 @@ def test_compiled_walk_grows_its_buffers(smollm2_vocab, monkeypatch):
         for s in states:
             assert (index.mask(s) == python.mask(s)).all(), (pattern, s)
         assert len(index._walker._out) > 8
+        assert len(index._walker.facts) >= index.dfa.num_states
+        facts_grew.append(len(index._walker.facts) > 4)
+    assert any(facts_grew)
 
 
 
