@@ -246,6 +246,23 @@ class EarleyParser:
         memo[terminals] = result
         return result
 
+    def merge(self, a: EarleySet, b: EarleySet) -> EarleySet:
+        """One set holding the items of both ``a`` and ``b``: the parses of two
+        readings of the same input that go on alike (two lexings that reach one lexer
+        state). Items name their origin sets, not positions, and every step is item by
+        item, so what follows the merged set is what follows either. Memoised on ``a``."""
+        if a is b:
+            return a
+        key = ("merge", b)
+        got = a.memo.get(key)
+        if got is None:
+            kernel = [item for s in (a, b) for items in s.waiting.values() for item in items]
+            got = EarleySet()
+            self._close(got, kernel)  # explicit items only wait: nothing completes again
+            got.accepts = a.accepts or b.accepts
+            a.memo[key] = got
+        return got
+
     def _close(self, s: EarleySet, kernel) -> None:
         """Explicit items: the kernel and what it completes (origins are always older
         sets); nonterminals they stand before are predicted through a shared table."""

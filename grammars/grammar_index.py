@@ -23,7 +23,19 @@ completed, never by walking its bytes again.
 
 Exactness: lexing is longest match among the allowed terminals (see
 ``grammars.lexer``), so a token's reading is unique and the mask allows exactly the
-tokens that ``GrammarIndex.consume`` accepts. Every lexer state can still reach an
+tokens that ``GrammarIndex.consume`` accepts.
+
+With ``every_end`` (grammars compiled from recursive JSON Schemas), a lexeme may end
+wherever its terminals accept, even where it could go on. A token then also leaves
+at every offset > 0 where the lexeme read so far accepts and the token reads on
+(its *mid exits*: the walks list them beside the dead children), and a state with
+an accepting lexeme allows whatever the next lexeme allows, not only the tokens whose
+first byte ends it. A matcher state is then one reading or several (``Readings``),
+one per lexer state, readings meeting in a lexer state merged into one Earley set
+(``EarleyParser.merge``); its mask is the union of theirs. A piece read from a fresh
+lexeme is read by longest match first (compiled, in bulk), and only the refused
+ones that pass an accepting state on the way are read again with every end
+(``_piece_ends``, in Python; they are rare). Every lexer state can still reach an
 accepting one and the grammar is trimmed, so an allowed token leaves a state from
 which the parse can go on, with one caveat of longest match: a grammar that puts two
 terminals back to back with no separator, where the first could swallow the second's
@@ -140,10 +152,12 @@ class _UnitTrie:
     (``grammars.units_compiled``), where numba is installed (unless
     ``compiled=False``), else level by level in numpy (``_walk_units``)."""
 
-    __slots__ = ("trie", "depth", "runs", "bank", "symbol_class", "walker")
+    __slots__ = ("trie", "depth", "runs", "bank", "symbol_class", "walker", "every_end")
 
-    def __init__(self, units: VocabularyBytes, byte_to_class: np.ndarray, compiled: bool | None = None):
+    def __init__(self, units: VocabularyBytes, byte_to_class: np.ndarray, compiled: bool | None = None,
+                 every_end: bool = False):
         self.walker = None
+        self.every_end = every_end  # token views: a lexeme may end wherever it accepts
         if int(byte_to_class.max()) + 1 <= CLASS_TRIE_MAX_CLASSES:
             self.trie = class_trie_of(units.trie, byte_to_class)
             self.depth, self.runs, self.bank, self.symbol_class = node_depth(self.trie), None, None, None
@@ -155,18 +169,18 @@ class _UnitTrie:
 
                 self.walker = CompiledUnitWalk(self.trie, self.symbol_class, self.runs[3], byte_to_class)
 
-    def walk(self, lexer: Lexer, start: int):
+    def walk(self, lexer: Lexer, start: int, mids: bool = False):
         """``(inside, units, accept, offset)``: see ``_walk_units``."""
         if self.runs is None:
-            return _walk_levels(self.trie, self.depth, lexer, start)
+            return _walk_levels(self.trie, self.depth, lexer, start, mids)
         if self.walker is not None:
-            runs, (nodes, keys, depths, accept_id) = self._compiled_walk(lexer, start)
+            runs, (nodes, keys, depths, accept_id) = self._compiled_walk(lexer, start, mids)
             order = self.runs[0]
             inside = np.zeros(len(self.trie.token_node), dtype=bool)
             for first, stop in runs:
                 inside[order[spans(first, stop - first)]] = True
             return (inside, *_exit_units(self, nodes, _mapped(keys, accept_id), depths))
-        return _walk_units(self, lexer, start)
+        return _walk_units(self, lexer, start, mids)
 
     def walk_row(self, lexer: Lexer, start: int, pieces: Pieces):
         """``(inside, exits)``: the units that stay inside the lexeme as a packed
@@ -177,13 +191,13 @@ class _UnitTrie:
         cost ~20% of a token view) and its exits are grouped in one
         (``grammars.units_compiled.group_exits``)."""
         if self.walker is None:
-            inside, units, accept, offset = self.walk(lexer, start)
+            inside, units, accept, offset = self.walk(lexer, start, self.every_end)
             rest = pieces.suffix_at(pieces.token_piece[units], offset)
             return pack_bits(inside[None, :])[0], _Exits.of(units, accept, rest)
         from fsm.walk_compiled import runs_row  # imports numba (as the walker did)
         from .units_compiled import group_exits
 
-        runs, (nodes, keys, depths, accept_id) = self._compiled_walk(lexer, start)
+        runs, (nodes, keys, depths, accept_id) = self._compiled_walk(lexer, start, self.every_end)
         words = bitmask_words(len(self.trie.token_node))
         row = np.zeros(words, dtype=np.uint32)
         for first, stop in runs:
@@ -198,19 +212,20 @@ class _UnitTrie:
                         for g, key in enumerate(distinct.tolist())])
         return row.view(np.int32), exits
 
-    def _compiled_walk(self, lexer: Lexer, start: int):
+    def _compiled_walk(self, lexer: Lexer, start: int, mids: bool):
         """The compiled walk from ``start``: the runs of units that stay inside the
         lexeme, as ``(first, stop)`` positions of the runs' order (the units that
         end at a node, the whole subtrees), and the exits: ``(dead children, keys,
         depths, accept_id)``, a key telling what the lexeme read before the child
-        accepts (0: nothing), ``accept_id(key)`` its id in ``lexer.accept_sets``."""
+        accepts (0: nothing), ``accept_id(key)`` its id in ``lexer.accept_sets``.
+        With ``mids``, live children below an accepting state are exits too."""
         group = lexer.table_group(start)
         if group is None:
-            ends, wholes, exits = self.walker.walk(lexer, start)
+            ends, wholes, exits = self.walker.walk(lexer, start, mids)
             keys, accept_id = lexer.accept_id_array()[exits[:, 1]], int
         else:  # over the terminals' own table: no lexer state for each pair passed
             k, s, bits = group
-            ends, wholes, exits = self.walker.walk_table(lexer, k, s, bits)
+            ends, wholes, exits = self.walker.walk_table(lexer, k, s, bits, mids)
             keys, accept_id = exits[:, 2], partial(lexer.accept_id_of_bits, k)
         _, lo, hi, own = self.runs
         runs = ((lo[ends], lo[ends] + own[ends]), (lo[wholes], hi[wholes]))
@@ -222,9 +237,10 @@ _NO_BANK = np.zeros((1, 1), dtype=np.uint32)
 _NO_BANK_IDS = np.zeros(1, dtype=np.int64)
 
 
-def _walk_levels(trie, depth: np.ndarray, lexer: Lexer, start: int):
+def _walk_levels(trie, depth: np.ndarray, lexer: Lexer, start: int, mids: bool = False):
     """``_walk_units`` over a whole small trie, level by level: the lexer state at
-    every node, then each unit's deepest live prefix."""
+    every node, then each unit's deepest live prefix (and, with ``mids``, its
+    accepting live prefixes above that)."""
     n = trie.num_nodes
     state = np.full(n, -1, dtype=np.int64)
     state[0] = start
@@ -246,13 +262,33 @@ def _walk_levels(trie, depth: np.ndarray, lexer: Lexer, start: int):
     safe = np.maximum(node, 0)
     inside = has_text & (state[safe] >= 0)
     dnode = deep[safe]
-    accept = lexer.accept_id_array()[state[dnode]]
+    accept_of = lexer.accept_id_array()
+    accept = accept_of[state[dnode]]
     offset = depth[dnode]
     units = np.flatnonzero(has_text & ~inside & (offset > 0) & (accept > 0))
-    return inside, units, accept[units], offset[units]
+    units, accept, offset = units, accept[units], offset[units]
+    if mids:
+        # Every live prefix above the deepest is followed by a live byte: where its
+        # state accepts, the lexeme may end there too.
+        node_accept = np.where(state >= 0, accept_of[np.maximum(state, 0)], 0)
+        parent = trie.parent.astype(np.int64)
+        alls, accs, offs = [units], [accept], [offset]
+        who = np.flatnonzero(has_text)
+        above = parent[dnode[who]]
+        keep = depth[dnode[who]] >= 2
+        who, above = who[keep], above[keep]
+        while len(who):
+            hit = node_accept[above] > 0
+            alls.append(who[hit])
+            accs.append(node_accept[above[hit]])
+            offs.append(depth[above[hit]])
+            keep = depth[above] >= 2
+            who, above = who[keep], parent[above[keep]]
+        units, accept, offset = np.concatenate(alls), np.concatenate(accs), np.concatenate(offs)
+    return inside, units, accept, offset
 
 
-def _walk_units(units: _UnitTrie, lexer: Lexer, start: int):
+def _walk_units(units: _UnitTrie, lexer: Lexer, start: int, mids: bool = False):
     """Where each unit (a token or a piece) of ``units`` goes from lexer state ``start``
     (a byte trie, with its runs).
 
@@ -261,7 +297,9 @@ def _walk_units(units: _UnitTrie, lexer: Lexer, start: int):
     lexeme; ``units`` (with ``accept`` and ``offset``, one per unit): the units that
     leave it at an offset > 0 where some terminals accept (the terminal set's id in
     ``lexer.accept_sets``, and the offset). A unit that dies at offset 0, or where
-    nothing accepts, is in neither.
+    nothing accepts, is in neither. With ``mids`` (lexing with every end kept), a
+    unit is also listed at each offset > 0 where it reads on past an accepting
+    state (the lexeme may end there too).
 
     The walk follows live (node, state) pairs only, level by level; a dead child's
     whole subtree is then one run of units that leave at its parent. Inside a key
@@ -295,11 +333,13 @@ def _walk_units(units: _UnitTrie, lexer: Lexer, start: int):
         lexer.ensure_rows(parent_state)
         state = lexer.transitions[parent_state, symbol_class[child]]
         alive = state >= 0
-        if depth > 0 and not alive.all():
-            dead = ~alive
-            exit_nodes.append(child[dead])
-            exit_states.append(parent_state[dead])
-            exit_depths.append(np.full(int(dead.sum()), depth, dtype=np.int64))
+        leave = ~alive
+        if mids and depth > 0:
+            leave |= lexer.accept_id_array()[parent_state] > 0
+        if depth > 0 and leave.any():
+            exit_nodes.append(child[leave])
+            exit_states.append(parent_state[leave])
+            exit_depths.append(np.full(int(leave.sum()), depth, dtype=np.int64))
         f_node, f_state = child[alive], state[alive].astype(np.int64)
         ends = f_node[own[f_node] > 0]
         inside[order[spans(lo[ends], own[ends])]] = True
@@ -359,6 +399,17 @@ class _Exits:
         return cls(groups)
 
 
+class Readings:
+    """A matcher state of several readings ``(Earley set, lexer state, lexeme
+    empty?)`` of the same input, each in its own lexer state (``every_end``
+    lexing: a lexeme that could end or go on does both)."""
+
+    __slots__ = ("readings",)
+
+    def __init__(self, readings: tuple):
+        self.readings = readings
+
+
 class TokenView:
     """What a lexer state means for whole tokens: the packed row of tokens that stay
     inside the lexeme, the tokens whose first byte ends it, and the later exits."""
@@ -400,22 +451,24 @@ class GrammarIndex:
         >>> state = index.consume(state, tok)  # None if tok is not allowed
     """
 
-    def __init__(self, parser: EarleyParser, lexer: Lexer, ignore: frozenset[int], vocab, ranks=None):
+    def __init__(self, parser: EarleyParser, lexer: Lexer, ignore: frozenset[int], vocab, ranks=None,
+                 every_end: bool = False):
         self.parser = parser
         self.lexer = lexer
         self.ignore = ignore
         self.ranks = ranks
+        self.every_end = every_end
         self._winners: dict[int, frozenset[int]] = {}
         self._cached_scans = 0
         self.vocab = vocab
         self.words = bitmask_words(vocab.size)
         self.pieces = vocabulary_pieces(vocab)
         vb = vocabulary_bytes(vocab)
-        self._token_units = _UnitTrie(vb, lexer.byte_to_class)
+        self._token_units = _UnitTrie(vb, lexer.byte_to_class, every_end=every_end)
         self._piece_units: _UnitTrie | None = None
         self._token_views: dict[int, TokenView] = {}
         self._piece_views: dict[int, PieceView] = {}
-        self._piece_reads: dict[tuple[int, int], tuple[int, int]] = {}
+        self._piece_reads: dict[tuple, tuple] = {}  # _read_piece and _piece_ends, memoised
         self._token_bytes = vocab.token_bytes
         self.eos_row = np.zeros(self.words, dtype=np.int32)
         for e in vocab.eos_token_ids:
@@ -476,6 +529,7 @@ class GrammarIndex:
         return s
 
     # -- matcher states: (Earley set, lexer state, lexeme empty?) ------------------------
+    # With ``every_end``, a state is one such reading or a ``Readings`` of several.
 
     def initial(self):
         root = self.parser.root()
@@ -483,6 +537,8 @@ class GrammarIndex:
 
     def consume(self, state, data: bytes):
         """The state after the bytes ``data``; None if they cannot be read."""
+        if self.every_end:
+            return self._consume_every_end(state, data)
         p, lx, fresh = state
         lexer = self.lexer
         for b in data:
@@ -502,6 +558,48 @@ class GrammarIndex:
             lx, fresh = nxt, False
         return self._normalize(p, lx, fresh)
 
+    def _consume_every_end(self, state, data: bytes):
+        """``consume`` where a lexeme may end wherever its terminals accept, not only
+        where it cannot go on: each byte extends every reading's lexeme and, where a
+        reading's lexeme accepts, also starts the next lexeme with it. Readings that
+        reach one lexer state are merged (``EarleyParser.merge``), so there are never
+        more readings than lexer states live at once."""
+        lexer = self.lexer
+        readings = state.readings if isinstance(state, Readings) else (state,)
+        for b in data:
+            nxt: dict[tuple[int, bool], EarleySet] = {}
+            for p, lx, fresh in readings:
+                on = lexer.step_byte(lx, b)
+                if on >= 0:
+                    self._join(nxt, p, on)
+                a = 0 if fresh else lexer.accept_id(lx)
+                if a:
+                    p2 = self.scan(p, a)
+                    if p2 is not None:
+                        on = lexer.step_byte(self.start_state(p2), b)
+                        if on >= 0:
+                            self._join(nxt, p2, on)
+            if not nxt:
+                return None
+            readings = [(p, lx, False) for (lx, _), p in nxt.items()]
+        out: dict[tuple[int, bool], EarleySet] = {}
+        for p, lx, fresh in readings:
+            got = self._normalize(p, lx, fresh)
+            if got is not None:
+                self._join(out, got[0], got[1], got[2])
+        if not out:
+            return None
+        if len(out) == 1:
+            ((lx, fresh), p), = out.items()
+            return (p, lx, fresh)
+        return Readings(tuple((p, lx, fresh) for (lx, fresh), p in out.items()))
+
+    def _join(self, readings: dict, p: EarleySet, lx: int, fresh: bool = False) -> None:
+        """Add the reading ``(p, lx, fresh)``, merged with one in the same lexer state."""
+        key = (lx, fresh)
+        had = readings.get(key)
+        readings[key] = p if had is None else self.parser.merge(had, p)
+
     def _normalize(self, p, lx, fresh):
         """Close a lexeme that nothing can extend, so equal situations share a state."""
         if not fresh:
@@ -520,6 +618,8 @@ class GrammarIndex:
         return self.consume(state, data)
 
     def can_end(self, state) -> bool:
+        if isinstance(state, Readings):
+            return any(self.can_end(r) for r in state.readings)
         p, lx, fresh = state
         if fresh:
             return p.accepts
@@ -533,6 +633,11 @@ class GrammarIndex:
 
     def mask(self, state) -> np.ndarray:
         """Packed allowed-token row (EOS bits included) of a matcher state; cached."""
+        if isinstance(state, Readings):
+            row = self.mask(state.readings[0]).copy()
+            for r in state.readings[1:]:
+                row |= self.mask(r)
+            return row
         p, lx, fresh = state
         key = ("mask", lx, fresh)
         row = p.cache.get(key)
@@ -552,7 +657,10 @@ class GrammarIndex:
             if a:
                 p2 = self.scan(p, a)
                 if p2 is not None:
-                    row |= self.mask((p2, self.start_state(p2), True)) & tv.after_end
+                    # The lexeme ends here: by longest match only for tokens whose
+                    # first byte cannot extend it.
+                    after = self.mask((p2, self.start_state(p2), True))
+                    row |= after if self.every_end else after & tv.after_end
         words = row.view(np.uint32)
         for a, tokens, rest in tv.exits.groups:
             p2 = self.scan(p, a)
@@ -566,8 +674,8 @@ class GrammarIndex:
         group = self.lexer.table_group(start) if self._token_units.walker is not None else None
         if group is not None:  # read the pieces themselves, compiled (no piece view)
             k, s, bits = group
-            ok, keys, rests = self._token_units.walker.read_pieces(self.lexer, k, s, bits, pieces,
-                                                                   self._piece_first_class(), self.pieces.suffix)
+            ok, keys, rests, mid = self._token_units.walker.read_pieces(self.lexer, k, s, bits, pieces,
+                                                                        self._piece_first_class(), self.pieces.suffix)
             some = np.flatnonzero(keys)
             if len(some):
                 for key in np.unique(keys[some]).tolist():
@@ -575,8 +683,11 @@ class GrammarIndex:
                     if p2 is not None:
                         sel = some[keys[some] == key]
                         ok[sel] = self._viable(p2, rests[sel])
+            if self.every_end:  # the few refused that could also leave earlier: read in Python
+                for i in np.flatnonzero(mid & ~ok).tolist():
+                    ok[i] = self._viable_one(p, int(pieces[i]))
             return ok
-        if len(pieces) <= _FEW or self._token_units.walker is not None:
+        if len(pieces) <= _FEW or self._token_units.walker is not None or self.every_end:
             # One by one: a piece view walks all 112k pieces, on lexer rows built in
             # Python where the lexeme starts in several tables (1-3 ms, up to 0.1 s).
             return np.array([self._viable_one(p, x) for x in pieces.tolist()], dtype=bool)
@@ -603,10 +714,37 @@ class GrammarIndex:
         key = ("viable", piece)
         got = p.cache.get(key)
         if got is None:
-            a, rest = self._read_piece(self.start_state(p), piece)
-            p2 = self.scan(p, a) if a > 0 else None
-            got = a == 0 or (p2 is not None and self._viable_one(p2, rest))
+            if self.every_end:
+                inside, ends = self._piece_ends(self.start_state(p), piece)
+                got = inside or any((p2 := self.scan(p, a)) is not None and self._viable_one(p2, rest)
+                                    for a, rest in ends)
+            else:
+                a, rest = self._read_piece(self.start_state(p), piece)
+                p2 = self.scan(p, a) if a > 0 else None
+                got = a == 0 or (p2 is not None and self._viable_one(p2, rest))
             p.cache[key] = got
+        return got
+
+    def _piece_ends(self, start: int, piece: int) -> tuple[bool, tuple[tuple[int, int], ...]]:
+        """``_read_piece`` with every end kept (memoised): whether ``piece`` stays
+        inside the lexeme begun at ``start``, and ``(a, rest)`` for each place after
+        a byte at least where the lexeme may end (``accept_sets[a]`` accept it), with
+        the piece ``rest`` left to read."""
+        key = (start, piece, "every end")
+        got = self._piece_reads.get(key)
+        if got is None:
+            lexer, state, ends = self.lexer, start, []
+            text = self.pieces.texts[piece]
+            inside = True
+            for offset, byte in enumerate(text):
+                a = lexer.accept_id(state) if offset else 0
+                if a:
+                    ends.append((a, self.pieces.after(piece, offset)))
+                state = lexer.step_byte(state, byte)
+                if state < 0:
+                    inside = False
+                    break
+            got = self._piece_reads[key] = (inside, tuple(ends))
         return got
 
     def _read_piece(self, start: int, piece: int) -> tuple[int, int]:

@@ -21,10 +21,12 @@ refuses it with a ``RecursiveSchemaError`` naming the ``$ref``. With
 their own and each set of written keys a nonterminal made when the parser first
 reaches it (``json_object_rules``).
 
-Lexing caveat: terminals are read by longest match (``grammars.lexer``). A value
-that could be either a recursive call or an inline alternative starting with the
-same byte (an ``anyOf`` of ``{"$ref": "#"}`` and another object) is read as the
-inline one; such a document may be refused (never a wrong one accepted).
+Lexing: a value that could be either a call or an inline alternative starting with
+the same byte (an ``anyOf`` of ``{"$ref": "#"}`` and another object) ends one
+terminal where the other reads on. Longest match would keep only the longer
+reading and refuse documents valid by the other (MaskBench wp_105, o55244 and 7
+more), so these grammars are read with every lexeme end kept
+(``CompiledGrammar.every_end``, ``grammars.grammar_index``).
 
 Cost notes: every plain ``$ref`` is a rule of its own (written once, however often
 used), so the text between two calls stays small. Compiling costs one pass per rule
@@ -578,4 +580,4 @@ def _grammar(bodies: dict, families: dict[str, ObjectFamily]) -> CompiledGrammar
         raise UnsatisfiableSchemaError("no finite JSON document satisfies the schema (the recursion never ends)", "#")
     names = [f"T{i}" for i in range(len(terminals))]
     rule_names = {i: f"{r}@{p}" for (r, p), i in ids.items()}
-    return CompiledGrammar(names, terminals, trim(cfg, good), frozenset(), rule_names)
+    return CompiledGrammar(names, terminals, trim(cfg, good), frozenset(), rule_names, every_end=True)

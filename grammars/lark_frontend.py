@@ -50,6 +50,11 @@ class CompiledGrammar:
     #: Per terminal, how it ranks when several accept the same lexeme (higher wins;
     #: None: no preference, the parser gets them all).
     ranks: list[tuple] | None = None
+    #: How lexemes end: False, lark's longest match (a lexeme ends only where no
+    #: allowed terminal can take the next byte); True, wherever its terminals accept
+    #: (each reading followed, ``grammars.grammar_index``), for grammars whose
+    #: terminals are cut at rule calls, where the longest reading may be the wrong one.
+    every_end: bool = False
 
 
 def _terminal_regex(term) -> str:

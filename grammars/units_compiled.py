@@ -77,14 +77,17 @@ def _takes_whole(state, node, trans, loops, loop_known, class_words, below):
 
 
 def _walk_py(child_start, child_end, node_class, own, trans, below, loops, loop_known, class_words, stack, sp, runs,
-             n_runs, wholes, n_wholes, exits, n_exits, asks):
+             n_runs, wholes, n_wholes, exits, n_exits, asks, accepting, mids):
     """One round from the (node, state, depth) triples on ``stack[:sp]``: returns
     ``(sp, n_runs, n_wholes, n_exits, n_asks)``. ``runs``: nodes where a unit ends
     inside the lexeme (their own units); ``wholes``: nodes whose whole subtree stays
     inside (every byte below is a self-loop of their state: ``below``, ``loops``);
     ``exits``: (dead child, parent's state, parent's depth) at depths > 0; ``asks``:
     states whose rows must be built (their triples back on the stack after them).
-    ``loop_known`` per lexer state: 0 not yet, 1 no self-loop, 2 some (in ``loops``)."""
+    ``loop_known`` per lexer state: 0 not yet, 1 no self-loop, 2 some (in ``loops``).
+    With ``mids`` (lexing with every end kept), a live child of a node whose state
+    accepts (``accepting``: per lexer state, nonzero where some terminal accepts)
+    is an exit too: the lexeme may end there and the units below read on after it."""
     n_asks = 0
     top = 0  # triples set aside go back to the bottom of the stack
     while sp > top:
@@ -98,7 +101,8 @@ def _walk_py(child_start, child_end, node_class, own, trans, below, loops, loop_
             top += 1
             sp += 1
             continue
-        if _takes_whole(state, node, trans, loops, loop_known, class_words, below):
+        ends_here = mids and depth > 0 and accepting[state] != 0
+        if not ends_here and _takes_whole(state, node, trans, loops, loop_known, class_words, below):
             wholes[n_wholes] = node
             n_wholes += 1
             continue
@@ -111,6 +115,9 @@ def _walk_py(child_start, child_end, node_class, own, trans, below, loops, loop_
                 if child_end[child] > child_start[child]:
                     stack[sp, 0], stack[sp, 1], stack[sp, 2] = child, target, depth + 1
                     sp += 1
+                if ends_here:
+                    exits[n_exits, 0], exits[n_exits, 1], exits[n_exits, 2] = child, state, depth
+                    n_exits += 1
             elif depth > 0:
                 exits[n_exits, 0], exits[n_exits, 1], exits[n_exits, 2] = child, state, depth
                 n_exits += 1
@@ -172,7 +179,7 @@ def _covers(words, a, b):
 
 @njit(cache=True, nogil=True)
 def _table_room(state, need, trans, bits, known, nfa_bits, b, sizes, probes, class_words, rooms, chains, chain_to,
-                path):
+                path, mids):
     """How many more bytes of ``chains[state]`` table state ``state`` takes, each
     byte of them leading alike and keeping the terminals alive as they are, found
     up to ``need``: the room, or ``need`` where it is at least that; or ``-2 - s``
@@ -180,12 +187,20 @@ def _table_room(state, need, trans, bits, known, nfa_bits, b, sizes, probes, cla
     while each state's chain bytes hold the previous one's, so any text of
     ``chains[state]`` as long as the room follows it. ``rooms`` memoises per
     state: -1 not known, ``r >= 0`` exactly r, ``-3 - r`` at least r (a chain
-    followed only as far as was needed, so rows are not built further ahead)."""
+    followed only as far as was needed, so rows are not built further ahead).
+    With ``mids`` (lexing with every end kept) a chain stops at a state where some
+    terminal accepts: a lexeme may end there, so what follows is not taken whole."""
     known_room = rooms[state]
     if known_room >= 0 or known_room <= -3 - need:
         return known_room if known_room >= 0 else need
     n, cur, tail, exact = 0, state, 0, True
     while True:
+        if mids and bits[0, cur] != 0:
+            if n == 0:
+                rooms[cur] = 0
+                return 0
+            tail = 1  # the last state steps here, and the chain stops
+            break
         r = rooms[cur]
         if n > 0 and (r >= 0 or r <= -3 - (need - n)):
             if not _covers(chains, cur, path[n - 1]):
@@ -223,7 +238,7 @@ def _table_room(state, need, trans, bits, known, nfa_bits, b, sizes, probes, cla
 
 def _table_walk_py(child_start, child_end, node_class, own, to_table, trans, bits, known, nfa_bits, b, below, loops,
                    loop_known, class_words, height, sizes, probes, rooms, chains, chain_to, path, stack, sp, runs, n_runs,
-                   wholes, n_wholes, exits, n_exits, asks):
+                   wholes, n_wholes, exits, n_exits, asks, mids):
     """``_walk_py`` over one terminal table instead of the lexer: a pair's state is
     (table state, terminals still alive as bits), the lexer's one-group state
     without interning it. ``to_table``: the table's class of each lexer class;
@@ -233,21 +248,24 @@ def _table_walk_py(child_start, child_end, node_class, own, to_table, trans, bit
     the bits (they are already within the state's live ones), so loops are per
     table state. A node below which every byte is of its state's chain, and no
     deeper than the state's room (``_table_room``: a counted string, such as
-    ``maxLength``), is taken whole as well."""
+    ``maxLength``), is taken whole as well. ``mids``: as in ``_walk_py``."""
     n_asks = 0
     top = 0
     while sp > top:
         sp -= 1
         node, state, alive_here, depth = stack[sp, 0], stack[sp, 1], stack[sp, 2], stack[sp, 3]
         ask, whole = -1, False  # a state whose row Python must build; the subtree taken whole
+        ends_here = mids and depth > 0 and bits[0, state] & alive_here != 0
         if trans[state, 0] == UNKNOWN and not _table_row(state, trans, bits, known, nfa_bits, b):
             ask = state
+        elif ends_here:
+            pass
         elif _takes_whole(state, node, trans, loops, loop_known, class_words, below):
             whole = True
         elif height[node] > 1 and _chain_target(state, trans, sizes, probes, class_words, chains, chain_to) >= 0 \
                 and loops_cover(chains, state, below, node):
             room = _table_room(state, height[node], trans, bits, known, nfa_bits, b, sizes, probes, class_words,
-                               rooms, chains, chain_to, path)
+                               rooms, chains, chain_to, path, mids)
             ask, whole = (-2 - room, False) if room < -1 else (-1, room >= height[node])
         if ask >= 0:  # the pair set aside until Python has built the row
             asks[n_asks] = ask
@@ -272,6 +290,10 @@ def _table_walk_py(child_start, child_end, node_class, own, to_table, trans, bit
                 if child_end[child] > child_start[child]:
                     stack[sp, 0], stack[sp, 1], stack[sp, 2], stack[sp, 3] = child, target, alive, depth + 1
                     sp += 1
+                if ends_here:
+                    exits[n_exits, 0], exits[n_exits, 1] = child, state
+                    exits[n_exits, 2], exits[n_exits, 3] = bits[0, state] & alive_here, depth
+                    n_exits += 1
             elif depth > 0:
                 exits[n_exits, 0], exits[n_exits, 1] = child, state
                 exits[n_exits, 2], exits[n_exits, 3] = bits[0, state] & alive_here, depth
@@ -280,17 +302,19 @@ def _table_walk_py(child_start, child_end, node_class, own, to_table, trans, bit
 
 
 def _read_pieces_py(pieces, first_class, suffix, to_table, trans, bits, known, nfa_bits, b, start, alive_at_start,
-                    i0, inside, keys, rests):
+                    i0, inside, keys, rests, mid):
     """Read each of ``pieces`` (from the ``i0``-th on) from table state ``start``
     with the terminals ``alive_at_start`` (a piece: its first byte's lexer class
     ``first_class``, then the piece ``suffix`` names): ``inside[i]`` when all its
     bytes stay inside the lexeme; else where it leaves the lexeme after a byte
     at least, ``keys[i]`` (the terminals accepting the lexeme read) and
-    ``rests[i]`` (the piece left). Returns ``(len(pieces), -1)``, or ``(i, state)``
+    ``rests[i]`` (the piece left); ``mid[i]`` when, after a byte at least, it
+    passes a state where some terminal accepts and reads on (with every end kept,
+    it may also leave there). Returns ``(len(pieces), -1)``, or ``(i, state)``
     where piece i met a row Python must build (``_table_row``)."""
     for i in range(i0, len(pieces)):
         state, alive, piece, offset = start, alive_at_start, pieces[i], 0
-        inside[i], keys[i], rests[i] = False, 0, -1
+        inside[i], keys[i], rests[i], mid[i] = False, 0, -1, False
         while True:
             if trans[state, 0] == UNKNOWN and not _table_row(state, trans, bits, known, nfa_bits, b):
                 return i, state
@@ -300,6 +324,8 @@ def _read_pieces_py(pieces, first_class, suffix, to_table, trans, bits, known, n
                 if offset > 0:
                     keys[i], rests[i] = bits[0, state] & alive, piece
                 break
+            if offset > 0 and bits[0, state] & alive != 0:
+                mid[i] = True
             state, alive, piece, offset = target, after, suffix[piece], offset + 1
             if piece < 0:
                 inside[i] = True
@@ -393,10 +419,11 @@ class CompiledUnitWalk:
         self.loop_known = np.zeros(0, dtype=np.int64)
         self._trie = trie
 
-    def walk(self, lexer, start: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def walk(self, lexer, start: int, mids: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(runs, wholes, exits)`` from lexer state ``start``: the nodes whose own
         units stay inside the lexeme, those whose whole subtree does, and the exits
-        as ``[k, 3]`` (node, lexer state, depth)."""
+        as ``[k, 3]`` (node, lexer state, depth); with ``mids``, also where the
+        lexeme may end and units read on (``_walk_py``)."""
         sc = _scratch(self._trie)
         try:
             sc.stack[0, :3] = (0, start, 0)
@@ -407,7 +434,7 @@ class CompiledUnitWalk:
                 sp, n_runs, n_wholes, n_exits, n_asks = self._walk(
                     self.child_start, self.child_end, self.node_class, self.own, lexer.transitions, self.below,
                     self.loops, self.loop_known, self.class_words, sc.stack, sp, sc.runs, n_runs, sc.wholes, n_wholes,
-                    sc.exits, n_exits, sc.asks)
+                    sc.exits, n_exits, sc.asks, lexer.accept_id_array(), mids)
                 if not n_asks:
                     break
                 lexer.ensure_rows(sc.asks[:n_asks])
@@ -417,20 +444,21 @@ class CompiledUnitWalk:
 
     def read_pieces(self, lexer, k: int, start: int, bits: int, pieces: np.ndarray, first_class: np.ndarray,
                     suffix: np.ndarray):
-        """``(inside, keys, rests)`` of ``pieces`` read from the lexer's one-group
+        """``(inside, keys, rests, mid)`` of ``pieces`` read from the lexer's one-group
         state ``(k, start, bits)`` over table ``k`` (``_read_pieces_py``): what a
         piece view says of them, for a few pieces, without walking every piece."""
         table, to_table = lexer.table(k), self._table_classes(lexer, k)
         n = len(pieces)
         inside, keys, rests = np.empty(n, dtype=np.bool_), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+        mid = np.empty(n, dtype=np.bool_)
         i = 0
         while True:
             trans, table_bits, known, nfa_bits, builder = table.walk_builder()
             i, ask = self._read_pieces(pieces, first_class, suffix, to_table, trans, table_bits, known, nfa_bits,
-                                       builder, start, bits, i, inside, keys, rests)
+                                       builder, start, bits, i, inside, keys, rests, mid)
             table.build_rows((ask,) if ask >= 0 else ())
             if i == n:
-                return inside, keys, rests
+                return inside, keys, rests, mid
 
     def live_classes(self, lexer, k: int, start: int, bits: int) -> tuple[int, ...]:
         """``Lexer.live_classes`` of the one-group state ``(k, start, bits)``, from
@@ -450,16 +478,17 @@ class CompiledUnitWalk:
             to_table = self._to_table[k] = np.ascontiguousarray(lexer.table_classes(k), dtype=np.int64)
         return to_table
 
-    def walk_table(self, lexer, k: int, start: int, bits: int):
+    def walk_table(self, lexer, k: int, start: int, bits: int, mids: bool = False):
         """``walk`` from the lexer's one-group state ``(k, start, bits)``
         (``Lexer.table_group``), over table ``k`` itself: the lexer makes no state or
         row for the pairs the walk passes. Exits come as ``[k, 4]`` (node, table
         state, the terminals that accept the lexeme read before the node, depth)."""
         table, to_table = lexer.table(k), self._table_classes(lexer, k)
-        # Tables whose rows are one construction's (a grammar rule's points) share its facts.
-        facts = self._facts.get(table.rows_owner)
+        # Tables whose rows are one construction's (a grammar rule's points) share its
+        # facts (rooms differ with ``mids``: there a chain stops where a lexeme may end).
+        facts = self._facts.get((table.rows_owner, mids))
         if facts is None:
-            facts = self._facts[table.rows_owner] = _TableFacts(table.byte_to_class, self._cap)
+            facts = self._facts[(table.rows_owner, mids)] = _TableFacts(table.byte_to_class, self._cap)
         sc = _scratch(self._trie)
         try:
             sc.stack[0] = (0, start, bits, 0)
@@ -471,7 +500,7 @@ class CompiledUnitWalk:
                     self.child_start, self.child_end, self.node_class, self.own, to_table, trans, table_bits, known,
                     nfa_bits, builder, self.below, facts.loops, facts.loop_known, facts.words, self.height,
                     facts.sizes, facts.probes, facts.rooms, facts.chains, facts.chain_to, facts.path, sc.stack, sp,
-                    sc.runs, n_runs, sc.wholes, n_wholes, sc.exits, n_exits, sc.asks)
+                    sc.runs, n_runs, sc.wholes, n_wholes, sc.exits, n_exits, sc.asks, mids)
                 # Rows asked for, or none: either way the table takes in the states made.
                 table.build_rows(np.unique(sc.asks[:n_asks]).tolist() if n_asks else ())
                 if not n_asks:

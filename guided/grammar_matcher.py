@@ -1,8 +1,10 @@
-"""The matcher contract for lark grammars: an Earley parser plus a longest-match lexer.
+"""The matcher contract for grammars: an Earley parser plus a lexer (longest match for
+lark grammars, every lexeme end kept for recursive JSON Schemas).
 
-A matcher's state is ``(Earley set, lexer state, lexeme empty?)``; Earley sets are
-immutable and shared, so ``fork`` copies a list of references and ``rollback`` pops
-it. Masks come from ``grammars.grammar_index`` and are cached per state.
+A matcher's state is ``(Earley set, lexer state, lexeme empty?)``, or several such
+readings (``grammars.grammar_index.Readings``); Earley sets are immutable and shared,
+so ``fork`` copies a list of references and ``rollback`` pops it. Masks come from
+``grammars.grammar_index`` and are cached per state.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ class GrammarGuide(Guide):
         self.grammar = grammar
         self.vocab = vocab
         self.index = GrammarIndex(
-            EarleyParser(grammar.cfg), Lexer(grammar.terminal_dfas), grammar.ignore, vocab, grammar.ranks
+            EarleyParser(grammar.cfg), Lexer(grammar.terminal_dfas), grammar.ignore, vocab, grammar.ranks,
+            every_end=grammar.every_end,
         )
         self._eos_row = self.index.eos_row
 

@@ -91,3 +91,36 @@ def test_long_chains_are_found_productive_past_the_array_sweeps():
         assert _accepts(parser, [A] * n + [B, C]) == ends
         assert _accepts(parser, [C])
         assert not _accepts(parser, [A] * (n - 1) + [B, C])
+
+
+def test_merged_sets_parse_what_either_set_parses():
+    """Two readings of the same text (``a b`` as two lexemes, or as one ``a`` that a
+    longer terminal would cover) merged into one set: every continuation is
+    accepted from the merged set exactly when it is from one of the two, and the
+    merged set expects what either expects."""
+    from itertools import product
+
+    a, b, c, d, e = range(5)
+    S, X, Y = 5, 6, 7
+    rules = ((S, (X, c)), (S, (Y, d, d)), (X, (a, b)), (Y, (a,)), (Y, (a, e)), (S, (S, c)))
+    parser = EarleyParser(CFG(5, rules, S))
+    one = parser.advance(parser.advance(parser.root(), frozenset([a])), frozenset([b]))
+    other = parser.advance(parser.root(), frozenset([a]))
+    merged = parser.merge(one, other)
+    assert merged.expected == one.expected | other.expected
+    assert parser.merge(one, other) is merged and parser.merge(one, one) is one
+
+    def accepts(state, seq):
+        for t in seq:
+            state = parser.advance(state, frozenset([t]))
+            if state is None:
+                return False
+        return state.accepts
+
+    seen = 0
+    for n in range(4):
+        for seq in product(range(5), repeat=n):
+            want = accepts(one, seq) or accepts(other, seq)
+            assert accepts(merged, seq) == want, seq
+            seen += want
+    assert seen >= 4

@@ -146,19 +146,121 @@ def test_one_of_with_disjoint_branches_is_a_union(smollm2_vocab):
         assert matches(guide, compact(value)) == validator.is_valid(value), value
 
 
-@pytest.mark.xfail(strict=True, reason="longest-match lexing (grammars/json_recursive.py's caveat): a lexeme "
-                                       "that could end at a call is read on by an inline alternative")
-def test_an_alternative_ending_at_a_call_beside_one_reading_on_is_kept(smollm2_vocab):
-    """In a recursive schema the open branch's lexeme ends at ``{"type":`` (a call of
-    "any value") while the closed branch reads on through ``1``; the lexer keeps only
-    the longer, so ``{"type":1,"x":2}``, valid by the open branch, is refused. This is
-    the case found in WashingtonPost wp_105 and other grammar schemas (MaskBench
-    session 49): fixing it means lexing with every end kept. Strict: it starts
-    failing the day that lands."""
-    closed = {"properties": {"type": {"type": "integer"}}, "additionalProperties": False}
-    schema = {"properties": {"p": {"anyOf": [closed, {"type": "object"}]}, "r": {"items": {"$ref": "#"}}}}
-    guide = guided.compile(guided.JsonSchema(schema, whitespace="compact"), smollm2_vocab)
-    assert matches(guide, compact({"p": {"type": 1, "x": 2}}))
+# Where one alternative's lexeme ends at a call and another's reads on: under longest
+# match only the longer reading was kept (MaskBench wp_105, o55244 and 7 more).
+_CLOSED = {"properties": {"type": {"type": "integer"}}, "additionalProperties": False}
+ENDS_AT_A_CALL = {
+    # The open branch's lexeme ends at {"type": (its value is a call of "any
+    # value"); the closed branch's reads on through the integer.
+    "open_beside_closed": ({"properties": {"p": {"anyOf": [_CLOSED, {"type": "object"}]}, "r": {"items": {"$ref": "#"}}}},
+                           [{"p": {"type": 1, "x": 2}}, {"p": {"type": 12}}, {"r": [{"p": {"type": [1, {"a": 2}]}}]}],
+                           [{"p": {"type": 1, "x": 2}}]),
+    # o55244 cut down: a oneOf branch built by algebra is one terminal reading past
+    # {, beside an object whose pairs call rules.
+    "one_of_required": ({"oneOf": [{"required": ["p"]},
+                                   {"additionalProperties": False, "properties": {"c": {}, "r": {"items": {"$ref": "#"}}}}]},
+                        [{"c": 1}, {"p": 1, "c": 2}, {"r": [{"c": 1}, {"p": {}}]}, {"r": [{"r": []}]}],
+                        [{"r": [{"c": 1}, {"p": {}}]}]),
+}
+
+
+@pytest.mark.parametrize("key_order", ["schema", "any"])
+@pytest.mark.parametrize("name", sorted(ENDS_AT_A_CALL))
+def test_a_lexeme_that_may_end_or_read_on_is_read_both_ways(smollm2_vocab, name, key_order):
+    """A JSON Schema grammar's lexeme ends wherever its terminals accept, not only
+    where it cannot go on (``CompiledGrammar.every_end``): each reading is followed,
+    so documents valid by the alternative whose lexeme ends first are accepted, and
+    the matcher agrees with jsonschema on them and on their mutations."""
+    schema, values, _ = ENDS_AT_A_CALL[name]
+    guide = guided.compile(guided.JsonSchema(schema, whitespace="compact", key_order=key_order), smollm2_vocab)
+    assert isinstance(guide, guided.GrammarGuide)
+    validator = _validator(schema)
+    rng = random.Random(name)
+    for value in values:
+        assert validator.is_valid(value)
+        assert matches(guide, compact(value)), value
+        for m in mutations(value, rng, n=30):
+            assert matches(guide, compact(m)) == validator.is_valid(m), m
+
+
+@pytest.mark.parametrize("class_trie_max, dense_from, compiled",
+                         [(10**6, 0, False), (0, 10**9, False), (0, 0, False), (0, 0, True)],
+                         ids=["class_trie_levels", "byte_trie_live_pairs", "byte_trie_then_levels",
+                              "byte_trie_compiled_depth_first"])
+def test_every_end_masks_are_the_tokens_the_readings_accept(smollm2_vocab, smollm2_tokenizer, class_trie_max,
+                                                           dense_from, compiled, monkeypatch):
+    """With every lexeme end kept, a token may also leave the lexeme where it reads
+    on past an accepting state, and so may the rest of a token read from the next
+    lexeme: every way of walking a lexer state's view gives, at each step of
+    documents that need it, exactly the tokens that stepping the readings accepts."""
+    import grammars.grammar_index as gi
+    from fsm.jit import AVAILABLE
+
+    if compiled and not AVAILABLE:
+        pytest.skip("numba is not installed (the `fast` extra)")
+    monkeypatch.setattr(gi, "CLASS_TRIE_MAX_CLASSES", class_trie_max)
+    monkeypatch.setattr(gi, "_DENSE_FROM", dense_from)
+    monkeypatch.setattr(gi, "COMPILED_AVAILABLE", compiled)
+    for schema, _, docs in ENDS_AT_A_CALL.values():
+        guide = guided.GrammarGuide(compile_recursive_schema(schema, "compact"), smollm2_vocab)  # not the cached one
+        index = guide.index
+        for value in docs:
+            m = guide.matcher()
+            for t in smollm2_tokenizer.encode(compact(value).decode(), add_special_tokens=False) + [None]:
+                state = m._states[-1]
+                want = np.array([index.consume_token(state, x) is not None for x in range(guide.vocab_size)])
+                for e in guide.eos_token_ids:
+                    want[e] = index.can_end(state)
+                got = np.zeros(guide.vocab_size, dtype=bool)
+                got[sorted(m.allowed_token_ids())] = True
+                assert (got == want).all(), (value, t, np.flatnonzero(got != want)[:10])
+                assert t is None or m.accept_token(t)
+            assert m.is_accepting()
+
+
+@pytest.mark.parametrize("class_trie_max, dense_from, compiled",
+                         [(10**6, 0, False), (0, 10**9, False), (0, 0, False), (0, 0, True)],
+                         ids=["class_trie_levels", "byte_trie_live_pairs", "byte_trie_then_levels",
+                              "byte_trie_compiled_depth_first"])
+def test_token_views_list_every_place_a_token_may_leave_the_lexeme(smollm2_vocab, smollm2_tokenizer, class_trie_max,
+                                                                  dense_from, compiled, monkeypatch):
+    """With every end kept, a lexer state's token view lists each token at every
+    offset where the lexeme read so far accepts and the token reads on (as well as
+    where it dies): the places and the rests that stepping its bytes finds, in every
+    way of walking the view."""
+    import grammars.grammar_index as gi
+    from fsm.jit import AVAILABLE
+
+    if compiled and not AVAILABLE:
+        pytest.skip("numba is not installed (the `fast` extra)")
+    monkeypatch.setattr(gi, "CLASS_TRIE_MAX_CLASSES", class_trie_max)
+    monkeypatch.setattr(gi, "_DENSE_FROM", dense_from)
+    monkeypatch.setattr(gi, "COMPILED_AVAILABLE", compiled)
+    schema, _, docs = ENDS_AT_A_CALL["open_beside_closed"]
+    index = guided.GrammarGuide(compile_recursive_schema(schema, "compact"), smollm2_vocab).index
+    lexer, pieces = index.lexer, index.pieces
+    states = set()
+    for value in docs:  # every lexer state the readings pass, byte by byte
+        state = index.initial()
+        for b in compact(value):
+            readings = state.readings if isinstance(state, gi.Readings) else (state,)
+            states |= {lx for _, lx, _ in readings}
+            state = index.consume(state, bytes([b]))
+    tokens = np.flatnonzero(pieces.token_piece >= 0)
+    mid_exits = 0
+    for lx in sorted(states):
+        row, exits = index._token_units.walk_row(lexer, lx, pieces)
+        got = {(int(t), a, int(r)) for a, units, rests in exits.groups for t, r in zip(units, rests)}
+        want, inside = set(), np.zeros(smollm2_vocab.size, dtype=bool)
+        for t in tokens.tolist():
+            stays, ends = index._piece_ends(lx, int(pieces.token_piece[t]))
+            inside[t] = stays
+            want |= {(t, a, rest) for a, rest in ends}
+        assert got == want, (lx, sorted(got ^ want)[:5])
+        allowed = np.unpackbits(row.view(np.uint8), bitorder="little")[:smollm2_vocab.size].astype(bool)
+        assert (allowed == inside).all(), lx
+        mid_exits += sum(1 for t, _, _ in want if inside[t])
+    assert mid_exits > 0  # tokens that stay inside the lexeme, and may also leave it on the way
 
 
 def test_recursion_inside_overlapping_one_of_is_named():
@@ -588,8 +690,11 @@ def test_pieces_read_over_rule_tables_are_the_piece_views(smollm2_vocab, monkeyp
         if group is None:
             continue
         k, s, bits = group
-        inside, keys, rests = index._token_units.walker.read_pieces(lexer, k, s, bits, every,
-                                                                    index._piece_first_class(), pieces.suffix)
+        inside, keys, rests, mid = index._token_units.walker.read_pieces(lexer, k, s, bits, every,
+                                                                         index._piece_first_class(), pieces.suffix)
+        # mid: the piece passes an accepting state and reads on (every end kept, it may leave there too)
+        ends = [len(index._piece_ends(state, piece)[1]) for piece in every.tolist()]
+        assert (mid == (np.array(ends) > np.where(inside, 0, keys != 0))).all()
         accept = np.array([lexer.accept_id_of_bits(k, key) if key else 0 for key in keys.tolist()])
         with monkeypatch.context() as mp:
             mp.setattr(Lexer, "table_group", lambda self, state: None)
