@@ -10,6 +10,7 @@ import pytest
 from test_json_schema import _validator, compact, mutations, ordered
 
 import guided
+from grammars.grammar_index import Readings
 from grammars.json_recursive import compile_recursive_schema
 
 TREE = {
@@ -164,6 +165,26 @@ ENDS_AT_A_CALL = {
 }
 
 
+# The ways a lexer state's token view is walked (``grammars.grammar_index``): a small
+# class trie level by level; the byte trie's live pairs in numpy, or going on over
+# whole levels; compiled, depth first (``grammars.units_compiled``).
+walk_modes = pytest.mark.parametrize("class_trie_max, dense_from, compiled",
+                                     [(10**6, 0, False), (0, 10**9, False), (0, 0, False), (0, 0, True)],
+                                     ids=["class_trie_levels", "byte_trie_live_pairs", "byte_trie_then_levels",
+                                          "byte_trie_compiled_depth_first"])
+
+
+def _walk_mode(monkeypatch, class_trie_max, dense_from, compiled):
+    import grammars.grammar_index as gi
+    from fsm.jit import AVAILABLE
+
+    if compiled and not AVAILABLE:
+        pytest.skip("numba is not installed (the `fast` extra)")
+    monkeypatch.setattr(gi, "CLASS_TRIE_MAX_CLASSES", class_trie_max)
+    monkeypatch.setattr(gi, "_DENSE_FROM", dense_from)
+    monkeypatch.setattr(gi, "COMPILED_AVAILABLE", compiled)
+
+
 @pytest.mark.parametrize("key_order", ["schema", "any"])
 @pytest.mark.parametrize("name", sorted(ENDS_AT_A_CALL))
 def test_a_lexeme_that_may_end_or_read_on_is_read_both_ways(smollm2_vocab, name, key_order):
@@ -183,24 +204,14 @@ def test_a_lexeme_that_may_end_or_read_on_is_read_both_ways(smollm2_vocab, name,
             assert matches(guide, compact(m)) == validator.is_valid(m), m
 
 
-@pytest.mark.parametrize("class_trie_max, dense_from, compiled",
-                         [(10**6, 0, False), (0, 10**9, False), (0, 0, False), (0, 0, True)],
-                         ids=["class_trie_levels", "byte_trie_live_pairs", "byte_trie_then_levels",
-                              "byte_trie_compiled_depth_first"])
+@walk_modes
 def test_every_end_masks_are_the_tokens_the_readings_accept(smollm2_vocab, smollm2_tokenizer, class_trie_max,
                                                            dense_from, compiled, monkeypatch):
     """With every lexeme end kept, a token may also leave the lexeme where it reads
     on past an accepting state, and so may the rest of a token read from the next
     lexeme: every way of walking a lexer state's view gives, at each step of
     documents that need it, exactly the tokens that stepping the readings accepts."""
-    import grammars.grammar_index as gi
-    from fsm.jit import AVAILABLE
-
-    if compiled and not AVAILABLE:
-        pytest.skip("numba is not installed (the `fast` extra)")
-    monkeypatch.setattr(gi, "CLASS_TRIE_MAX_CLASSES", class_trie_max)
-    monkeypatch.setattr(gi, "_DENSE_FROM", dense_from)
-    monkeypatch.setattr(gi, "COMPILED_AVAILABLE", compiled)
+    _walk_mode(monkeypatch, class_trie_max, dense_from, compiled)
     for schema, _, docs in ENDS_AT_A_CALL.values():
         guide = guided.GrammarGuide(compile_recursive_schema(schema, "compact"), smollm2_vocab)  # not the cached one
         index = guide.index
@@ -218,24 +229,14 @@ def test_every_end_masks_are_the_tokens_the_readings_accept(smollm2_vocab, smoll
             assert m.is_accepting()
 
 
-@pytest.mark.parametrize("class_trie_max, dense_from, compiled",
-                         [(10**6, 0, False), (0, 10**9, False), (0, 0, False), (0, 0, True)],
-                         ids=["class_trie_levels", "byte_trie_live_pairs", "byte_trie_then_levels",
-                              "byte_trie_compiled_depth_first"])
+@walk_modes
 def test_token_views_list_every_place_a_token_may_leave_the_lexeme(smollm2_vocab, smollm2_tokenizer, class_trie_max,
                                                                   dense_from, compiled, monkeypatch):
     """With every end kept, a lexer state's token view lists each token at every
     offset where the lexeme read so far accepts and the token reads on (as well as
     where it dies): the places and the rests that stepping its bytes finds, in every
     way of walking the view."""
-    import grammars.grammar_index as gi
-    from fsm.jit import AVAILABLE
-
-    if compiled and not AVAILABLE:
-        pytest.skip("numba is not installed (the `fast` extra)")
-    monkeypatch.setattr(gi, "CLASS_TRIE_MAX_CLASSES", class_trie_max)
-    monkeypatch.setattr(gi, "_DENSE_FROM", dense_from)
-    monkeypatch.setattr(gi, "COMPILED_AVAILABLE", compiled)
+    _walk_mode(monkeypatch, class_trie_max, dense_from, compiled)
     schema, _, docs = ENDS_AT_A_CALL["open_beside_closed"]
     index = guided.GrammarGuide(compile_recursive_schema(schema, "compact"), smollm2_vocab).index
     lexer, pieces = index.lexer, index.pieces
@@ -243,7 +244,7 @@ def test_token_views_list_every_place_a_token_may_leave_the_lexeme(smollm2_vocab
     for value in docs:  # every lexer state the readings pass, byte by byte
         state = index.initial()
         for b in compact(value):
-            readings = state.readings if isinstance(state, gi.Readings) else (state,)
+            readings = state.readings if isinstance(state, Readings) else (state,)
             states |= {lx for _, lx, _ in readings}
             state = index.consume(state, bytes([b]))
     tokens = np.flatnonzero(pieces.token_piece >= 0)
