@@ -23,7 +23,11 @@ completed, never by walking its bytes again.
 
 Exactness: lexing is longest match among the allowed terminals (see
 ``grammars.lexer``), so a token's reading is unique and the mask allows exactly the
-tokens that ``GrammarIndex.consume`` accepts.
+tokens that ``GrammarIndex.consume`` accepts. Every lexer state can still reach an
+accepting one and the grammar is trimmed, so an allowed token leaves a state from
+which the parse can go on, with one caveat of longest match: a grammar that puts two
+terminals back to back with no separator, where the first could swallow the second's
+first bytes (``NAME NAME``), can reach a state where nothing fits.
 
 With ``every_end`` (grammars compiled from recursive JSON Schemas), a lexeme may end
 wherever its terminals accept, even where it could go on. A token then also leaves
@@ -35,11 +39,7 @@ one per lexer state, readings meeting in a lexer state merged into one Earley se
 (``EarleyParser.merge``); its mask is the union of theirs. A piece read from a fresh
 lexeme is read by longest match first (compiled, in bulk), and only the refused
 ones that pass an accepting state on the way are read again with every end
-(``_piece_ends``, in Python; they are rare). Every lexer state can still reach an
-accepting one and the grammar is trimmed, so an allowed token leaves a state from
-which the parse can go on, with one caveat of longest match: a grammar that puts two
-terminals back to back with no separator, where the first could swallow the second's
-first bytes (``NAME NAME``), can reach a state where nothing fits.
+(``_piece_ends``, in Python; they are rare).
 
 Cost notes: one lexer state's view is one walk over the vocabulary's trie (over
 byte classes where the lexer has few), cached for the life of the guide: in numpy
@@ -266,7 +266,7 @@ def _walk_levels(trie, depth: np.ndarray, lexer: Lexer, start: int, mids: bool =
     accept = accept_of[state[dnode]]
     offset = depth[dnode]
     units = np.flatnonzero(has_text & ~inside & (offset > 0) & (accept > 0))
-    units, accept, offset = units, accept[units], offset[units]
+    accept, offset = accept[units], offset[units]
     if mids:
         # Every live prefix above the deepest is followed by a live byte: where its
         # state accepts, the lexeme may end there too.
