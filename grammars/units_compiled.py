@@ -115,10 +115,7 @@ def _walk_py(child_start, child_end, node_class, own, trans, below, loops, loop_
                 if child_end[child] > child_start[child]:
                     stack[sp, 0], stack[sp, 1], stack[sp, 2] = child, target, depth + 1
                     sp += 1
-                if ends_here:
-                    exits[n_exits, 0], exits[n_exits, 1], exits[n_exits, 2] = child, state, depth
-                    n_exits += 1
-            elif depth > 0:
+            if depth > 0 and (target < 0 or ends_here):
                 exits[n_exits, 0], exits[n_exits, 1], exits[n_exits, 2] = child, state, depth
                 n_exits += 1
     return top, n_runs, n_wholes, n_exits, n_asks
@@ -290,11 +287,7 @@ def _table_walk_py(child_start, child_end, node_class, own, to_table, trans, bit
                 if child_end[child] > child_start[child]:
                     stack[sp, 0], stack[sp, 1], stack[sp, 2], stack[sp, 3] = child, target, alive, depth + 1
                     sp += 1
-                if ends_here:
-                    exits[n_exits, 0], exits[n_exits, 1] = child, state
-                    exits[n_exits, 2], exits[n_exits, 3] = bits[0, state] & alive_here, depth
-                    n_exits += 1
-            elif depth > 0:
+            if depth > 0 and (alive == 0 or ends_here):
                 exits[n_exits, 0], exits[n_exits, 1] = child, state
                 exits[n_exits, 2], exits[n_exits, 3] = bits[0, state] & alive_here, depth
                 n_exits += 1
