@@ -20,7 +20,9 @@ is present with a value that fails that key's schema::
       = anyOf [{"type": "object", "properties": {"r": false}},
                {"type": "object", "required": ["k"], "properties": {"k": {"not": S}}}]
 
-The same holds for an array schema of counts alone (too short, too long) and for a
+The same holds for an array schema of counts alone (too short, too long), for a
+``not`` (what fails ``not X`` is what X holds: Prometheus writes "this key is set"
+as ``not {"properties": {"k": {"const": null}}}``), and for a
 ``oneOf`` with a branch that every value satisfies (``{}``, or a misspelt
 ``{"#ref": ...}``): it holds where no other branch does, so it fails where one does.
 An ``allOf`` of such schemas fails where one part fails, and an ``anyOf`` where a
@@ -54,7 +56,7 @@ def negation(schema, deref=None, keys: list | None = None) -> list | None:
     """Schemas whose union is exactly the values that fail ``schema``, or None when
     ``schema`` is not an object schema of ``type``, ``required`` and ``properties``,
     an array schema of ``type``, ``minItems`` and ``maxItems`` (``items`` only
-    ``true`` or ``false``), or (given ``deref``, which follows ``$ref`` and drops
+    ``true`` or ``false``), a ``not``, or (given ``deref``, which follows ``$ref`` and drops
     keywords no draft defines) a ``oneOf`` with a branch that every value satisfies.
     ``[]`` means nothing fails it.
 
@@ -77,6 +79,8 @@ def negation(schema, deref=None, keys: list | None = None) -> list | None:
         return _object_negation(schema, keys)
     if not words - _ARRAY_WORDS and kind in (None, "array", ["array"]):
         return _array_negation(schema)
+    if words == {"not"}:
+        return [schema["not"]]  # what fails "not X" is what X holds
     if words == {"oneOf"} and deref is not None:
         return _one_of_negation(schema["oneOf"], deref)
     if words in ({"anyOf"}, {"allOf"}) and deref is not None and isinstance(schema[min(words)], list):

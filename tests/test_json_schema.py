@@ -1695,6 +1695,8 @@ def test_unique_items_over_enum_values():
     {"properties": {"kind": {"const": "a"}}},
     {"type": "object", "required": ["x", "y"], "properties": {"x": {"type": "integer", "minimum": 3}, "z": False}},
     {"properties": {"n": True, "m": {"enum": [1, 2]}}, "required": ["m"]},
+    {"not": {"properties": {"kind": {"const": "a"}}}},
+    {"not": {"type": "array"}},
     True,
     False,
 ])
@@ -1710,6 +1712,37 @@ def test_negated_condition_parts_fail_exactly_where_the_condition_holds(cond):
         fails = not _validator(cond).is_valid(v)
         assert any(_validator(p).is_valid(v) for p in parts) == fails, (cond, v)
     assert negation({"properties": {"a": {}}, "minProperties": 1}) is None  # not a union of schemas
+
+
+@pytest.mark.parametrize("key_order", ["schema", "any"])
+def test_conditions_written_as_not_negate_as_schemas(key_order, monkeypatch):
+    """Prometheus' auth: at most one of several keys set, written as ``if: {not:
+    {properties: {k: {const: null}}}}, then: {properties: {others: {const:
+    null}}}``. What fails ``not X`` is what X holds, so each conditional is a union
+    of schemas and no object's superset is built (it was left to the algebra, where
+    objects of many keys in any order fell back to schema order: valid configs
+    refused). A key's ``not {const: null}`` is a small value automaton."""
+    import grammars.json_schema as js
+
+    def no_object_supersets(original):
+        def guarded(self, schema, path, depth):
+            assert not (isinstance(schema, dict) and "properties" in schema), f"superset of an object at {path}"
+            return original(self, schema, path, depth)
+        return guarded
+    monkeypatch.setattr(js.SchemaCompiler, "negated_dfa", no_object_supersets(js.SchemaCompiler.negated_dfa))
+    keys = ["basic_auth", "authorization", "oauth2"]
+    schema = {"type": "object",
+              "properties": {"url": {"type": "string"}, **{k: {"type": ["object", "null"]} for k in keys}},
+              "allOf": [{"if": {"not": {"properties": {k: {"const": None}}}},
+                         "then": {"properties": {o: {"const": None} for o in keys if o != k}}} for k in keys]}
+    dfa = compile_json_schema(schema, "compact", key_order=key_order)
+    validator = _validator(schema)
+    docs = [{}, {"url": "u"}, {"basic_auth": {}}, {"url": "u", "oauth2": {"a": 1}}, {"basic_auth": {}, "oauth2": None},
+            {"basic_auth": None, "authorization": None}, {"basic_auth": {}, "oauth2": {}},
+            {"authorization": {}, "basic_auth": {}, "url": "u"}, {"oauth2": 1}, []]
+    for doc in docs:
+        text = compact(doc if key_order == "any" else ordered(doc, schema))
+        assert dfa.matches(text) == validator.is_valid(doc), doc
 
 
 def test_running_out_of_stack_inside_the_validator_is_a_clear_error(monkeypatch):
