@@ -21,8 +21,8 @@ is present with a value that fails that key's schema::
                {"type": "object", "required": ["k"], "properties": {"k": {"not": S}}}]
 
 The same holds for an array schema of counts alone (too short, too long), for a
-``not`` (what fails ``not X`` is what X holds: Prometheus writes "this key is set"
-as ``not {"properties": {"k": {"const": null}}}``), and for a
+``not`` of such a schema (what fails ``not X`` is what X holds: Prometheus writes
+"this key is set" as ``not {"properties": {"k": {"const": null}}}``), and for a
 ``oneOf`` with a branch that every value satisfies (``{}``, or a misspelt
 ``{"#ref": ...}``): it holds where no other branch does, so it fails where one does.
 An ``allOf`` of such schemas fails where one part fails, and an ``anyOf`` where a
@@ -56,9 +56,9 @@ def negation(schema, deref=None, keys: list | None = None) -> list | None:
     """Schemas whose union is exactly the values that fail ``schema``, or None when
     ``schema`` is not an object schema of ``type``, ``required`` and ``properties``,
     an array schema of ``type``, ``minItems`` and ``maxItems`` (``items`` only
-    ``true`` or ``false``), a ``not``, or (given ``deref``, which follows ``$ref`` and drops
-    keywords no draft defines) a ``oneOf`` with a branch that every value satisfies.
-    ``[]`` means nothing fails it.
+    ``true`` or ``false``), or (given ``deref``, which follows ``$ref`` and drops
+    keywords no draft defines) a ``oneOf`` with a branch that every value satisfies;
+    or a ``not`` of one of these. ``[]`` means nothing fails it.
 
     ``keys``: the only keys an object may have where the negation will be used (a
     closed object: ``additionalProperties: false``). There an object schema may be
@@ -80,7 +80,10 @@ def negation(schema, deref=None, keys: list | None = None) -> list | None:
     if not words - _ARRAY_WORDS and kind in (None, "array", ["array"]):
         return _array_negation(schema)
     if words == {"not"}:
-        return [schema["not"]]  # what fails "not X" is what X holds
+        # What fails "not X" is what X holds, for an X of the shapes above (of others,
+        # such as string patterns, the algebra's automata stay smaller than unions).
+        inner = schema["not"] if deref is None else deref(schema["not"])
+        return [schema["not"]] if negation(inner, deref, keys) is not None else None
     if words == {"oneOf"} and deref is not None:
         return _one_of_negation(schema["oneOf"], deref)
     if words in ({"anyOf"}, {"allOf"}) and deref is not None and isinstance(schema[min(words)], list):
