@@ -152,12 +152,10 @@ class _UnitTrie:
     (``grammars.units_compiled``), where numba is installed (unless
     ``compiled=False``), else level by level in numpy (``_walk_units``)."""
 
-    __slots__ = ("trie", "depth", "runs", "bank", "symbol_class", "walker", "every_end")
+    __slots__ = ("trie", "depth", "runs", "bank", "symbol_class", "walker")
 
-    def __init__(self, units: VocabularyBytes, byte_to_class: np.ndarray, compiled: bool | None = None,
-                 every_end: bool = False):
+    def __init__(self, units: VocabularyBytes, byte_to_class: np.ndarray, compiled: bool | None = None):
         self.walker = None
-        self.every_end = every_end  # token views: a lexeme may end wherever it accepts
         if int(byte_to_class.max()) + 1 <= CLASS_TRIE_MAX_CLASSES:
             self.trie = class_trie_of(units.trie, byte_to_class)
             self.depth, self.runs, self.bank, self.symbol_class = node_depth(self.trie), None, None, None
@@ -182,22 +180,23 @@ class _UnitTrie:
             return (inside, *_exit_units(self, nodes, _mapped(keys, accept_id), depths))
         return _walk_units(self, lexer, start, mids)
 
-    def walk_row(self, lexer: Lexer, start: int, pieces: Pieces):
+    def walk_row(self, lexer: Lexer, start: int, pieces: Pieces, mids: bool = False):
         """``(inside, exits)``: the units that stay inside the lexeme as a packed
         bitmask row (int32 words), and the others that leave it where some
         terminals accept, as ``_Exits`` (with the piece each reads next, of
-        ``pieces``). A compiled walk's runs set their bits in a kernel
+        ``pieces``; with ``mids``, also where they read on past an accepting
+        state: every lexeme end kept). A compiled walk's runs set their bits in a kernel
         (``fsm.walk_compiled.runs_row``: marking a bool per unit and packing them
         cost ~20% of a token view) and its exits are grouped in one
         (``grammars.units_compiled.group_exits``)."""
         if self.walker is None:
-            inside, units, accept, offset = self.walk(lexer, start, self.every_end)
+            inside, units, accept, offset = self.walk(lexer, start, mids)
             rest = pieces.suffix_at(pieces.token_piece[units], offset)
             return pack_bits(inside[None, :])[0], _Exits.of(units, accept, rest)
         from fsm.walk_compiled import runs_row  # imports numba (as the walker did)
         from .units_compiled import group_exits
 
-        runs, (nodes, keys, depths, accept_id) = self._compiled_walk(lexer, start, self.every_end)
+        runs, (nodes, keys, depths, accept_id) = self._compiled_walk(lexer, start, mids)
         words = bitmask_words(len(self.trie.token_node))
         row = np.zeros(words, dtype=np.uint32)
         for first, stop in runs:
@@ -464,7 +463,7 @@ class GrammarIndex:
         self.words = bitmask_words(vocab.size)
         self.pieces = vocabulary_pieces(vocab)
         vb = vocabulary_bytes(vocab)
-        self._token_units = _UnitTrie(vb, lexer.byte_to_class, every_end=every_end)
+        self._token_units = _UnitTrie(vb, lexer.byte_to_class)
         self._piece_units: _UnitTrie | None = None
         self._token_views: dict[int, TokenView] = {}
         self._piece_views: dict[int, PieceView] = {}
@@ -775,7 +774,7 @@ class GrammarIndex:
         return tv
 
     def _build_token_view(self, lx: int) -> TokenView:
-        inside_row, exits = self._token_units.walk_row(self.lexer, lx, self.pieces)
+        inside_row, exits = self._token_units.walk_row(self.lexer, lx, self.pieces, self.every_end)
         # Tokens whose first byte cannot extend the lexeme: they may follow its end.
         group = self.lexer.table_group(lx) if self._token_units.walker is not None else None
         live = self.lexer.live_classes(lx) if group is None else \

@@ -250,7 +250,7 @@ def test_token_views_list_every_place_a_token_may_leave_the_lexeme(smollm2_vocab
     tokens = np.flatnonzero(pieces.token_piece >= 0)
     mid_exits = 0
     for lx in sorted(states):
-        row, exits = index._token_units.walk_row(lexer, lx, pieces)
+        row, exits = index._token_units.walk_row(lexer, lx, pieces, mids=True)
         got = {(int(t), a, int(r)) for a, units, rests in exits.groups for t, r in zip(units, rests)}
         want, inside = set(), np.zeros(smollm2_vocab.size, dtype=bool)
         for t in tokens.tolist():
@@ -653,7 +653,7 @@ def test_table_walks_read_only_the_terminals_allowed(smollm2_vocab, monkeypatch)
         by_table.setdefault(id(view.table), []).append(t)
 
     def view(state):
-        row, exits = index._token_units.walk_row(lexer, state, index.pieces)
+        row, exits = index._token_units.walk_row(lexer, state, index.pieces, index.every_end)
         return row.tolist(), {a: sorted(zip(u.tolist(), r.tolist())) for a, u, r in exits.groups}
 
     compared = 0
