@@ -39,7 +39,7 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 import guided  # noqa: E402
-from guided.generation import prompt_ids  # noqa: E402
+from guided.decoding.generation import prompt_ids  # noqa: E402
 
 DEFAULT_REGEX = r"[A-Za-z ,.]{60,400}"
 PROMPT = "Write a long paragraph about the history of the bicycle."

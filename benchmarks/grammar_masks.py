@@ -286,10 +286,10 @@ class GuidedEngine:
 
     def compile(self, text: str):
         """(compiled, ready matcher)."""
-        import fsm.regex
+        import guided.fsm.regex
         from guided.compiler import _compile_uncached
 
-        fsm.regex.compile_regex.cache_clear()
+        guided.fsm.regex.compile_regex.cache_clear()
         guide = _compile_uncached(self._guided.Grammar(text), self.vocab, None)
         return guide, guide.matcher()
 

@@ -525,19 +525,19 @@ class GuidedEngine(MatcherContract):
 
     def reset(self) -> None:
         """Drop compiled-spec caches (outside the timing), so every schema compiles cold."""
-        import fsm.regex
+        import guided.fsm.regex
 
         cache = getattr(self._guided.compiler, "_cache", None)
         if hasattr(cache, "clear"):
             cache.clear()
-        for fn in (getattr(fsm.regex, "compile_regex", None),):
+        for fn in (getattr(guided.fsm.regex, "compile_regex", None),):
             if hasattr(fn, "cache_clear"):
                 fn.cache_clear()
-        import fsm.dfa
+        import guided.fsm.dfa
 
         # Minimised automata are cached by content; similar schemas (MaskBench has
         # families of near-copies) would otherwise share whole sub-automata.
-        getattr(fsm.dfa, "_minimized", {}).clear()
+        getattr(guided.fsm.dfa, "_minimized", {}).clear()
 
     def allocate(self):
         return self._guided.allocate_token_bitmask(1, self.vocab_size)

@@ -88,9 +88,9 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 import guided  # noqa: E402
-from guided.generation import prompt_ids  # noqa: E402
-from guided.sampling import warp  # noqa: E402
-from guided.processors import (  # noqa: E402
+from guided.decoding.generation import prompt_ids  # noqa: E402
+from guided.decoding.sampling import warp  # noqa: E402
+from guided.steering.bias import (
     ClassifierGuidance,
     ContextModel,
     DExperts,

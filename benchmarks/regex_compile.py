@@ -133,11 +133,11 @@ def main() -> None:
     args = ap.parse_args()
 
     t0 = time.perf_counter()
-    from fsm import utf8
-    from fsm.index import TokenIndex
-    from fsm.regex import compile_regex
-    from fsm.trie import vocabulary_bytes
     from guided import Vocabulary
+    from guided.fsm import utf8
+    from guided.fsm.index import TokenIndex
+    from guided.fsm.regex import compile_regex
+    from guided.fsm.trie import vocabulary_bytes
     from tests.tokenizer_zoo import smollm2
 
     t_import = time.perf_counter() - t0

@@ -85,7 +85,7 @@ import torch  # noqa: E402
 torch.set_num_threads(1)
 
 import guided  # noqa: E402
-from guided.speculative import DraftModel, EarlyExit, ForcedTokens, PromptLookup  # noqa: E402
+from guided.decoding.speculative import DraftModel, EarlyExit, ForcedTokens, PromptLookup  # noqa: E402
 
 
 def _obj(props: dict, required=None) -> dict:

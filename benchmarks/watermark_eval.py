@@ -78,7 +78,7 @@ import torch  # noqa: E402
 from transformers import LogitsProcessorList  # noqa: E402
 
 import guided  # noqa: E402
-from watermark import WatermarkDetector, WatermarkLogitsProcessor  # noqa: E402
+from guided.watermark import WatermarkDetector, WatermarkLogitsProcessor  # noqa: E402
 
 KEY = b"watermark-eval-key-0001"
 GAMMA, DELTA, Z_THRESHOLD = 0.25, 2.0, 4.0

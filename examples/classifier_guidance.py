@@ -35,8 +35,8 @@ import torch  # noqa: E402
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer  # noqa: E402
 
 import guided  # noqa: E402
-from guided.generation import prompt_ids  # noqa: E402
-from guided.processors import ClassifierGuidance  # noqa: E402
+from guided.decoding.generation import prompt_ids  # noqa: E402
+from guided.steering.bias import ClassifierGuidance  # noqa: E402
 
 torch.set_num_threads(1)
 TOP_K, WEIGHT = 15, 4.0

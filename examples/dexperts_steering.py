@@ -38,8 +38,8 @@ import torch  # noqa: E402
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer  # noqa: E402
 
 import guided  # noqa: E402
-from guided.generation import prompt_ids  # noqa: E402
-from guided.processors import ContextModel, DExperts  # noqa: E402
+from guided.decoding.generation import prompt_ids  # noqa: E402
+from guided.steering.bias import ContextModel, DExperts  # noqa: E402
 
 torch.set_num_threads(1)
 ALPHA = 2.0

@@ -38,8 +38,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import torch  # noqa: E402
 
 import guided  # noqa: E402
-from guided.generation import prompt_ids  # noqa: E402
-from guided.processors import ContextModel, ProxyTuning  # noqa: E402
+from guided.decoding.generation import prompt_ids  # noqa: E402
+from guided.steering.bias import ContextModel, ProxyTuning  # noqa: E402
 
 torch.set_num_threads(1)
 INSTRUCTIONS = [

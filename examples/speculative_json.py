@@ -10,7 +10,7 @@ lookup, auto + the model's own first layers as a draft model, and sampling with
 import torch
 
 import guided
-from guided.speculative import EarlyExit, ForcedTokens, PromptLookup
+from guided.decoding.speculative import EarlyExit, ForcedTokens, PromptLookup
 
 torch.set_num_threads(1)
 model, tokenizer = guided.models.load_default_model()

@@ -10,7 +10,7 @@ the text.
 import torch
 
 import guided
-from watermark import WatermarkDetector, WatermarkLogitsProcessor
+from guided.watermark import WatermarkDetector, WatermarkLogitsProcessor
 
 torch.set_num_threads(2)
 model, tokenizer = guided.models.load_default_model()

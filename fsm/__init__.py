@@ -5,15 +5,16 @@ Nothing in this package knows about torch models or spec formats other than rege
 ``grammars`` and ``guided`` build on it.
 """
 
-from .dfa import DFA
-from .lazy import LazyDFA
-from .errors import (
+from guided.errors import (
     EmptyLanguageError,
     RegexError,
     RegexSyntaxError,
     RegexTooLargeError,
     UnsupportedRegexFeature,
 )
+
+from .dfa import DFA
+from .lazy import LazyDFA
 from .regex import compile_regex
 
 __all__ = [

@@ -26,9 +26,10 @@ from operator import itemgetter
 
 import numpy as np
 
+from guided.errors import EmptyLanguageError, RegexTooLargeError
+
 from .arrays import spans
-from .errors import EmptyLanguageError, RegexTooLargeError
-from .jit import AVAILABLE as COMPILED_AVAILABLE
+from .kernels import AVAILABLE as COMPILED_AVAILABLE
 from .nfa import NFA
 
 MAX_DFA_STATES = 200_000
@@ -39,7 +40,7 @@ class DFA:
 
     Example::
 
-        >>> from fsm import compile_regex
+        >>> from guided.fsm import compile_regex
         >>> dfa = compile_regex(r"[0-9]+")
         >>> dfa.matches(b"123"), dfa.matches(b"12a")
         (True, False)
@@ -186,11 +187,11 @@ def class_starts(byte_to_class) -> list[bool]:
 def determinize(nfa: NFA, start: int, final: int, limit: int = MAX_DFA_STATES, compiled: bool | None = None) -> DFA:
     """Subset construction, then dead-state removal and minimisation; more than
     ``limit`` subsets raise ``RegexTooLargeError``. The construction is compiled
-    (``fsm.subsets_compiled``) where numba is installed, unless ``compiled=False``."""
+    (``fsm.kernels.subsets``) where numba is installed, unless ``compiled=False``."""
     if COMPILED_AVAILABLE if compiled is None else compiled:
         if nfa.pending:
             raise ValueError("an NFA with deferred fragments is determinised by LazyDFA only")
-        from .subsets_compiled import subset_table as compiled_table  # imports numba
+        from guided.fsm.kernels.subsets import subset_table as compiled_table  # imports numba
 
         trans, classes, accepting = compiled_table(nfa, start, final, None, limit)
     else:
@@ -393,11 +394,11 @@ def coarsest_partition(t: np.ndarray, accepting: np.ndarray, sink: int, compiled
     """Block id per state of the coarsest partition compatible with the complete
     table ``t`` (``sink``: its all-dead row) that keeps accepting states, other
     states and the sink apart: states in one block are equivalent. Compiled
-    (``fsm.partition_compiled``) where numba is installed, unless ``compiled=False``."""
+    (``fsm.kernels.partition``) where numba is installed, unless ``compiled=False``."""
     # Identical columns split nothing differently: keep one of each.
     t = t[:, _unique_columns(t)[0]]
     if COMPILED_AVAILABLE if compiled is None else compiled:
-        from .partition_compiled import coarsest_partition as compiled_partition  # imports numba
+        from guided.fsm.kernels.partition import coarsest_partition as compiled_partition  # imports numba
 
         return compiled_partition(np.ascontiguousarray(t, dtype=np.int64), np.ascontiguousarray(accepting, dtype=bool),
                                   sink)
@@ -551,7 +552,7 @@ def live_states(trans: np.ndarray, accepting: np.ndarray, compiled: bool | None 
     """The states that can reach an accepting one (searched compiled where numba is
     installed, unless ``compiled=False``)."""
     if COMPILED_AVAILABLE if compiled is None else compiled:
-        from .reach_compiled import live_in_table  # imports numba
+        from guided.fsm.kernels.reach import live_in_table  # imports numba
 
         return live_in_table(np.ascontiguousarray(trans), np.asarray(accepting, dtype=np.bool_))
     src, cls = np.nonzero(trans >= 0)
@@ -567,10 +568,10 @@ def co_reachable(src: np.ndarray, dst: np.ndarray, targets: np.ndarray, compiled
     """Which states reach one of ``targets`` (a bool per state) along the edges
     ``src[i] -> dst[i]``, searched backwards over the edges sorted by target: with a
     stack in Python for small graphs, a level of predecessors at a time in numpy for
-    large ones (compiled with numba where it is installed: ``fsm.reach_compiled``,
+    large ones (compiled with numba where it is installed: ``fsm.kernels.reach``,
     unless ``compiled=False``)."""
     if COMPILED_AVAILABLE if compiled is None else compiled:
-        from .reach_compiled import co_reachable as compiled_search  # imports numba
+        from guided.fsm.kernels.reach import co_reachable as compiled_search  # imports numba
 
         return compiled_search(src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False),
                                np.asarray(targets, dtype=np.bool_))
@@ -622,7 +623,7 @@ def _quotient(t: np.ndarray, block: np.ndarray, accepting: np.ndarray, byte_to_c
     numbering); byte classes recomputed for the merged automaton."""
     sink_block = int(block[-1])
     if COMPILED_AVAILABLE:
-        from .partition_compiled import quotient_order  # imports numba
+        from guided.fsm.kernels.partition import quotient_order  # imports numba
 
         remap, reps_arr = quotient_order(np.ascontiguousarray(t, dtype=np.int64), block.astype(np.int64), sink_block)
         remap = remap.astype(np.int32)

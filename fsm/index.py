@@ -52,9 +52,9 @@ import numpy as np
 from .arrays import spans
 from .dfa import DFA
 from .gc_pause import gc_paused
+from .kernels import AVAILABLE as COMPILED_AVAILABLE
 from .lazy import GrowthDeferred
 from .narrow import NARROW_BUDGET, TrieLists, class_bytes, few_moves, loop_bytes, narrow_walk
-from .jit import AVAILABLE as COMPILED_AVAILABLE
 from .narrow_compiled import CompiledWalk, TrieTable
 from .nfa import MAX_GROWN_NFA_STATES
 from .trie import LONG_RUN, PLAIN_BYTES, RunTrie, Trie, set_bits, split_vocabulary
@@ -458,7 +458,7 @@ class TokenIndex:
         row = np.zeros(self.words, dtype=np.uint32)
         big = hi - lo >= LONG_RUN
         if self.compiled:
-            from .walk_compiled import runs_row  # imports numba
+            from guided.fsm.kernels.narrow import runs_row  # imports numba
 
             ids, bank = split.bank.made(lo[big].tolist(), hi[big].tolist(), self.words)
             runs_row(row, split.order, lo, hi, LONG_RUN, bank, ids)

@@ -24,7 +24,7 @@ states get no Python lists. A compiled walk pastes them itself where allowed
 
 Cost notes: one row costs the union of its NFA states' moves plus a closure per
 target: in Python 7 µs for a one-state subset and 20-30 µs for a few states (JSON
-sizes), ~1 µs plus a call's overhead with numba (``fsm.subsets_compiled.LazySubsets``,
+sizes), ~1 µs plus a call's overhead with numba (``fsm.kernels.subsets.LazySubsets``,
 the same states numbered alike; it reads the NFA as arrays, ~65 ns a state once,
 and the states of each deferred fragment as it is built). Every state is live (the
 NFA is pruned first), so "alive" still means "a prefix of some match".
@@ -36,9 +36,10 @@ import threading
 
 import numpy as np
 
+from guided.errors import EmptyLanguageError, RegexTooLargeError
+
 from .dfa import SMALL_SEARCH_EDGES, class_starts, co_reachable, nfa_byte_classes, sweep_row
-from .errors import EmptyLanguageError, RegexTooLargeError
-from .jit import AVAILABLE as COMPILED_AVAILABLE
+from .kernels import AVAILABLE as COMPILED_AVAILABLE
 from .nfa import NFA, PastedOnce, pastable
 
 UNKNOWN = -2  # a transition not computed yet
@@ -99,11 +100,11 @@ class LazyDFA:
         #: Held while a row is built (and by a ``TokenIndex`` over this DFA while it
         #: computes rows): one compiled guide may serve several threads.
         self.lock = threading.RLock()
-        #: The construction compiled (``fsm.subsets_compiled.LazySubsets``), or None:
+        #: The construction compiled (``fsm.kernels.subsets.LazySubsets``), or None:
         #: the Python one below.
         self._fast = None
         if compiled:
-            from .subsets_compiled import LazySubsets  # imports numba
+            from guided.fsm.kernels.subsets import LazySubsets  # imports numba
 
             self._fast = LazySubsets(nfa, start, final, live, self.byte_to_class, self._class_starts, flat,
                                      MAX_LAZY_DFA_STATES)
@@ -419,8 +420,8 @@ class LazyDFA:
                 self._waiting.setdefault((id(build.templates), build.key), []).append(s)
 
     def compiled_builder(self):
-        """The compiled construction's buffers (``fsm.subsets_compiled.Buffers``),
-        for a kernel that builds rows itself (``fsm.walk_compiled``), or None."""
+        """The compiled construction's buffers (``fsm.kernels.subsets.Buffers``),
+        for a kernel that builds rows itself (``fsm.kernels.narrow``), or None."""
         fast = self._fast
         if fast is None:
             return None
@@ -429,7 +430,7 @@ class LazyDFA:
 
     def sync_states(self) -> None:
         """Take in the states the compiled construction made (``_fast_row``, or a
-        compiled walk that builds rows itself: ``fsm.walk_compiled``)."""
+        compiled walk that builds rows itself: ``fsm.kernels.narrow``)."""
         self._num_states = self._fast.b.num_states
 
     def _replay_pastes(self) -> None:
@@ -465,7 +466,7 @@ def _co_reachable(nfa: NFA, final: int, flat: tuple | None = None) -> list[bool]
     # search compiled or in numpy.
     counts, eps, moves = flat
     if COMPILED_AVAILABLE:
-        from .reach_compiled import live_in_nfa  # imports numba
+        from guided.fsm.kernels.reach import live_in_nfa  # imports numba
 
         return live_in_nfa(counts, eps, moves, nfa.pending_moves(), final).tolist()
     states = np.arange(n)

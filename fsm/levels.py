@@ -43,8 +43,9 @@ from collections import deque
 
 import numpy as np
 
+from guided.errors import EmptyLanguageError
+
 from .dfa import DFA
-from .errors import EmptyLanguageError
 from .nfa import NFA
 from .ops import embed
 
@@ -65,8 +66,8 @@ class CountedLevels:
 
     Example (bytes of a digit string counted, 2 to 3 of them)::
 
-        >>> from fsm import compile_regex
-        >>> from fsm.lazy import LazyDFA
+        >>> from guided.fsm import compile_regex
+        >>> from guided.fsm.lazy import LazyDFA
         >>> q = compile_regex(r"[0-9]*")
         >>> levels = CountedLevels(q, np.ones(q.num_states, dtype=bool), 2, 3)
         >>> nfa = NFA(lazy=True); s, e = levels.fragment(nfa)

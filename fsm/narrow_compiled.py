@@ -1,5 +1,5 @@
 """The narrow walk of ``fsm.narrow``, compiled with numba where numba is installed
-(the kernels: ``fsm.walk_compiled``).
+(the kernels: ``fsm.kernels.narrow``).
 
 ::
 
@@ -14,7 +14,7 @@ The rules are ``fsm.narrow.narrow_walk``'s, so both give the same rows (the test
 compare them): a plain or text node whose state has room for its longest token, a
 node whose bytes below are all self-loops of its state, a token end's own tokens,
 and ``start_pairs``' text shortcut; and one of its own, the plain tokens that fit a
-counted string's end as one row (``fsm.walk_compiled._dies_after``). Children are
+counted string's end as one row (``fsm.kernels.narrow._dies_after``). Children are
 checked one by one (compiled, ~1 ns each), so neither ``few_moves`` nor the numpy
 gather is needed here.
 
@@ -46,7 +46,7 @@ COMPILED_BUDGET = 200_000
 #: Rows of facts a walker starts with (40 + 32 bytes a state).
 FACTS_ROWS = 1024
 
-_PLAIN, _TEXT = 1, 2  # TrieTable's kind column (``fsm.walk_compiled``)
+_PLAIN, _TEXT = 1, 2  # TrieTable's kind column (``fsm.kernels.narrow``)
 _PLAIN_BYTE = np.zeros(256, dtype=bool)  # whether each byte is plain
 _PLAIN_BYTE[np.frombuffer(PLAIN_BYTES, dtype=np.uint8)] = True
 
@@ -90,7 +90,7 @@ class CompiledWalk:
 
     def __init__(self, table: TrieTable, lists, symbol_class: np.ndarray, dfa, plain_classes: list[int],
                  plain_cap: int, text_cap: int, order: np.ndarray, words: int, long_run: int, runs) -> None:
-        from . import walk_compiled as wc  # imports numba
+        from .kernels import narrow as wc  # imports numba
 
         self._wc = wc
         self.runs_row = wc.runs_row  # for the caller: sets the bits of a walk's long runs
@@ -136,7 +136,7 @@ class CompiledWalk:
         self.path = np.zeros(max(plain_cap, text_cap) + 1, dtype=np.int64)
         self.sets = np.zeros((2, wc.UTF8_SPREAD), dtype=np.int64)
         # Facts rows for the states a lazy DFA is built with room for
-        # (``fsm.subsets_compiled.LAZY_STATES``) and more: a walk that meets a state
+        # (``fsm.kernels.subsets.LAZY_STATES``) and more: a walk that meets a state
         # past the table's end goes back to Python to grow it, a round trip (~40 µs).
         rows = max(FACTS_ROWS, dfa.num_states + 256)
         self.facts = _fresh_facts(rows)
@@ -231,7 +231,7 @@ class CompiledWalk:
 
 
 def _fresh_facts(n: int) -> np.ndarray:
-    """``n`` rows of facts, none known (``fsm.walk_compiled``'s columns: rooms -1,
+    """``n`` rows of facts, none known (``fsm.kernels.narrow``'s columns: rooms -1,
     loop unknown (0), UTF-8 target -2, chain stamp 0)."""
     facts = np.zeros((n, 5), dtype=np.int64)
     facts[:, 0:2] = -1

@@ -13,8 +13,9 @@ from itertools import chain, repeat
 
 import numpy as np
 
-from .errors import RegexTooLargeError
-from .jit import AVAILABLE as COMPILED_AVAILABLE
+from guided.errors import RegexTooLargeError
+
+from .kernels import AVAILABLE as COMPILED_AVAILABLE
 from .utf8 import utf8_sequences
 
 #: Past this many NFA states the pattern is refused rather than exhausting memory.
@@ -244,7 +245,7 @@ class PastedOnce:
 
 def pastable(build, ahead: bool = False) -> "Template | None":
     """The template a compiled walk may paste a copy of for a fragment deferred
-    with ``build`` (``fsm.subsets_compiled.LazySubsets.allow_paste``), where it is
+    with ``build`` (``fsm.kernels.subsets.LazySubsets.allow_paste``), where it is
     made already, or (``ahead``) its builder makes it as arrays now (``PastedOnce.
     make``: an open value from the process's shape, a few µs); else None. Not a
     ``ChunkCopy``'s: its copies' rooms differ."""
@@ -428,7 +429,7 @@ class NFA:
         state it reaches by moves (itself included). With ``known``, the bits of the
         states numbered below ``len(known)`` (final, e.g. before a deferred fragment
         was built), ``known`` is extended in place to the newer states. Without it,
-        the search runs compiled where numba is installed (``fsm.reach_compiled``;
+        the search runs compiled where numba is installed (``fsm.kernels.reach``;
         ``flat``: ``self.flat()`` where the caller has it), unless ``compiled=False``.
 
         One pass of Tarjan's strongly connected components: a component is finished
@@ -494,8 +495,8 @@ class NFA:
         return bits
 
     def _reach_bits_compiled(self, seeds: dict[int, int], flat: tuple) -> list[int]:
-        """``reach_bits`` by ``fsm.reach_compiled``: the bit sets as rows of 64-bit words."""
-        from .reach_compiled import reach_bits  # imports numba
+        """``reach_bits`` by ``fsm.kernels.reach``: the bit sets as rows of 64-bit words."""
+        from guided.fsm.kernels.reach import reach_bits  # imports numba
 
         words = max(1, (max(seeds.values(), default=0).bit_length() + 63) // 64)
         bits = np.zeros((len(self.eps), words), dtype=np.uint64)
@@ -855,11 +856,11 @@ def _chunk_template(item: Template, done: int, chunk: int, rooms) -> Template | 
     copies of ``item`` (each optional: its start may go to the end), then the next
     chunk deferred (the one hole). ``rooms(i)``: the room of copy i's start (None:
     none). For a compiled construction only (``NFA.paste_pending``): the states come
-    from a kernel (``fsm.subsets_compiled.chunk_packed``). Building them in Python
+    from a kernel (``fsm.kernels.subsets.chunk_packed``). Building them in Python
     pasted each copy's lists and read them back, ~450 µs in a mask for a chunk of
     JSON string characters; this costs ~70 µs there (~50 µs warm; in numpy, ~190).
     None where ``item`` has holes."""
-    from .subsets_compiled import chunk_packed  # imports numba
+    from guided.fsm.kernels.subsets import chunk_packed  # imports numba
 
     if item.holes:
         return None

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from guided.errors import EmptyLanguageError, RegexTooLargeError
+
 from .dfa import DFA, MAX_DFA_STATES, co_reachable, minimize
-from .errors import EmptyLanguageError, RegexTooLargeError
-from .jit import AVAILABLE as COMPILED_AVAILABLE
+from .kernels import AVAILABLE as COMPILED_AVAILABLE
 from .nfa import NFA, UNBOUNDED_ROOM
 from .trie import PLAIN_BYTES
 from .utf8 import UTF8_SEQUENCES
@@ -44,7 +45,7 @@ def _product(a: DFA, b: DFA, accept, both: bool = False,
     ``both`` (an intersection, where such a pair can never accept) neither may.
     Returns the pairs' transition table, byte classes and accepting flags; more
     than ``limit`` pairs raise ``RegexTooLargeError``. Compiled
-    (``fsm.product_compiled``) where numba is installed."""
+    (``fsm.kernels.product``) where numba is installed."""
     if COMPILED_AVAILABLE:
         return _product_compiled(a, b, accept, both, limit)
     if a.num_states * b.num_states <= SMALL_PRODUCT:
@@ -53,8 +54,8 @@ def _product(a: DFA, b: DFA, accept, both: bool = False,
 
 
 def _product_compiled(a: DFA, b: DFA, accept, both: bool, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``_product`` by ``fsm.product_compiled`` (the pairs of ``_product_by_pair``)."""
-    from .product_compiled import product_pairs  # imports numba
+    """``_product`` by ``fsm.kernels.product`` (the pairs of ``_product_by_pair``)."""
+    from guided.fsm.kernels.product import product_pairs  # imports numba
 
     ca, cb, byte_to_class = _common_classes(a, b)
     ta = np.ascontiguousarray(a.transitions[:, ca], dtype=np.int64)

@@ -33,11 +33,10 @@ and ``re.LOCALE``.
 
 from __future__ import annotations
 
+import _sre
 import bisect
 import functools
 import re
-
-import _sre
 
 try:  # Python >= 3.11
     from re import _constants as C
@@ -48,8 +47,9 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse  # type: ignore[no-redef]
     from sre_compile import _ignorecase_fixes as _EXTRA_CASES  # type: ignore[no-redef]
 
+from guided.errors import RegexSyntaxError, UnsupportedRegexFeature
+
 from .dfa import DFA, determinize
-from .errors import RegexSyntaxError, UnsupportedRegexFeature
 from .nfa import NFA
 from .ops import difference, embed, intersect, repeat_unit
 from .utf8 import MAX_CODE_POINT, Ranges, complement, normalize, ranges_matching

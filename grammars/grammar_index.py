@@ -44,7 +44,7 @@ ones that pass an accepting state on the way are read again with every end
 Cost notes: one lexer state's view is one walk over the vocabulary's trie (over
 byte classes where the lexer has few), cached for the life of the guide: in numpy
 ~0.1-0.4 ms inside a key or a literal, where few nodes stay live, ~2-5 ms inside an
-open string, where most of the ~100k do; compiled (``grammars.units_compiled``,
+open string, where most of the ~100k do; compiled (``fsm.kernels.units``,
 depth first over live pairs, over the terminals' own table where they share one)
 microseconds for a key and ~0.1 ms for an open string, plus the rows it builds. A
 mask is a copy of the inside row, plus, per group of completed terminals, a
@@ -59,15 +59,14 @@ from functools import partial
 
 import numpy as np
 
-from fsm.arrays import spans
-from fsm.gc_pause import gc_paused
-from fsm.index import CLASS_TRIE_MAX_CLASSES, bitmask_words, pack_bits
-from fsm.jit import AVAILABLE as COMPILED_AVAILABLE
-from fsm.trie import LONG_RUN, VocabularyBytes, class_trie_of, node_depth, set_bits, vocabulary_bytes
+from guided.fsm.arrays import spans
+from guided.fsm.gc_pause import gc_paused
+from guided.fsm.index import CLASS_TRIE_MAX_CLASSES, bitmask_words, pack_bits
+from guided.fsm.kernels import AVAILABLE as COMPILED_AVAILABLE
+from guided.fsm.trie import LONG_RUN, VocabularyBytes, class_trie_of, node_depth, set_bits, vocabulary_bytes
 
 from .earley import EarleyParser, EarleySet
 from .lexer import Lexer
-
 
 #: Parse states cached (across sequences) before the cache is dropped (see ``drop_caches``).
 MAX_CACHED_SCANS = 50_000
@@ -149,7 +148,7 @@ class _UnitTrie:
     walked whole level by level (``_walk_levels``). Otherwise their byte trie (a
     class trie would be barely smaller), walked over live nodes only with its
     subtree runs, computed once per vocabulary: depth first, compiled
-    (``grammars.units_compiled``), where numba is installed (unless
+    (``fsm.kernels.units``), where numba is installed (unless
     ``compiled=False``), else level by level in numpy (``_walk_units``)."""
 
     __slots__ = ("trie", "depth", "runs", "bank", "symbol_class", "walker")
@@ -163,7 +162,7 @@ class _UnitTrie:
             self.trie, self.depth, self.runs, self.bank = units.trie, None, units.runs, units.bank
             self.symbol_class = byte_to_class[np.maximum(units.trie.symbol, 0)]
             if COMPILED_AVAILABLE if compiled is None else compiled:
-                from .units_compiled import CompiledUnitWalk  # imports numba
+                from guided.fsm.kernels.units import CompiledUnitWalk  # imports numba
 
                 self.walker = CompiledUnitWalk(self.trie, self.symbol_class, self.runs[3], byte_to_class)
 
@@ -186,15 +185,15 @@ class _UnitTrie:
         terminals accept, as ``_Exits`` (with the piece each reads next, of
         ``pieces``; with ``mids``, also where they read on past an accepting
         state: every lexeme end kept). A compiled walk's runs set their bits in a kernel
-        (``fsm.walk_compiled.runs_row``: marking a bool per unit and packing them
+        (``fsm.kernels.narrow.runs_row``: marking a bool per unit and packing them
         cost ~20% of a token view) and its exits are grouped in one
-        (``grammars.units_compiled.group_exits``)."""
+        (``fsm.kernels.units.group_exits``)."""
         if self.walker is None:
             inside, units, accept, offset = self.walk(lexer, start, mids)
             rest = pieces.suffix_at(pieces.token_piece[units], offset)
             return pack_bits(inside[None, :])[0], _Exits.of(units, accept, rest)
-        from fsm.walk_compiled import runs_row  # imports numba (as the walker did)
-        from .units_compiled import group_exits
+        from guided.fsm.kernels.narrow import runs_row  # imports numba (as the walker did)
+        from guided.fsm.kernels.units import group_exits
 
         runs, (nodes, keys, depths, accept_id) = self._compiled_walk(lexer, start, mids)
         words = bitmask_words(len(self.trie.token_node))

@@ -18,16 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fsm.dfa import DFA
-from fsm.errors import RegexError
-from fsm.regex import compile_regex
+from guided.errors import GrammarError, RegexError
+from guided.fsm.dfa import DFA
+from guided.fsm.regex import compile_regex
 
 from .earley import CFG, productive_symbols, trim
-
-
-class GrammarError(ValueError):
-    """A lark grammar that is invalid or cannot be compiled (the message says where)."""
-
 
 # lark's common.lark terminals that use a lookbehind, with regular equivalents: the
 # language of lexemes lark's regex matches, written without the assertion.

@@ -60,12 +60,12 @@ class TerminalTable:
         return np.asarray(self.row(state), dtype=np.int64)
 
     def walk_builder(self):
-        """For a compiled walk over the table itself (``grammars.units_compiled``):
+        """For a compiled walk over the table itself (``fsm.kernels.units``):
         ``(transitions, bits, known, nfa_bits, builder)``, valid until Python builds
         rows again: ``transitions`` (rows not built yet start with ``UNKNOWN``),
         ``bits[0]``/``bits[1]`` the accept and live bits of each state (int64) for
         the first ``known[0]`` states, ``nfa_bits`` and ``builder`` what the kernel
-        needs to build rows and their bits itself (``fsm.subsets_compiled``'s
+        needs to build rows and their bits itself (``fsm.kernels.subsets``'s
         ``builder_args``); None where the table cannot give them."""
         return None
 
@@ -232,7 +232,7 @@ class Lexer:
     def table_group(self, state: int) -> tuple[int, int, int] | None:
         """``(table, table state, bits)`` of a one-group state whose table a compiled
         walk can follow itself (``TerminalTable.walk_builder``, bits within int64:
-        ``grammars.units_compiled``); None for any other state."""
+        ``fsm.kernels.units``); None for any other state."""
         group = self._group[state]
         if group is None or group[2] >> 62:
             return None

@@ -8,30 +8,30 @@ Example::
     print(result.text, result.stats.tokens_per_s)
 """
 
-from fsm.errors import (
+from guided.decoding.generation import GenerationResult, GenerationStats, generate
+from guided.errors import (
     EmptyLanguageError,
     RegexError,
     RegexSyntaxError,
     RegexTooLargeError,
     UnsupportedRegexFeature,
 )
-from fsm.vocabulary import Vocabulary
-from grammars.lark_frontend import GrammarError
-from grammars.json_schema import (
+from guided.fsm.vocabulary import Vocabulary
+from guided.grammars.json_schema.compiler import (
     ApproximationLimitError,
     RecursiveSchemaError,
     SchemaError,
     UnsatisfiableSchemaError,
     UnsupportedSchemaError,
 )
+from guided.grammars.lark_frontend import GrammarError
 
 from . import models
 from .bitmask import allocate_token_bitmask, apply_token_bitmask_, unpack_token_bitmask
 from .compiler import compile
-from .generation import GenerationResult, GenerationStats, generate
+from .grammar_matcher import GrammarGuide, GrammarMatcher
 from .matcher import FSMGuide, FSMMatcher, Guide, Matcher
 from .processor import LogitsProcessor
-from .grammar_matcher import GrammarGuide, GrammarMatcher
 from .specs import Grammar, JsonSchema, Regex
 
 __version__ = "0.1.0"

@@ -103,7 +103,7 @@ def _add_detector_options(p) -> None:
 
 
 def _detector_from_args(args):
-    from watermark import WatermarkDetector, load_key
+    from guided.watermark import WatermarkDetector, load_key
 
     from . import models
 
@@ -139,7 +139,7 @@ def _cmd_detect(args) -> int:
 
 
 def _cmd_serve(args) -> int:
-    from watermark.service import serve
+    from guided.watermark.service import serve
 
     detector = _detector_from_args(args)
     _log(f"watermark detection on http://{args.host}:{args.port} (key id {detector.fingerprint['key_id']})")
@@ -211,24 +211,24 @@ def _import_class(target: str):
 
 def _check_spec(spec) -> None:
     """Compile the spec's automaton now, so a bad spec fails before the model loads."""
-    from fsm.regex import compile_regex
+    from guided.fsm.regex import compile_regex
 
     from .specs import Grammar, JsonSchema, Regex
 
     if isinstance(spec, Regex):
         compile_regex(spec.pattern, spec.flags)
     elif isinstance(spec, Grammar):
-        from grammars.lark_frontend import compile_lark
+        from guided.grammars.lark_frontend import compile_lark
 
         compile_lark(spec.lark_text, spec.start)
     elif isinstance(spec, JsonSchema):
-        from grammars.json_schema import compile_json_schema
+        from guided.grammars.json_schema.compiler import compile_json_schema
 
         compile_json_schema(spec.schema, spec.whitespace, spec.strict, spec.key_order)
 
 
 def _cmd_generate(args) -> int:
-    from .generation import generate
+    from guided.decoding.generation import generate
 
     spec = _spec_from_args(args)
     _check_spec(spec)  # a bad spec fails before the slow model load
@@ -236,7 +236,7 @@ def _cmd_generate(args) -> int:
     prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
     watermark = None
     if args.watermark_key_file:
-        from watermark import load_key
+        from guided.watermark import load_key
 
         key = load_key(args.watermark_key_file)  # a bad key file fails before the model loads
     model, tokenizer = _load(args.model, args.threads)
@@ -293,7 +293,7 @@ def _parse_drafters(text):
 
 
 def _drafters(names, model, tokenizer):
-    from .speculative import EarlyExit, ForcedTokens, PromptLookup
+    from guided.decoding.speculative import EarlyExit, ForcedTokens, PromptLookup
 
     if names is None or names == "auto":
         return names
@@ -304,7 +304,7 @@ def _drafters(names, model, tokenizer):
 
 def _watermark_processor(spec, tokenizer, key, spelling: str | None = None):
     """Watermark among the spec's allowed tokens (detect with the same --schema)."""
-    from watermark import WatermarkLogitsProcessor
+    from guided.watermark import WatermarkLogitsProcessor
 
     from .compiler import compile as compile_spec
 
@@ -324,7 +324,8 @@ DEMO_TASKS = [
 def _cmd_demo(args) -> int:
     import re
 
-    from .generation import generate
+    from guided.decoding.generation import generate
+
     from .specs import Regex
 
     model, tokenizer = _load(None, args.threads)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from fsm.gc_pause import gc_paused
-from fsm.regex import compile_regex
-from fsm.vocabulary import Vocabulary
+from guided.fsm.gc_pause import gc_paused
+from guided.fsm.regex import compile_regex
+from guided.fsm.vocabulary import Vocabulary
 
 from .matcher import FSMGuide, Guide
 from .specs import Grammar, JsonSchema, Regex, as_spec
@@ -69,7 +69,7 @@ def _compile_uncached(spec, vocab: Vocabulary, eager) -> Guide:
     if isinstance(spec, Regex):
         return FSMGuide(compile_regex(spec.pattern, spec.flags), vocab, eager=eager)
     if isinstance(spec, JsonSchema):
-        from grammars.json_schema import RecursiveSchemaError, compile_json_schema
+        from guided.grammars.json_schema.compiler import RecursiveSchemaError, compile_json_schema
 
         try:
             dfa, sites = compile_json_schema(spec.schema, spec.whitespace, spec.strict, spec.key_order,
@@ -77,7 +77,7 @@ def _compile_uncached(spec, vocab: Vocabulary, eager) -> Guide:
             guide = FSMGuide(dfa, vocab, eager=eager)
         except RecursiveSchemaError:
             # Recursion is not regular: the grammar engine takes the schema.
-            from grammars.json_recursive import compile_recursive_schema
+            from guided.grammars.json_schema.recursive import compile_recursive_schema
 
             from .grammar_matcher import GrammarGuide
 
@@ -90,7 +90,7 @@ def _compile_uncached(spec, vocab: Vocabulary, eager) -> Guide:
             guide = UniqueItemsGuide(guide, sites)
         return guide
     if isinstance(spec, Grammar):
-        from grammars.lark_frontend import compile_lark
+        from guided.grammars.lark_frontend import compile_lark
 
         from .grammar_matcher import GrammarGuide
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from grammars.earley import EarleyParser
-from grammars.grammar_index import GrammarIndex
-from grammars.lark_frontend import CompiledGrammar
-from grammars.lexer import Lexer
+from guided.grammars.earley import EarleyParser
+from guided.grammars.grammar_index import GrammarIndex
+from guided.grammars.lark_frontend import CompiledGrammar
+from guided.grammars.lexer import Lexer
 
 from .bitmask import write_host_row
 from .matcher import Guide, StackMatcher

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fsm.dfa import DFA
-from fsm.index import TokenIndex
+from guided.fsm.dfa import DFA
+from guided.fsm.index import TokenIndex
 
 from .bitmask import bitmask_words, write_host_row
 

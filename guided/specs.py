@@ -6,8 +6,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-#: Where the shipped grammars live (``Grammar.from_name``).
-GRAMMAR_DIR = Path(__file__).resolve().parent.parent / "grammars" / "lark"
+import guided.grammars
+
+#: Where the shipped grammars live (``Grammar.from_name``): ``grammars/lark/`` in the
+#: repository, ``guided/grammars/lark/`` once installed.
+GRAMMAR_DIR = Path(guided.grammars.__file__).resolve().parent / "lark"
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,13 @@ an item equal to an earlier one of the same array.
 
     token ──► base matcher (automaton: JSON syntax, every other keyword)
           └─► tracker: where the document stands (a stack of containers, each with
-              the schemas that apply there: ``grammars.json_unique.SiteMap``), and
+              the schemas that apply there: ``grammars.json_schema.containers.unique.SiteMap``), and
               for each checked array the items seen so far (canonical values)
 
     mask  = base mask  minus  the allowed tokens that would complete a repeated item
 
 The compiler leaves an array's ``uniqueItems`` to this check only where the
-array is conjunctive (``grammars.json_unique``): there the constraint holds whenever
+array is conjunctive (``grammars.json_schema.containers.unique``): there the constraint holds whenever
 the document reaches it, so base and tracker together accept exactly the valid
 documents. Items compare as JSON values: ``1`` equals ``1.0``, ``true`` is not ``1``,
 objects are equal whatever their key order, strings whatever their escapes.
@@ -33,7 +33,7 @@ import re
 import numpy as np
 import torch
 
-from grammars.json_unique import SiteMap, item_key
+from guided.grammars.json_schema.containers.unique import SiteMap, item_key
 
 from .bitmask import host_row
 from .matcher import Guide, Matcher

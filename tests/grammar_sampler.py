@@ -397,7 +397,7 @@ class _LR:
     """Lark's LALR table as a recogniser over terminal names (no trees, no callbacks)."""
 
     def __init__(self, lalr: lark.Lark):
-        from fsm import compile_regex
+        from guided.fsm import compile_regex
 
         table = lalr.parser.parser.parser.parse_table
         self.states = table.states
@@ -525,7 +525,7 @@ def same_state_prefix_pairs(lalr: lark.Lark) -> set[tuple[str, str]]:
     superset of what the parser can really take next. A grammar should keep this set
     small and each pair harmless (see the comments in grammars/lark/*.lark).
     """
-    from fsm import compile_regex
+    from guided.fsm import compile_regex
 
     lr = _lr(lalr)
     dfas = {t.name: compile_regex(t.pattern.to_regexp()) for t in lalr.terminals}

@@ -1,9 +1,9 @@
 """The compiled determinisation (with numba) agrees with the Python one: the subset
-construction (``fsm.subsets_compiled``) builds the same table as ``fsm.dfa.subset_table``
+construction (``fsm.kernels.subsets``) builds the same table as ``fsm.dfa.subset_table``
 (the same states, numbered alike, the same byte classes and accepting states) and
-refuses the same patterns; Hopcroft's algorithm (``fsm.partition_compiled``) finds the
+refuses the same patterns; Hopcroft's algorithm (``fsm.kernels.partition``) finds the
 same coarsest partition as ``fsm.dfa``'s Hopcroft and Moore refinements; the product of
-two DFAs (``fsm.product_compiled``) has the same pairs, numbered alike, as
+two DFAs (``fsm.kernels.product``) has the same pairs, numbered alike, as
 ``fsm.ops._product_by_pair``."""
 
 import itertools
@@ -11,11 +11,11 @@ import itertools
 import numpy as np
 import pytest
 
-from fsm.dfa import coarsest_partition, determinize, subset_table
-from fsm.errors import RegexTooLargeError
-from fsm.jit import AVAILABLE
-from fsm.nfa import NFA
-from fsm.regex import regex_to_nfa
+from guided.errors import RegexTooLargeError
+from guided.fsm.dfa import coarsest_partition, determinize, subset_table
+from guided.fsm.kernels import AVAILABLE
+from guided.fsm.nfa import NFA
+from guided.fsm.regex import regex_to_nfa
 
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason="numba is not installed (the `fast` extra)")
 
@@ -33,7 +33,7 @@ PATTERNS = [
 
 
 def _python_and_compiled(pattern: str, limit: int = 10**6):
-    from fsm import subsets_compiled
+    from guided.fsm.kernels import subsets as subsets_compiled
 
     nfa = NFA()
     start, end = regex_to_nfa(pattern, nfa)
@@ -68,7 +68,7 @@ def test_compiled_determinize_equals_python_determinize(pattern):
 def test_compiled_minimisation_equals_python_minimisation(pattern, monkeypatch):
     """The whole of ``minimize`` (Hopcroft's partition, then the quotient's
     breadth-first numbering), compiled and in Python."""
-    from fsm import dfa as dfa_module
+    from guided.fsm import dfa as dfa_module
 
     nfa = NFA()
     start, end = regex_to_nfa(pattern, nfa)
@@ -125,7 +125,7 @@ def test_compiled_determinize_matches_like_python():
 def test_compiled_construction_refuses_past_the_limit_like_python():
     with pytest.raises(RegexTooLargeError) as python_error:
         _python_and_compiled(r"(a|b)*a(a|b){9}", limit=1000)
-    from fsm import subsets_compiled
+    from guided.fsm.kernels import subsets as subsets_compiled
 
     nfa = NFA()
     start, end = regex_to_nfa(r"(a|b)*a(a|b){9}", nfa)
@@ -149,8 +149,8 @@ OPERATIONS = {"and": (lambda x, y: x and y, True), "or": (lambda x, y: x or y, F
 @pytest.mark.parametrize("operation", sorted(OPERATIONS))
 @pytest.mark.parametrize("left", range(len(OPERANDS)))
 def test_compiled_product_equals_the_python_product(left, operation):
-    from fsm import ops
-    from fsm.regex import compile_regex
+    from guided.fsm import ops
+    from guided.fsm.regex import compile_regex
 
     accept, both = OPERATIONS[operation]
     a = compile_regex(OPERANDS[left])
@@ -163,8 +163,8 @@ def test_compiled_product_equals_the_python_product(left, operation):
 
 
 def test_compiled_product_refuses_past_the_limit_like_python():
-    from fsm import ops
-    from fsm.regex import compile_regex
+    from guided.fsm import ops
+    from guided.fsm.regex import compile_regex
 
     a, b = compile_regex(r"\w{3,40}"), compile_regex(r"[^x]{0,30}")
     for product in (ops._product_by_pair, ops._product_compiled):
@@ -191,8 +191,8 @@ def _lazy_pair(spec, monkeypatch):
     """The same spec's LazyDFA built the Python way and the compiled way."""
     from functools import partial
 
-    from fsm.lazy import LazyDFA
-    from grammars import json_schema
+    from guided.fsm.lazy import LazyDFA
+    from guided.grammars.json_schema import compiler as json_schema
 
     out = []
     for compiled in (False, True):
@@ -220,7 +220,7 @@ def _explore(dfa, limit: int = 1500) -> None:
 
 @pytest.mark.parametrize("spec", LAZY_REGEXES + LAZY_SCHEMAS, ids=lambda s: str(s)[:40])
 def test_compiled_lazy_rows_equal_the_python_rows(spec, monkeypatch):
-    """``LazyDFA``'s compiled construction (``fsm.subsets_compiled.LazySubsets``)
+    """``LazyDFA``'s compiled construction (``fsm.kernels.subsets.LazySubsets``)
     makes the states the Python one makes, numbered alike, building the same
     deferred fragments on the way."""
     slow, fast = _lazy_pair(spec, monkeypatch)
@@ -241,7 +241,7 @@ def test_compiled_lazy_rows_are_the_same_when_every_buffer_grows(spec, monkeypat
     """From room for 4 states and 8 entries, each of the construction's buffers
     grows many times while rows are built (the DFA table with its hash table in one
     step): the rows stay the Python construction's."""
-    from fsm import subsets_compiled
+    from guided.fsm.kernels import subsets as subsets_compiled
 
     monkeypatch.setattr(subsets_compiled, "LAZY_STATES", 4)
     monkeypatch.setattr(subsets_compiled, "LAZY_ITEMS", 8)
@@ -262,7 +262,7 @@ def test_compiled_lazy_construction_pastes_kept_fragments_from_their_arrays(monk
     """Open values after the first are pasted straight into the compiled
     construction's arrays (``NFA.paste_pending``): their states have no Python
     lists, which refuse to be read, and the automaton is the Python one."""
-    from fsm.nfa import IN_ARRAYS
+    from guided.fsm.nfa import IN_ARRAYS
 
     slow, fast = _lazy_pair({"type": "array", "items": {}}, monkeypatch)
     for dfa in (slow, fast):
@@ -283,7 +283,7 @@ def test_compiled_lazy_growth_limit_leaves_the_state_unexpanded(monkeypatch):
     """Past ``growth_limit`` a row that needs a deferred fragment raises
     ``GrowthDeferred`` and stays unbuilt, in both constructions alike; without the
     limit it is built."""
-    from fsm.lazy import GrowthDeferred
+    from guided.fsm.lazy import GrowthDeferred
 
     rows = []
     for dfa in _lazy_pair("a{0,1000}", monkeypatch):
@@ -306,7 +306,7 @@ def test_open_values_below_the_first_are_pasted_from_the_process_shape(monkeypat
     with that level's children, and the automaton is the one built in Python."""
     import collections
 
-    from fsm.nfa import NFA as NFA_
+    from guided.fsm.nfa import NFA as NFA_
 
     schema = {"type": "object", "properties": {"a": {}, "b": {"type": "array"}}}
     text = b'{"a":[1,{"x":[[null],{"y":{}}]}],"b":[{"z":[true]}]}'
@@ -335,7 +335,7 @@ def test_middle_chunks_of_a_long_string_are_made_as_arrays(monkeypatch):
     """The first middle chunk of a long string's characters is made as arrays
     (``fsm.nfa._chunk_template``) where the Python construction builds it: the
     same states, numbered alike, and the same rooms."""
-    from fsm import nfa as nfa_module
+    from guided.fsm import nfa as nfa_module
 
     made = []
     real = nfa_module._chunk_template

@@ -11,9 +11,9 @@ import pytest
 from test_json_schema import _validator
 
 import guided
-from grammars.json_keywords import MAX_COUNTED_PROPERTIES
-from grammars.json_recursive import compile_recursive_schema
-from grammars.json_schema import compile_json_schema
+from guided.grammars.json_schema.compiler import compile_json_schema
+from guided.grammars.json_schema.keywords import MAX_COUNTED_PROPERTIES
+from guided.grammars.json_schema.recursive import compile_recursive_schema
 
 HI = MAX_COUNTED_PROPERTIES + 76  # 100: past what count tracks take
 

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 import guided
-from fsm import compile_regex
-from fsm.errors import EmptyLanguageError
-from fsm.index import TokenIndex
-from fsm.lazy import LazyDFA
-from fsm.levels import CountedLevels
-from fsm.nfa import NFA
-from grammars.json_schema import compile_json_schema
+from guided.errors import EmptyLanguageError
+from guided.fsm import compile_regex
+from guided.fsm.index import TokenIndex
+from guided.fsm.lazy import LazyDFA
+from guided.fsm.levels import CountedLevels
+from guided.fsm.nfa import NFA
+from guided.grammars.json_schema.compiler import compile_json_schema
 
 BOUNDS = [(0, 0), (0, 3), (2, 5), (3, None), (0, None), (5, 7), (1, 40)]
 

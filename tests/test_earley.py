@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from grammars.earley import CFG, EarleyParser, LazyRules, productive_symbols, trim
+from guided.grammars.earley import CFG, EarleyParser, LazyRules, productive_symbols, trim
 
 A, B, C = 0, 1, 2  # terminals
 S = 3              # the static start symbol
@@ -74,7 +74,7 @@ def test_long_chains_are_found_productive_past_the_array_sweeps():
     sweep, then finishes with a worklist (``SWEEPS``): a chain ten times longer
     than the sweeps is productive exactly when its last link ends, and trimming
     keeps it whole or drops it whole."""
-    from grammars.earley import SWEEPS
+    from guided.grammars.earley import SWEEPS
 
     n = 10 * SWEEPS
     first = 3  # N(k) -> a N(k+1), for k < n; N(n) -> b (or nothing: unproductive)

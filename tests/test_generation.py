@@ -84,7 +84,7 @@ def test_unconstrained_generation(tiny_model, smollm2_tokenizer):
 
 
 def test_chat_template_is_used(smollm2_tokenizer):
-    from guided.generation import prompt_ids
+    from guided.decoding.generation import prompt_ids
 
     chat = prompt_ids(smollm2_tokenizer, "hello")
     raw = prompt_ids(smollm2_tokenizer, "hello", chat=False)

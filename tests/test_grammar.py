@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import guided
-import grammars.grammar_index as gi
-from grammars.lark_frontend import compile_lark
+import guided.grammars.grammar_index as gi
 from guided.compiler import as_vocabulary
 from guided.grammar_matcher import GrammarGuide
+from guided.grammars.lark_frontend import compile_lark
 
 try:
     from tests import grammar_sampler as gs
@@ -197,9 +197,9 @@ def test_lexer_state_walks_give_the_brute_force_masks(smollm2_vocab, smollm2_tok
                                                       compiled, monkeypatch):
     """A lexer state's view is walked over a small class trie level by level, or over
     the byte trie's live (node, state) pairs (in numpy, going on over whole levels
-    once many pairs live; or compiled, depth first: ``grammars.units_compiled``);
+    once many pairs live; or compiled, depth first: ``fsm.kernels.units``);
     every way gives the brute-force masks."""
-    from fsm.jit import AVAILABLE
+    from guided.fsm.kernels import AVAILABLE
 
     if compiled and not AVAILABLE:
         pytest.skip("numba is not installed (the `fast` extra)")

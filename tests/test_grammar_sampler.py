@@ -91,7 +91,7 @@ def _regular(tree) -> None:
 
 @pytest.mark.parametrize("name", GRAMMARS)
 def test_grammar_loads_and_terminals_are_regular(name):
-    from fsm import compile_regex
+    from guided.fsm import compile_regex
 
     text = grammar_text(name)
     header = []

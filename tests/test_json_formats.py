@@ -1,4 +1,4 @@
-"""Tests for grammars.json_formats: JSON Schema ``format`` regexes.
+"""Tests for grammars.json_schema.compiler.scalars.formats: JSON Schema ``format`` regexes.
 
 Soundness (never accept what the format checker rejects) is checked against
 ``jsonschema``'s draft 2020-12 format checker for the formats it checks in this
@@ -21,9 +21,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import fsm.regex
-from fsm import compile_regex
-from grammars.json_formats import FORMATS, format_regex
+import guided.fsm.regex
+from guided.fsm import compile_regex
+from guided.grammars.json_schema.scalars.formats import FORMATS, format_regex
 
 CHECKER = jsonschema.Draft202012Validator.FORMAT_CHECKER
 HYP = settings(derandomize=True, deadline=None, max_examples=60)
@@ -252,7 +252,7 @@ def test_hostname_length_limit_kept(dfas):
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_dfa_size_and_compile(fmt):
-    fsm.regex.compile_regex.cache_clear()
+    guided.fsm.regex.compile_regex.cache_clear()
     t = time.perf_counter()
     dfa = compile_regex(FORMATS[fmt])
     elapsed = time.perf_counter() - t

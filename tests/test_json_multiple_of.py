@@ -9,8 +9,8 @@ from fractions import Fraction
 import pytest
 
 import guided
-from grammars.json_multiple_of import exact_step, multiple_of_dfa
-from grammars.json_schema import compile_json_schema
+from guided.grammars.json_schema.compiler import compile_json_schema
+from guided.grammars.json_schema.scalars.multiple_of import exact_step, multiple_of_dfa
 
 PLAIN_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?")
 

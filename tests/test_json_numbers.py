@@ -1,4 +1,4 @@
-"""Tests for grammars.json_numbers: bounded JSON numbers and integer multiples."""
+"""Tests for grammars.json_schema.compiler.scalars.numbers: bounded JSON numbers and integer multiples."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from fsm import compile_regex
-from grammars.json_numbers import (
+from guided.fsm import compile_regex
+from guided.grammars.json_schema.scalars.numbers import (
     JSON_INTEGER,
     JSON_NUMBER,
     integer_multiple_of_regex,

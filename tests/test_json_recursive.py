@@ -10,8 +10,8 @@ import pytest
 from test_json_schema import _validator, compact, mutations, ordered
 
 import guided
-from grammars.grammar_index import Readings
-from grammars.json_recursive import compile_recursive_schema
+from guided.grammars.grammar_index import Readings
+from guided.grammars.json_schema.recursive import compile_recursive_schema
 
 TREE = {
     "type": "object",
@@ -87,8 +87,8 @@ def guides(smollm2_vocab, request):
     """Each point's terminals read through its rule's one compiled construction
     (``SharedPointTable``), and through a Python construction of the point's own
     (``PointTable``, without numba)."""
-    from fsm.jit import AVAILABLE
-    from grammars import json_recursive
+    from guided.fsm.kernels import AVAILABLE
+    from guided.grammars.json_schema import recursive as json_recursive
 
     if request.param == "shared" and not AVAILABLE:
         pytest.skip("numba is not installed (the `fast` extra)")
@@ -167,7 +167,7 @@ ENDS_AT_A_CALL = {
 
 # The ways a lexer state's token view is walked (``grammars.grammar_index``): a small
 # class trie level by level; the byte trie's live pairs in numpy, or going on over
-# whole levels; compiled, depth first (``grammars.units_compiled``).
+# whole levels; compiled, depth first (``fsm.kernels.units``).
 walk_modes = pytest.mark.parametrize("class_trie_max, dense_from, compiled",
                                      [(10**6, 0, False), (0, 10**9, False), (0, 0, False), (0, 0, True)],
                                      ids=["class_trie_levels", "byte_trie_live_pairs", "byte_trie_then_levels",
@@ -175,8 +175,8 @@ walk_modes = pytest.mark.parametrize("class_trie_max, dense_from, compiled",
 
 
 def _walk_mode(monkeypatch, class_trie_max, dense_from, compiled):
-    import grammars.grammar_index as gi
-    from fsm.jit import AVAILABLE
+    import guided.grammars.grammar_index as gi
+    from guided.fsm.kernels import AVAILABLE
 
     if compiled and not AVAILABLE:
         pytest.skip("numba is not installed (the `fast` extra)")
@@ -500,7 +500,7 @@ def test_a_schema_that_refers_to_its_root_compiles_the_root_once(monkeypatch):
     """``{"$ref": "#"}`` inside the schema calls the start rule. The root's body
     was compiled a second time for it, with every rule the first copy made kept
     beside the second's (JSONSchemaStore's renovate: 87k rules instead of 44k)."""
-    from grammars.json_schema import SchemaCompiler
+    from guided.grammars.json_schema.compiler import SchemaCompiler
 
     roots = []
     value = SchemaCompiler.value
@@ -547,7 +547,7 @@ def test_any_key_order_pairs_repeated_across_objects_are_compiled_once(smollm2_v
     with keys in any order, 40k key/value pairs, 736 distinct): a key and its value
     schema become one rule, shared by every object that has them, and each copy is
     still judged as jsonschema judges it, in any key order."""
-    from grammars.json_schema import SchemaCompiler
+    from guided.grammars.json_schema.compiler import SchemaCompiler
 
     base = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 4}, "size": {"type": "integer"},
                                              "kids": {"type": "array", "items": {"$ref": "#/$defs/base"}}}}
@@ -605,9 +605,9 @@ def test_token_views_walked_over_rule_tables_are_the_lexer_walks(smollm2_vocab, 
     table itself (``units_compiled``: the bits of the terminals still alive carried
     along, the table's rows built in the kernel), not over lexer states made for
     each pair; every mask along the documents is the one the lexer walk gives."""
-    from fsm.jit import AVAILABLE
-    from grammars import units_compiled
-    from grammars.lexer import Lexer
+    from guided.fsm.kernels import AVAILABLE
+    from guided.fsm.kernels import units as units_compiled
+    from guided.grammars.lexer import Lexer
 
     if not AVAILABLE:
         pytest.skip("numba is not installed (the `fast` extra)")
@@ -641,8 +641,8 @@ def test_table_walks_read_only_the_terminals_allowed(smollm2_vocab, monkeypatch)
     """Where the parser allows only some of a point's terminals, a walk over the
     rule's table reads only theirs: each terminal alone gives the lexer walk's view
     (the tokens inside the lexeme, and those that leave it, by what they complete)."""
-    from fsm.jit import AVAILABLE
-    from grammars.lexer import Lexer
+    from guided.fsm.kernels import AVAILABLE
+    from guided.grammars.lexer import Lexer
 
     if not AVAILABLE:
         pytest.skip("numba is not installed (the `fast` extra)")
@@ -675,8 +675,8 @@ def test_pieces_read_over_rule_tables_are_the_piece_views(smollm2_vocab, monkeyp
     vocabulary what the piece view walked over lexer states says: whether it stays
     inside the lexeme, else what the lexeme accepts where it leaves and the piece
     read after."""
-    from fsm.jit import AVAILABLE
-    from grammars.lexer import Lexer
+    from guided.fsm.kernels import AVAILABLE
+    from guided.grammars.lexer import Lexer
 
     if not AVAILABLE:
         pytest.skip("numba is not installed (the `fast` extra)")

@@ -1,14 +1,14 @@
 """Sub-schemas used more than once: built at the first use, deferred at the others
-(``grammars.json_reuse``)."""
+(``grammars.json_schema.reuse``)."""
 
 import json
 
 import jsonschema
 import pytest
 
-from fsm.nfa import NFA
-from grammars.json_reuse import MIN_DEFERRED_STATES, ReusedValues
-from grammars.json_schema import compile_json_schema
+from guided.fsm.nfa import NFA
+from guided.grammars.json_schema.compiler import compile_json_schema
+from guided.grammars.json_schema.reuse import MIN_DEFERRED_STATES, ReusedValues
 
 ITEM = {
     "type": "object",

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import guided
-from grammars.json_schema import compile_json_schema
+from guided.grammars.json_schema.compiler import compile_json_schema
 
 hypothesis_jsonschema = pytest.importorskip("hypothesis_jsonschema")
 
@@ -365,8 +365,8 @@ def test_one_of_told_apart_by_a_key_only_one_branch_requires():
 def _judged_as_jsonschema_judges(schema, docs, apart_without_supersets, monkeypatch):
     """Compile ``schema`` recording the branches whose supersets are built; every
     doc is judged as jsonschema judges it."""
-    import grammars.json_logic as logic
-    import grammars.json_schema as js
+    import guided.grammars.json_schema.compiler as js
+    import guided.grammars.json_schema.logic.combinators as logic
 
     asked = []
     original = logic.disjoint_pairs
@@ -439,7 +439,7 @@ def test_one_of_a_branch_of_any_type_is_apart_from_an_object_by_a_tag(monkeypatc
 
 
 def _no_supersets_at_all(monkeypatch):
-    import grammars.json_schema as js
+    import guided.grammars.json_schema.compiler as js
 
     def refuse(self, schema, path, depth):
         raise AssertionError(f"superset built at {path}")
@@ -551,7 +551,7 @@ def test_one_of_a_required_key_the_other_branch_forbids(monkeypatch):
 def _one_of_unions(mp) -> list:
     """Record, per ``oneOf`` compiled, which branches were exact unions of merged
     schemas (True) and which were left to subtraction (False)."""
-    import grammars.json_logic as logic
+    import guided.grammars.json_schema.logic.combinators as logic
 
     seen: list = []
     original = logic.LogicCompiler._one_of_as_unions
@@ -706,7 +706,7 @@ def test_all_of_parts_with_their_own_all_of_merge_without_algebra(monkeypatch):
     (cloudify's Kubernetes types) are spread into one list of parts and merged by
     keywords, not intersected as whole-object automata; documents are judged as
     jsonschema judges them, in both key orders."""
-    import grammars.json_schema as js
+    import guided.grammars.json_schema.compiler as js
 
     def no_algebra(*args, **kwargs):
         raise AssertionError("allOf parts intersected as automata")
@@ -750,7 +750,7 @@ def test_all_of_logic_parts_spread_as_unions_of_merged_schemas(schema, monkeypat
     """``not`` and ``if`` parts of an ``allOf`` whose conditions negate to unions of
     schemas become choices of merged schemas: no intersection of whole-object
     automata, exact."""
-    import grammars.json_schema as js
+    import guided.grammars.json_schema.compiler as js
 
     def no_algebra(*args, **kwargs):
         raise AssertionError("allOf parts intersected as automata")
@@ -771,14 +771,14 @@ def test_one_of_union_too_large_for_the_nfa_falls_back_to_algebra(monkeypatch):
     outgrow the NFA's limit (lowered here; 400,000 states in use), the half-built
     union is dropped and the branches are subtracted as minimal DFAs instead, with
     the same language, not a size error."""
-    import fsm.nfa
+    import guided.fsm.nfa
 
     word = {"type": "string", "pattern": "^(" + "|".join(f"w{i}x{i * 7}" for i in range(40)) + ")$"}
     schema = {"type": "array", "items": {"oneOf": [
         {"type": "object", "required": ["kind"], "additionalProperties": False,
          "properties": {"kind": {"const": k}, **{f"p{i}": word for i in range(4)}}}
         for k in ("a", "b")]}}
-    monkeypatch.setattr(fsm.nfa, "MAX_NFA_STATES", 12_000)
+    monkeypatch.setattr(guided.fsm.nfa, "MAX_NFA_STATES", 12_000)
     dfa = compile_json_schema(schema, "compact")
     validator = _validator(schema)
     docs = ([], [{"kind": "a", "p0": "w3x21"}], [{"kind": "b", "p1": "w39x273", "p3": "w0x0"}, {"kind": "a"}],
@@ -816,7 +816,7 @@ def test_a_pattern_found_in_every_string_is_dropped_and_no_other(pattern, everyw
     check must agree with ``re`` itself (newlines and anchors included)."""
     import re
 
-    from grammars.json_string_dfas import always_found as _always_found
+    from guided.grammars.json_schema.strings import always_found as _always_found
 
     assert _always_found(pattern) is everywhere
     samples = ["", "a", "A1", "\n", "\n\n", "a\nb", "x y", "é", "-", "ab\n"]
@@ -961,7 +961,7 @@ def test_logic_over_present_keys_is_one_object_per_implicant():
     """"Not all of these seven keys": seven objects (one key missing each), not one
     per combination of the seven (127); ansible's meta schema spread such an object
     of 60 platforms into four ``allOf`` choices, past the automaton size limit."""
-    from grammars.json_presence import presence_keys, presence_variants
+    from guided.grammars.json_schema.logic.presence import presence_keys, presence_variants
 
     keys = [f"k{i}" for i in range(7)]
     schema = {"type": "object", "properties": {k: {"type": "integer"} for k in keys + ["d"]},
@@ -1095,7 +1095,7 @@ def test_any_key_order_reaches_objects_built_for_automaton_algebra(whitespace):
 def test_any_key_order_in_algebra_falls_back_to_schema_order(monkeypatch):
     """Objects past the whole-build limits (more keys than the ladder's first rung, or
     more NFA states than allowed) keep schema order there: stricter, never looser."""
-    import grammars.json_key_order as ko
+    import guided.grammars.json_schema.containers.key_order as ko
 
     nine = {f"k{i}": {"type": "integer"} for i in range(9)}
     wide = {"oneOf": [{"type": "object", "properties": nine, "additionalProperties": False, "required": ["k0"]},
@@ -1340,7 +1340,7 @@ def test_not_of_an_open_schema_forbids_the_key_without_algebra(monkeypatch):
     """``"not": {}`` (or ``true``, or annotations only) beside other keywords, as
     ``oneOf`` branches write forbidden properties once merged, excludes every value at
     once: no automaton difference is built, and the verdicts agree with jsonschema."""
-    from grammars.json_schema import SchemaCompiler
+    from guided.grammars.json_schema.compiler import SchemaCompiler
 
     def no_algebra(*args):
         raise AssertionError("DFA algebra for a not of an open schema")
@@ -1703,7 +1703,7 @@ def test_unique_items_over_enum_values():
 def test_negated_condition_parts_fail_exactly_where_the_condition_holds(cond):
     """json_conditional.negation: a value satisfies one of the parts iff it fails the
     condition (checked by jsonschema on objects and non-objects alike)."""
-    from grammars.json_conditional import negation
+    from guided.grammars.json_schema.logic.conditional import negation
 
     parts = negation(cond)
     samples = [None, 1, "a", [], {}, {"kind": "a"}, {"kind": "b"}, {"x": 3, "y": 0}, {"x": 2, "y": 0},
@@ -1722,7 +1722,7 @@ def test_conditions_written_as_not_negate_as_schemas(key_order, monkeypatch):
     of schemas and no object's superset is built (it was left to the algebra, where
     objects of many keys in any order fell back to schema order: valid configs
     refused). A key's ``not {const: null}`` is a small value automaton."""
-    import grammars.json_schema as js
+    import guided.grammars.json_schema.compiler as js
 
     def no_object_supersets(original):
         def guarded(self, schema, path, depth):
@@ -1783,7 +1783,7 @@ def test_a_first_compile_past_the_recursion_limit_leaves_numba_usable(tmp_path):
     import sys
 
     (tmp_path / "test_first_compile.py").write_text(
-        "from grammars.json_schema import compile_json_schema\n"
+        "from grammars.json_schema.compiler import compile_json_schema\n"
         "def test_deep_first():\n"
         "    s = {'type': 'string'}\n"
         "    for _ in range(120):\n"
@@ -1807,7 +1807,7 @@ def test_one_of_tags_are_compared_before_container_values(monkeypatch):
     # Both branches require "meta" (an object) and "kind" (the tag). Comparing the
     # objects' supersets may take seconds on real schemas; the tag decides at once,
     # whatever order the set of keys comes in.
-    from grammars.json_schema import SchemaCompiler
+    from guided.grammars.json_schema.compiler import SchemaCompiler
 
     asked = []
     original = SchemaCompiler.negated_dfa
@@ -1832,7 +1832,7 @@ def test_a_definition_used_twice_subtracts_once(monkeypatch):
     under two keys (composer's repository, under ``items`` and under
     ``additionalProperties``) costs one set of subtractions, and both places judge
     documents as jsonschema does."""
-    import grammars.json_schema as js
+    import guided.grammars.json_schema.compiler as js
 
     calls = []
     original = js.minus

@@ -7,12 +7,12 @@ import random
 import numpy as np
 import pytest
 
-from fsm.dfa import determinize
-from fsm.jit import AVAILABLE as COMPILED_AVAILABLE
-from fsm.lazy import LazyDFA
-from fsm.nfa import NFA, Template
-from fsm.regex import compile_regex
-from grammars import json_text as jt
+from guided.fsm.dfa import determinize
+from guided.fsm.kernels import AVAILABLE as COMPILED_AVAILABLE
+from guided.fsm.lazy import LazyDFA
+from guided.fsm.nfa import NFA, Template
+from guided.fsm.regex import compile_regex
+from guided.grammars.json_schema import text as jt
 
 
 def _other_keys_dfa(names, lazy=False):
@@ -136,8 +136,8 @@ def test_a_small_pattern_is_copied_in_as_its_minimal_dfa():
     long counted part stays an NFA built as reached."""
     import jsonschema
 
-    from grammars.json_schema import compile_json_schema
-    from grammars.json_string_dfas import small_pattern_dfa
+    from guided.grammars.json_schema.compiler import compile_json_schema
+    from guided.grammars.json_schema.strings import small_pattern_dfa
 
     rx = r"^[A-Fa-f\d]{24}$"
     nfa = NFA(lazy=True)

@@ -8,14 +8,14 @@ import re
 import jsonschema
 import pytest
 
-from fsm.errors import RegexTooLargeError
-from fsm.gc_pause import gc_paused
-from fsm.lazy import LazyDFA
-from fsm.jit import AVAILABLE as COMPILED_AVAILABLE
-from fsm.nfa import NFA, UNBOUNDED_ROOM
-from fsm.regex import regex_to_nfa
-from grammars.json_schema import OPEN_DEPTH, compile_json_schema
-from grammars.json_text import string_body
+from guided.errors import RegexTooLargeError
+from guided.fsm.gc_pause import gc_paused
+from guided.fsm.kernels import AVAILABLE as COMPILED_AVAILABLE
+from guided.fsm.lazy import LazyDFA
+from guided.fsm.nfa import NFA, UNBOUNDED_ROOM
+from guided.fsm.regex import regex_to_nfa
+from guided.grammars.json_schema.compiler import OPEN_DEPTH, compile_json_schema
+from guided.grammars.json_schema.text import string_body
 
 
 def lazy_dfa(pattern: str) -> LazyDFA:
@@ -64,11 +64,11 @@ def test_growth_past_the_limit_while_decoding_says_so(monkeypatch):
     """Deferred parts built as decoding reaches them may outgrow the automaton's
     limit; the error says that it happened while decoding, not that the pattern is
     too large (it compiled)."""
-    import fsm.nfa
+    import guided.fsm.nfa
 
     dfa = lazy_dfa("[a-z]{0,65535}")
-    monkeypatch.setattr(fsm.nfa, "MAX_NFA_STATES", len(dfa._nfa) + 100)  # checked past this
-    monkeypatch.setattr(fsm.nfa, "MAX_GROWN_NFA_STATES", len(dfa._nfa) + 500)
+    monkeypatch.setattr(guided.fsm.nfa, "MAX_NFA_STATES", len(dfa._nfa) + 100)  # checked past this
+    monkeypatch.setattr(guided.fsm.nfa, "MAX_GROWN_NFA_STATES", len(dfa._nfa) + 500)
     with pytest.raises(RegexTooLargeError, match="while decoding"):
         dfa.matches(b"a" * 5000)
 
@@ -167,7 +167,7 @@ def test_the_token_index_reads_a_long_strings_room_without_building_ahead(smollm
     """At the start of a ``maxLength`` 255 string every plain and text token fits;
     the index learns that from the copies' rooms, not by building the ~160 states
     of the string ahead of the text (1,463 DFA states before)."""
-    from fsm.index import TokenIndex
+    from guided.fsm.index import TokenIndex
 
     for compiled in (False, True) if COMPILED_AVAILABLE else (False,):
         nfa = NFA(lazy=True)
@@ -301,12 +301,12 @@ def test_nfa_liveness_is_the_same_searched_every_way(monkeypatch):
     """``_co_reachable`` (which NFA states can still reach the end, deferred fragments
     counted as leading to theirs) gives the same answer from its Python loop (small
     NFAs), its numpy search and its compiled search (large ones), dead states included."""
-    import fsm.lazy
-    from fsm.jit import AVAILABLE
+    import guided.fsm.lazy
+    from guided.fsm.kernels import AVAILABLE
 
     schema = {"type": "object", "properties": {"a": {}, "b": {"type": "array", "items": {"type": "string", "maxLength": 3}}},
               "additionalProperties": {"type": "integer"}}
-    from grammars.json_schema import SchemaCompiler
+    from guided.grammars.json_schema.compiler import SchemaCompiler
 
     compiler = SchemaCompiler(schema, "compact")
     nfa = NFA(lazy=True)
@@ -314,14 +314,14 @@ def test_nfa_liveness_is_the_same_searched_every_way(monkeypatch):
     orphan = nfa.state()  # a dead state: reaches nothing
     nfa.epsilon(s, orphan)
     assert nfa.pending  # the open value "a" is deferred
-    small = fsm.lazy._co_reachable(nfa, e)
-    monkeypatch.setattr(fsm.lazy, "SMALL_SEARCH_EDGES", -1)
-    monkeypatch.setattr(fsm.lazy, "COMPILED_AVAILABLE", False)
-    large = fsm.lazy._co_reachable(nfa, e, nfa.flat())
+    small = guided.fsm.lazy._co_reachable(nfa, e)
+    monkeypatch.setattr(guided.fsm.lazy, "SMALL_SEARCH_EDGES", -1)
+    monkeypatch.setattr(guided.fsm.lazy, "COMPILED_AVAILABLE", False)
+    large = guided.fsm.lazy._co_reachable(nfa, e, nfa.flat())
     assert small == large
     if AVAILABLE:
-        monkeypatch.setattr(fsm.lazy, "COMPILED_AVAILABLE", True)
-        assert fsm.lazy._co_reachable(nfa, e, nfa.flat()) == small
+        monkeypatch.setattr(guided.fsm.lazy, "COMPILED_AVAILABLE", True)
+        assert guided.fsm.lazy._co_reachable(nfa, e, nfa.flat()) == small
     assert small[s] and not small[orphan]
 
 
@@ -330,7 +330,7 @@ def test_a_pasted_template_matches_what_the_original_matches(pattern):
     """``NFA.template`` keeps a fragment as built; ``paste`` makes independent copies:
     a union of the original and two copies, each linked onward differently, still
     matches exactly the pattern followed by that copy's own suffix."""
-    from fsm.dfa import determinize
+    from guided.fsm.dfa import determinize
 
     nfa = NFA()
     first = len(nfa)
@@ -425,7 +425,7 @@ def test_large_string_products_are_built_when_reached(key):
 
 
 def test_a_large_string_product_with_no_string_is_an_error_at_compile():
-    from grammars.json_schema import UnsatisfiableSchemaError
+    from guided.grammars.json_schema.compiler import UnsatisfiableSchemaError
 
     with pytest.raises(UnsatisfiableSchemaError, match="string constraints contradict"):
         compile_json_schema({"type": "string", "pattern": r"^\w{300}$", "maxLength": 255}, "compact")
@@ -436,8 +436,8 @@ def test_a_large_string_product_with_no_string_is_an_error_at_compile():
     (r"^(\S+\s){0,3}\S$", 1, 30), (r"^[^a]*$", 2, 9),
 ])
 def test_product_bound_holds_the_pairs_a_product_reaches(pattern, lo, hi):
-    from fsm.ops import _product, product_bound
-    from grammars.json_string_dfas import body_parts as _body_parts
+    from guided.fsm.ops import _product, product_bound
+    from guided.grammars.json_schema.strings import body_parts as _body_parts
 
     a, b = _body_parts((("pattern", pattern),), lo, hi)
     reached = len(_product(a, b, lambda x, y: x and y, both=True, limit=10**7)[2])
@@ -447,10 +447,9 @@ def test_product_bound_holds_the_pairs_a_product_reaches(pattern, lo, hi):
 def test_product_bound_of_automata_not_reading_utf8_is_the_plain_product():
     import numpy as np
 
-    from fsm.dfa import DFA
-    from fsm.ops import product_bound
-
-    from grammars.json_string_dfas import length_dfa as _length_dfa
+    from guided.fsm.dfa import DFA
+    from guided.fsm.ops import product_bound
+    from guided.grammars.json_schema.strings import length_dfa as _length_dfa
 
     # One state looping on every byte: a continuation byte may come first.
     raw = DFA(np.zeros((1, 1), dtype=np.int32), np.zeros(256, dtype=np.int32), np.array([True]))
@@ -463,7 +462,7 @@ def test_a_string_product_that_may_outgrow_the_limit_is_levelled_or_built_at_com
     """A deferred product must not fail when decoding builds it: one whose bound
     passes the product limit is built level by level when its pattern is small
     (``counted_body``), else at once (a compile error if it is too large)."""
-    import grammars.json_string_dfas as strings
+    import guided.grammars.json_schema.strings as strings
 
     schema = {"type": "object", "properties": {"a": UNICODE_WORDS["properties"]["a"]}, "additionalProperties": False}
     deferred = compile_json_schema(schema, "compact").nfa_size
@@ -485,7 +484,7 @@ def test_reach_bits_is_what_a_search_from_each_state_finds(seed, compiled):
     fragment; with more than 64 bits on odd seeds (several words compiled)."""
     import random
 
-    from fsm.jit import AVAILABLE
+    from guided.fsm.kernels import AVAILABLE
 
     if compiled and not AVAILABLE:
         pytest.skip("numba is not installed (the `fast` extra)")
@@ -549,8 +548,8 @@ def test_utf8_phases_are_the_continuation_bytes_due_after_a_path(pattern):
     walking one shortest path per state."""
     import numpy as np
 
-    from fsm.ops import _utf8_phases
-    from fsm.regex import compile_regex
+    from guided.fsm.ops import _utf8_phases
+    from guided.fsm.regex import compile_regex
 
     dfa = compile_regex(pattern)
     first_byte = {int(c): b for b, c in reversed(list(enumerate(dfa.byte_to_class.tolist())))}
@@ -586,7 +585,7 @@ def test_an_unanchored_patterns_search_takes_every_plain_token_whole(smollm2_voc
     whole vocabulary at each of its ~160 states: ~3 ms a mask). Rows along a text
     that first misses and then holds a match are checked against stepping every
     token; ``^`` and ``$`` searches have states that are not free."""
-    from fsm.index import TokenIndex
+    from guided.fsm.index import TokenIndex
 
     text = '"' + ("abbc" if pattern[0] == "^" else "ab " * 70 + match) + ("" if pattern[-1] == "$" else "tail")
     for compiled in (False, True) if COMPILED_AVAILABLE else (False,):
@@ -612,10 +611,10 @@ def test_free_states_are_those_every_text_keeps_alive(pattern):
     """``fsm.ops.free_states`` of a pattern's string body: a state is free exactly
     when no run of characters from it dies, checked by a search over every plain
     byte and a few non-ASCII characters (2 to 4 bytes in UTF-8)."""
-    from fsm.dfa import determinize
-    from fsm.ops import free_states
-    from fsm.trie import PLAIN_BYTES
-    from grammars.json_text import pattern_body
+    from guided.fsm.dfa import determinize
+    from guided.fsm.ops import free_states
+    from guided.fsm.trie import PLAIN_BYTES
+    from guided.grammars.json_schema.text import pattern_body
 
     nfa = NFA()
     dfa = determinize(nfa, *pattern_body(nfa, pattern))

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from grammars.json_recursive import compile_recursive_schema
-from grammars.lexer import Lexer, TerminalView
+from guided.grammars.json_schema.recursive import compile_recursive_schema
+from guided.grammars.lexer import Lexer, TerminalView
 
 SCHEMA = {
     "type": "object",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from grammars.json_schema import compile_json_schema
+from guided.grammars.json_schema.compiler import compile_json_schema
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "maskbench.jsonl.gz"
 

@@ -14,12 +14,12 @@ import random
 import numpy as np
 import pytest
 
-from fsm.index import TokenIndex
-from fsm.lazy import LazyDFA
-from fsm.jit import AVAILABLE as COMPILED_AVAILABLE
-from fsm.narrow_compiled import CompiledWalk
-from fsm.nfa import NFA
-from fsm.regex import regex_to_nfa
+from guided.fsm.index import TokenIndex
+from guided.fsm.kernels import AVAILABLE as COMPILED_AVAILABLE
+from guided.fsm.lazy import LazyDFA
+from guided.fsm.narrow_compiled import CompiledWalk
+from guided.fsm.nfa import NFA
+from guided.fsm.regex import regex_to_nfa
 
 PATTERNS = [
     r'"([^"\\]|\\.)*"',                          # a free string: text and plain subtrees whole
@@ -140,7 +140,7 @@ def test_room_near_the_end_of_a_long_counted_string(smollm2_vocab, compiled, len
     room, true_room = index._plain_run(late), length - written
     enough = index._plain_cap // 2  # one more than the longest plain token
     assert min(true_room, enough) <= room <= true_room
-    if compiled:  # the compiled walk's own room (fsm.walk_compiled), alike
+    if compiled:  # the compiled walk's own room (fsm.kernels.narrow), alike
         index.mask(late)
         room = index._walker.facts[late, 0]
         assert min(true_room, enough) <= room <= true_room
@@ -288,7 +288,8 @@ def test_compiled_walk_grows_its_buffers(smollm2_vocab, monkeypatch):
     of runs under ``[a-z]*``, hundreds of pairs on the stack): each time it grows
     them and goes on where it stopped, losing no run and no set-aside pair. Its
     facts table (4 rows) and the lazy DFA's (4 states) grow likewise."""
-    from fsm import narrow_compiled, subsets_compiled
+    from guided.fsm import narrow_compiled
+    from guided.fsm.kernels import subsets as subsets_compiled
 
     vocab = smollm2_vocab
     monkeypatch.setattr(CompiledWalk, "BUFFER", 8)
@@ -315,7 +316,7 @@ def test_threads_share_one_index(smollm2_vocab, compiled):
     walk's buffers) equal those of an index used by one thread."""
     import threading
 
-    from grammars.json_schema import compile_json_schema
+    from guided.grammars.json_schema.compiler import compile_json_schema
 
     vocab = smollm2_vocab
     schema = {"type": "object", "properties": {
@@ -352,8 +353,8 @@ def test_bank_ids_agree_with_made_rows_and_survive_a_cleared_memo(smollm2_vocab,
     """``RunBank.ids`` (a walk's long runs, memoised by their bytes) names the rows
     ``RunBank.made`` does, holding exactly each run's tokens, also after the memo
     has been emptied at its limit."""
-    import fsm.trie as trie_module
-    from fsm.trie import LONG_RUN, split_vocabulary
+    import guided.fsm.trie as trie_module
+    from guided.fsm.trie import LONG_RUN, split_vocabulary
 
     split = split_vocabulary(smollm2_vocab).byte_level
     words = (smollm2_vocab.size + 31) // 32
@@ -373,13 +374,13 @@ def test_bank_ids_agree_with_made_rows_and_survive_a_cleared_memo(smollm2_vocab,
 @pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed (the `fast` extra)")
 def test_walks_paste_open_values_themselves(smollm2_vocab, smollm2_tokenizer, monkeypatch):
     """Copies of open values that a compiled walk meets are pasted by the walk, in
-    the round that meets them (``fsm.walk_compiled.paste_wanted``), their NFA lists
+    the round that meets them (``fsm.kernels.narrow.paste_wanted``), their NFA lists
     made later (``LazyDFA._replay_pastes``): every mask along nested extra values
     is the one a guide gets with each copy taken in through Python, and the DFA
     still accepts exactly the instance."""
     import guided
     import guided.compiler as gc
-    from fsm.subsets_compiled import LazySubsets
+    from guided.fsm.kernels.subsets import LazySubsets
 
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
     data = {"a": 1, "x": {"y": [1, {"z": "w", "v": [[], {}]}], "q": None}, "r": [[2], {"s": True, "t": {"u": 3}}]}

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import guided
-from guided.ensemble import ContextModel, DExperts, ProxyTuning
-from guided.generation import next_token_scores
-from guided.processors import FrequencyPenalty, LogitBias, PresencePenalty, RepetitionPenalty
+from guided.decoding.generation import next_token_scores
+from guided.steering.bias import FrequencyPenalty, LogitBias, PresencePenalty, RepetitionPenalty
+from guided.steering.ensemble import ContextModel, DExperts, ProxyTuning
 
 V = 10
 
@@ -186,7 +186,7 @@ class _CharTokenizer:
 
 
 def test_classifier_guidance_rescores_top_k_allowed_candidates():
-    from guided.classifier_guidance import ClassifierGuidance
+    from guided.steering.classifier import ClassifierGuidance
 
     seen = []
 

@@ -10,15 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fsm import (
-    EmptyLanguageError,
-    RegexSyntaxError,
-    UnsupportedRegexFeature,
-    compile_regex,
-)
-from fsm.nfa import NFA
-from fsm.regex import regex_to_nfa
-from fsm.utf8 import _all_scalars, normalize
+from guided.fsm import EmptyLanguageError, RegexSyntaxError, UnsupportedRegexFeature, compile_regex
+from guided.fsm.nfa import NFA
+from guided.fsm.regex import regex_to_nfa
+from guided.fsm.utf8 import _all_scalars, normalize
 
 PATTERNS = [
     r"[0-9]+",
@@ -367,8 +362,8 @@ def test_unminimised_intersection_has_the_same_language_and_embeds_without_dead_
     """``intersect(minimal=False)`` (products embedded as they are: a pattern times a
     length counter) accepts what the minimal intersection accepts; the dead pairs it
     keeps are gone once it is embedded in an NFA and determinised lazily."""
-    from fsm.lazy import LazyDFA
-    from fsm.ops import embed, intersect
+    from guided.fsm.lazy import LazyDFA
+    from guided.fsm.ops import embed, intersect
 
     da, db = compile_regex(a), compile_regex(b)
     small, big = intersect(da, db), intersect(da, db, minimal=False)
@@ -402,7 +397,7 @@ def _can_accept(dfa, state: int) -> bool:
 
 
 def test_unminimised_intersection_of_disjoint_languages_is_an_error():
-    from fsm.ops import intersect
+    from guided.fsm.ops import intersect
 
     with pytest.raises(EmptyLanguageError):
         intersect(compile_regex("a+"), compile_regex("b+"), minimal=False)
@@ -414,14 +409,14 @@ def test_products_agree_with_both_patterns_on_random_pairs(by, monkeypatch):
     patterns' ``re.fullmatch`` say they should, whether the product is built pair by
     pair (small operands), a level at a time in numpy (large ones), or compiled (with
     numba)."""
-    import fsm.ops
-    from fsm.jit import AVAILABLE
-    from fsm.ops import difference, intersect, union
+    import guided.fsm.ops
+    from guided.fsm.kernels import AVAILABLE
+    from guided.fsm.ops import difference, intersect, union
 
     if by == "compiled" and not AVAILABLE:
         pytest.skip("numba is not installed (the `fast` extra)")
-    monkeypatch.setattr(fsm.ops, "COMPILED_AVAILABLE", by == "compiled")
-    monkeypatch.setattr(fsm.ops, "SMALL_PRODUCT", 10**9 if by == "pair" else 0)
+    monkeypatch.setattr(guided.fsm.ops, "COMPILED_AVAILABLE", by == "compiled")
+    monkeypatch.setattr(guided.fsm.ops, "SMALL_PRODUCT", 10**9 if by == "pair" else 0)
 
     rng = random.Random(11)
     checked = 0
@@ -457,17 +452,17 @@ def test_products_agree_with_both_patterns_on_random_pairs(by, monkeypatch):
 def test_live_states_is_reverse_reachability(by, monkeypatch):
     """``live_states`` and ``co_reachable`` against a fixpoint, searching with a
     Python stack (small automata), a level at a time in numpy (large ones), or
-    compiled (``fsm.reach_compiled``, where numba is installed)."""
+    compiled (``fsm.kernels.reach``, where numba is installed)."""
     import numpy as np
 
-    import fsm.dfa
-    from fsm.dfa import co_reachable, live_states
-    from fsm.jit import AVAILABLE
+    import guided.fsm.dfa
+    from guided.fsm.dfa import co_reachable, live_states
+    from guided.fsm.kernels import AVAILABLE
 
     if by == "compiled" and not AVAILABLE:
         pytest.skip("numba is not installed (the `fast` extra)")
-    monkeypatch.setattr(fsm.dfa, "COMPILED_AVAILABLE", by == "compiled")
-    monkeypatch.setattr(fsm.dfa, "SMALL_SEARCH_EDGES", 10**9 if by == "stack" else -1)
+    monkeypatch.setattr(guided.fsm.dfa, "COMPILED_AVAILABLE", by == "compiled")
+    monkeypatch.setattr(guided.fsm.dfa, "SMALL_SEARCH_EDGES", 10**9 if by == "stack" else -1)
 
     rng = np.random.default_rng(3)
     for _ in range(300):
@@ -486,13 +481,13 @@ def test_live_states_is_reverse_reachability(by, monkeypatch):
 
 
 def test_minimize_cache_returns_the_same_automaton_for_the_same_table():
-    """``fsm.dfa.minimize`` caches by content: an equal table gives the cached DFA,
+    """``guided.fsm.dfa.minimize`` caches by content: an equal table gives the cached DFA,
     a table differing in one move or in acceptance gives its own, and both agree
     with ``re.fullmatch``."""
     import numpy as np
 
-    from fsm import dfa as dfa_module
-    from fsm.dfa import subset_table
+    from guided.fsm import dfa as dfa_module
+    from guided.fsm.dfa import subset_table
 
     nfa = NFA()
     start, end = regex_to_nfa(r"(ab|cd)*e", nfa)
@@ -553,7 +548,7 @@ def test_numpy_refinement_finds_hopcroft_partition(seed):
     """``_moore`` (tables of 8k cells and more) and ``_hopcroft`` (smaller ones) give
     the same partition: random tables with many equivalent states, and long chains
     (a counter: as many rounds as states)."""
-    from fsm.dfa import _hopcroft, _moore
+    from guided.fsm.dfa import _hopcroft, _moore
 
     rng = random.Random(seed)
     t, accepting, sink = _random_table(rng, rng.choice([5, 40, 300, 2000]), rng.choice([1, 3, 17]), rng.random() / 2)
@@ -569,11 +564,11 @@ def test_numpy_refinement_finds_hopcroft_partition(seed):
 def test_numpy_refinement_hands_over_on_a_hash_collision(monkeypatch):
     """Rows that hash alike but differ are caught: the partition then comes from
     Hopcroft's algorithm, never from merging states that differ."""
-    import fsm.dfa
-    from fsm.dfa import _hopcroft, _moore, coarsest_partition
+    import guided.fsm.dfa
+    from guided.fsm.dfa import _hopcroft, _moore, coarsest_partition
 
-    monkeypatch.setattr(fsm.dfa, "_row_weights", lambda k: np.zeros(k, dtype=np.int64))
-    monkeypatch.setattr(fsm.dfa, "MOORE_MIN_CELLS", 0)
+    monkeypatch.setattr(guided.fsm.dfa, "_row_weights", lambda k: np.zeros(k, dtype=np.int64))
+    monkeypatch.setattr(guided.fsm.dfa, "MOORE_MIN_CELLS", 0)
     t, accepting, sink = _random_table(random.Random(3), 300, 3, 0.2)
     assert _moore(t, accepting, sink) is None
     assert _same_partition(coarsest_partition(t, accepting, sink), _hopcroft(t, accepting, sink))
@@ -582,13 +577,13 @@ def test_numpy_refinement_hands_over_on_a_hash_collision(monkeypatch):
 @pytest.mark.parametrize("pattern", [r"\w{1,40}@[a-z]+\.(com|org)", r"(ab|cd){2,30}", r"[0-9]{3}-[0-9]{4}|x*y"])
 def test_minimisation_in_numpy_matches_python(pattern, monkeypatch):
     """Whole regex compiles give the same minimal automaton either way."""
-    import fsm.dfa
+    import guided.fsm.dfa
 
-    fsm.dfa._minimized.clear()
-    monkeypatch.setattr(fsm.dfa, "MOORE_MIN_CELLS", 0)
+    guided.fsm.dfa._minimized.clear()
+    monkeypatch.setattr(guided.fsm.dfa, "MOORE_MIN_CELLS", 0)
     by_numpy = compile_regex.__wrapped__(pattern)  # not the cached automaton
-    fsm.dfa._minimized.clear()
-    monkeypatch.setattr(fsm.dfa, "MOORE_MIN_CELLS", 10**12)
+    guided.fsm.dfa._minimized.clear()
+    monkeypatch.setattr(guided.fsm.dfa, "MOORE_MIN_CELLS", 10**12)
     by_python = compile_regex.__wrapped__(pattern)
     assert by_numpy.num_states == by_python.num_states
     assert (by_numpy.transitions == by_python.transitions).all()
@@ -600,7 +595,7 @@ def test_minimisation_in_numpy_matches_python(pattern, monkeypatch):
 def test_repeat_unit_is_the_minimal_counted_repetition(unit, lo, hi):
     """``repeat_unit`` lays out ``unit{lo,hi}`` directly: the same language and the
     same state count as the subset construction and minimisation of the pattern."""
-    from fsm.ops import repeat_unit
+    from guided.fsm.ops import repeat_unit
 
     got = repeat_unit(compile_regex(unit), lo, hi)
     want = compile_regex(f"(?:{unit}){{{lo},{'' if hi is None else hi}}}") if hi != 0 else None
@@ -616,7 +611,7 @@ def test_repeat_unit_is_the_minimal_counted_repetition(unit, lo, hi):
 
 
 def test_repeat_unit_declines_automata_that_read_on_after_accepting():
-    from fsm.ops import repeat_unit
+    from guided.fsm.ops import repeat_unit
 
     assert repeat_unit(compile_regex(r"a+"), 1, 3) is None  # accepts, then reads more
     assert repeat_unit(compile_regex(r"a?"), 1, 3) is None  # the start accepts

@@ -11,9 +11,9 @@ import re
 
 import pytest
 
-from fsm import UnsupportedRegexFeature, compile_regex
-from fsm.regex import leading_lookaheads
-from grammars.json_schema import compile_json_schema
+from guided.fsm import UnsupportedRegexFeature, compile_regex
+from guided.fsm.regex import leading_lookaheads
+from guided.grammars.json_schema.compiler import compile_json_schema
 
 # Shapes from MaskBench's JSON Schema Store schemas (reserved names, prefixes, paths).
 PATTERNS = [

@@ -10,8 +10,16 @@ import pytest
 import torch
 
 import guided
-from guided.speculative import (DraftModel, EarlyExit, ForcedTokens, PromptLookup, default_drafters, forced_bytes, propose,
-                                truncated_model)
+from guided.decoding.speculative import (
+    DraftModel,
+    EarlyExit,
+    ForcedTokens,
+    PromptLookup,
+    default_drafters,
+    forced_bytes,
+    propose,
+    truncated_model,
+)
 
 PERSON = {
     "type": "object",
@@ -95,8 +103,8 @@ def test_a_draft_model_uses_generations_processors_and_watermark(tiny_model, smo
     """The draft model drafts from the same chain as generation (processors, warpers,
     watermark with its green list among the allowed tokens): the target drafting for
     itself is then right every time, and the output is plain decoding's."""
-    from guided.processors import RepetitionPenalty
-    from watermark import WatermarkLogitsProcessor
+    from guided.steering.bias import RepetitionPenalty
+    from guided.watermark import WatermarkLogitsProcessor
 
     spec = guided.compile(guided.JsonSchema(PERSON, whitespace="compact"), smollm2_tokenizer)
 

@@ -12,7 +12,7 @@ import pytest
 from test_json_schema import _validator
 
 import guided
-from grammars.json_schema import compile_json_schema
+from guided.grammars.json_schema.compiler import compile_json_schema
 from guided.unique_items import UniqueItemsGuide
 
 STRINGS = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
-from fsm.vocabulary import Vocabulary
+from guided.fsm.vocabulary import Vocabulary
 
 try:
     from tests import tokenizer_zoo as zoo
@@ -120,7 +119,7 @@ def test_every_byte_is_a_token(family):
     assert singles == set(range(256)) - KNOWN_BYTE_GAPS.get(name, set())
     if name in KNOWN_BYTE_GAPS and not is_tiktoken(tok):
         # the gaps are the tokenizer's, not a mapping loss: their GPT-2 characters are absent
-        from fsm.vocabulary import _BYTE_ENCODER
+        from guided.fsm.vocabulary import _BYTE_ENCODER
 
         vmap = tok.get_vocab()
         assert not any(_BYTE_ENCODER[b] in vmap for b in KNOWN_BYTE_GAPS[name])
@@ -385,7 +384,7 @@ def test_set_bits_sets_exactly_the_given_tokens(count):
     """Rows are built by scattering bits for few tokens and by packing a bool row for
     many: both give bit t % 32 of word t // 32 for each token t, and keep bits
     already set."""
-    from fsm.trie import set_bits
+    from guided.fsm.trie import set_bits
 
     rng = np.random.default_rng(count)
     vocab, words = 49_152, 1_536

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 import guided
-from watermark import WatermarkDetector, WatermarkLogitsProcessor
-from watermark.prf import green_count_among, keyed_tables, mix32, values
-from watermark.spelling import SpellingCheck
-from watermark.stats import binomial_sf, normal_sf, poisson_binomial_sf
+from guided.watermark import WatermarkDetector, WatermarkLogitsProcessor
+from guided.watermark.prf import green_count_among, keyed_tables, mix32, values
+from guided.watermark.spelling import SpellingCheck
+from guided.watermark.stats import binomial_sf, normal_sf, poisson_binomial_sf
 
 KEY = b"test-key-0123456789abcdef"
 OTHER_KEY = b"another-key-9876543210fedcba"

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import torch
 
-from watermark import WatermarkDetector, WatermarkLogitsProcessor
+from guided.watermark import WatermarkDetector, WatermarkLogitsProcessor
 
 KEY = b"service-test-key-0123456789"
 V = 49152
@@ -33,7 +33,7 @@ def watermarked_ids(n=300, seed=0):
 def server(smollm2_tokenizer):
     import uvicorn
 
-    from watermark.service import create_app
+    from guided.watermark.service import create_app
 
     detector = WatermarkDetector(smollm2_tokenizer, KEY)
     app = create_app(detector, max_body_bytes=200_000)

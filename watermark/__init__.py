@@ -8,7 +8,7 @@ windowed search for watermarked spans in mixed text.
 
 Example::
 
-    from watermark import WatermarkDetector, WatermarkLogitsProcessor, load_key
+    from guided.watermark import WatermarkDetector, WatermarkLogitsProcessor, load_key
     key = load_key("wm.key")
     out = model.generate(**inputs, do_sample=True,
                          logits_processor=[WatermarkLogitsProcessor(len(tokenizer), key)])

@@ -321,7 +321,7 @@ def _tokenizer_hash(tokenizer, vocab_size: int) -> str:
     if tokenizer is None:
         return f"none-{vocab_size}"
     try:
-        from fsm.vocabulary import Vocabulary
+        from guided.fsm.vocabulary import Vocabulary
 
         return Vocabulary.from_tokenizer(tokenizer).fingerprint[:16]
     except (ValueError, TypeError, AttributeError):  # a tokenizer guided cannot read still has a size

@@ -1,0 +1,287 @@
+"""``guided.generate``: constrained decoding with a KV cache, and its statistics.
+
+One step::
+
+    logits = model(last token, cache)          # [1, V_model]
+    mask (spec) -> user processors -> temperature / top-k / top-p -> sample
+    matcher.accept_token(token)                # stop on EOS or when nothing can follow
+    matcher.fill_next_token_bitmask(...)       # next step's mask, before the next forward
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+
+from guided.bitmask import allocate_token_bitmask, apply_token_bitmask_
+from guided.compiler import as_vocabulary, compile
+from guided.matcher import Guide
+from guided.specs import JsonSchema
+
+from .beam_search import beam_search
+from .sampling import warp
+from .speculative import default_drafters, speculative_loop
+
+
+@dataclass
+class GenerationStats:
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    compile_s: float = 0.0      # spec -> guide (0 when a compiled guide was given or cached)
+    prefill_s: float = 0.0      # the prompt's forward pass (in decode_s for beam / speculative)
+    decode_s: float = 0.0       # all later steps, forward passes included
+    mask_s: float = 0.0         # filling masks and advancing matchers (applying is in the step)
+    total_s: float = 0.0
+    target_forward_passes: int = 0   # speculative decoding: the model's forward passes
+    draft_tokens: int = 0            # ... tokens proposed by the drafters
+    accepted_draft_tokens: int = 0   # ... and kept after verification
+
+    def __getitem__(self, name: str):
+        """``stats["target_forward_passes"]`` reads the field of that name."""
+        return getattr(self, name)
+
+    @property
+    def tokens_per_s(self) -> float:
+        """New tokens per second of model time (the first token comes from the prefill)."""
+        t = self.prefill_s + self.decode_s
+        return self.new_tokens / t if t > 0 else 0.0
+
+    @property
+    def mask_us_per_token(self) -> float:
+        return 1e6 * self.mask_s / self.new_tokens if self.new_tokens else 0.0
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["tokens_per_s"] = round(self.tokens_per_s, 2)
+        d["mask_us_per_token"] = round(self.mask_us_per_token, 1)
+        return d
+
+
+@dataclass
+class GenerationResult:
+    """What ``generate`` returns: the text, its value, the tokens and timing.
+
+    ``finish_reason`` is ``"eos"`` (the model ended, where the spec allows),
+    ``"complete"`` (the spec admits nothing more), or ``"length"`` (``max_new_tokens``
+    ran out; the text may then be an unfinished match). ``value`` is the parsed JSON
+    for a JSON Schema (a validated model instance for a pydantic class; ``None`` when
+    generation stopped at the length limit), and the text for other specs.
+    """
+
+    text: str
+    value: Any
+    token_ids: list[int]
+    finish_reason: str
+    stats: GenerationStats = field(default_factory=GenerationStats)
+
+    def as_dict(self) -> dict:
+        return {
+            "text": self.text,
+            "value": self.value,
+            "token_ids": self.token_ids,
+            "finish_reason": self.finish_reason,
+            "stats": self.stats.as_dict(),
+        }
+
+
+def prompt_ids(tokenizer, prompt, chat: bool = True, system: str | None = None) -> list[int]:
+    """Token ids for a prompt: a string goes through the chat template when the
+    tokenizer has one (unless ``chat=False``); a list of ids is used as it is."""
+    if not isinstance(prompt, str):
+        return [int(t) for t in prompt]
+    if chat and getattr(tokenizer, "chat_template", None):
+        messages = ([{"role": "system", "content": system}] if system else []) + [
+            {"role": "user", "content": prompt}
+        ]
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        if hasattr(ids, "keys"):  # BatchEncoding in newer transformers
+            ids = ids["input_ids"]
+        return list(ids)
+    return tokenizer(prompt, add_special_tokens=True)["input_ids"]
+
+
+def next_token_scores(
+    logits: torch.Tensor,
+    input_ids: torch.Tensor,
+    bitmask=None,
+    processors=(),
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    min_p: float | None = None,
+    watermark=None,
+) -> torch.Tensor:
+    """The scores the next token is drawn from, in the documented order::
+
+        mask -> processors -> mask again -> temperature / top-k / top-p / min-p -> watermark
+
+    The mask comes first so that top-k and the like only ever choose among allowed
+    tokens; it is applied again after the processors so that none can bring a
+    forbidden token back. ``logits`` is modified in place where possible.
+    """
+    if bitmask is not None:
+        apply_token_bitmask_(logits, bitmask)
+    if processors:
+        for proc in processors:
+            logits = proc(input_ids, logits)
+        if bitmask is not None:
+            apply_token_bitmask_(logits, bitmask)
+    if temperature > 0:
+        logits = warp(logits, temperature, top_k, top_p, min_p)
+    if watermark is not None:
+        logits = watermark(input_ids, logits)
+    return logits
+
+
+@torch.inference_mode()
+def generate(
+    model,
+    tokenizer,
+    prompt,
+    spec=None,
+    *,
+    max_new_tokens: int = 256,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    min_p: float | None = None,
+    seed: int | None = None,
+    chat: bool = True,
+    system: str | None = None,
+    processors=(),
+    watermark=None,
+    num_beams: int = 1,
+    speculative=None,
+    num_draft_tokens: int = 8,
+    logits_processors=(),
+) -> GenerationResult:
+    """Generate from ``model`` so that the output satisfies ``spec``.
+
+    ``spec`` is a ``guided.Regex`` (or any spec ``guided.compile`` takes), an already
+    compiled ``Guide``, or ``None`` for unconstrained text. ``temperature=0`` is
+    greedy; otherwise sampling with optional ``top_k`` / ``top_p`` / ``min_p``.
+    ``processors`` are HF-style ``(input_ids, scores) -> scores`` callables
+    (``guided.steering.bias``, ``guided.steering.ensemble``, your own); ``watermark`` a
+    ``watermark.WatermarkLogitsProcessor``. They run in the order of
+    ``next_token_scores``: mask, processors, mask, sampling warpers, watermark.
+    (``logits_processors`` is the older name of ``processors``.) ``num_beams > 1``
+    runs constrained beam search (``guided.decoding.beam_search``; greedy, so
+    ``temperature=0``), one matcher per beam. ``speculative="auto"`` (or a list of
+    drafters from ``guided.decoding.speculative``) verifies up to ``num_draft_tokens`` drafted
+    tokens per forward pass; the output distribution is unchanged (greedy output
+    identical), and ``stats["target_forward_passes"]`` counts the passes.
+
+    Example::
+
+        >>> model, tok = guided.models.load_default_model()
+        >>> r = guided.generate(model, tok, "A US phone number:", guided.Regex(r"\\(\\d{3}\\) \\d{3}-\\d{4}"))
+        >>> r.text, r.stats.tokens_per_s
+    """
+    t_start = time.perf_counter()
+    stats = GenerationStats()
+    vocab = as_vocabulary(tokenizer)
+    guide = None
+    if spec is not None:
+        t = time.perf_counter()
+        guide = spec if isinstance(spec, Guide) else compile(spec, vocab)
+        stats.compile_s = time.perf_counter() - t
+    matcher = guide.matcher() if guide is not None else None
+    processors = [*logits_processors, *processors]
+    for proc in processors:
+        if hasattr(proc, "reset"):
+            proc.reset()  # a new prompt: penalties and helper models start over
+    eos = set(vocab.eos_token_ids)
+    generator = None
+    if seed is not None:
+        generator = torch.Generator(device=model.device).manual_seed(seed)
+
+    ids = prompt_ids(tokenizer, prompt, chat=chat, system=system)
+    stats.prompt_tokens = len(ids)
+    if num_beams > 1:
+        if temperature != 0 or watermark is not None:
+            raise ValueError("beam search keeps the most likely hypotheses: use temperature=0 and no watermark")
+        t = time.perf_counter()
+        tokens, finish = beam_search(model, ids, guide, eos, num_beams, max_new_tokens, processors)
+        stats.decode_s = time.perf_counter() - t
+        return _result(vocab, guide, tokens, finish, stats, t_start)
+    if speculative is not None:
+        drafters = default_drafters(tokenizer) if speculative == "auto" else list(speculative)
+        t = time.perf_counter()
+        tokens, finish = speculative_loop(
+            model, vocab, ids, guide, drafters, max_new_tokens=max_new_tokens, num_draft_tokens=num_draft_tokens,
+            temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, processors=processors,
+            watermark=watermark, generator=generator, stats=stats,
+        )
+        stats.decode_s = time.perf_counter() - t
+        return _result(vocab, guide, tokens, finish, stats, t_start)
+    device = model.device
+    seq = torch.tensor([ids], dtype=torch.long, device=device)
+    tokens: list[int] = []
+    finish = "length"
+
+    t = time.perf_counter()
+    out = model(input_ids=seq, use_cache=True)
+    stats.prefill_s = time.perf_counter() - t
+    t_decode = time.perf_counter()
+    if matcher is not None:
+        t = time.perf_counter()
+        bitmask = allocate_token_bitmask(1, out.logits.shape[-1])
+        matcher.fill_next_token_bitmask(bitmask, 0)
+        stats.mask_s += time.perf_counter() - t
+    for step in range(max_new_tokens):
+        logits = out.logits[:, -1, :].float()
+        scores = next_token_scores(
+            logits, seq, bitmask if matcher is not None else None, processors,
+            temperature, top_k, top_p, min_p, watermark,
+        )
+        if temperature == 0:
+            token = scores.argmax(dim=-1)
+        else:
+            token = torch.multinomial(scores.softmax(dim=-1), 1, generator=generator).squeeze(-1)
+        tok = int(token[0])
+        if tok in eos:
+            if matcher is not None:
+                matcher.accept_token(tok)
+            finish = "eos"
+            break
+        tokens.append(tok)
+        if matcher is not None:
+            t = time.perf_counter()
+            if not matcher.accept_token(tok):
+                raise RuntimeError(f"token {tok} was chosen although the spec forbids it")
+            done = matcher.is_terminated()
+            if not done:
+                # The next mask depends only on this token: fill it now, before the
+                # forward pass evicts the matcher's data from the CPU caches.
+                matcher.fill_next_token_bitmask(bitmask, 0)
+            stats.mask_s += time.perf_counter() - t
+            if done:
+                finish = "complete"
+                break
+        if step + 1 == max_new_tokens:
+            break
+        seq = torch.cat([seq, token.view(1, 1)], dim=1)
+        out = model(input_ids=token.view(1, 1), past_key_values=out.past_key_values, use_cache=True)
+    stats.decode_s = time.perf_counter() - t_decode
+    return _result(vocab, guide, tokens, finish, stats, t_start)
+
+
+def _result(vocab, guide, tokens, finish, stats, t_start) -> GenerationResult:
+    stats.new_tokens = len(tokens)
+    stats.total_s = time.perf_counter() - t_start
+    text = vocab.decode(tokens).decode("utf-8", errors="replace")
+    return GenerationResult(text=text, value=_value(guide, text, finish), token_ids=tokens, finish_reason=finish, stats=stats)
+
+
+def _value(guide, text: str, finish: str):
+    """Parsed JSON (a validated pydantic instance for a model class) for JSON Schema
+    specs, ``None`` if generation stopped early; the text itself for other specs."""
+    spec = getattr(guide, "spec", None)
+    if not isinstance(spec, JsonSchema):
+        return text
+    if finish == "length":
+        return None
+    return spec.parse(text)

@@ -1,0 +1,460 @@
+"""Speculative decoding with drafts the automaton has already checked.
+
+::
+
+    pending token t (not yet in the KV cache), matcher after t
+      -> drafters propose d1..dn on a *fork* of the matcher: every draft is allowed
+      -> ONE target forward over [t, d1..dn]: the scores after t, d1, ..., dn
+      -> verify in order, each position with its own mask and the same processors:
+           greedy:   keep d_i while it is the argmax
+           sampling: keep d_i with probability min(1, p~/q~) (q~ = 1 for a certain
+                     token); on rejection draw from max(0, p~ - q~), renormalised
+      -> the first non-draft token (correction, or the bonus after all n) is the new
+         pending token; the cache is cut back to what was kept
+    (The first round reads the prompt's own pass instead of a pending token, so the
+    pass count starts as plain decoding's does. EOS is never drafted.)
+
+``p~`` is the distribution generation would use at that position (mask, processors,
+mask, warpers, watermark: ``generation.next_token_scores``), so the output follows
+exactly the plain constrained distribution, and greedy output is the plain greedy
+output. A deterministic draft has q = 1; a draft model's token is kept with
+probability min(1, p~/q~), and on rejection the token comes from max(0, p~ - q~).
+
+Drafters (``propose(context, matcher, k) -> tokens``, advancing the forked matcher):
+
+* ``ForcedTokens``: tokens the automaton allows alone; for regex / JSON Schema guides
+  also tokens spelling a forced byte string (``{"name":`` after ``{``), split as the
+  target split it before where that differed from the tokenizer.
+* ``PromptLookup``: the tokens that followed the latest earlier occurrence of the last
+  n-gram (n = 3, 2, 1) in the prompt and output, cut at the first the matcher refuses.
+* ``DraftModel``: a small model sharing the vocabulary, sampling its own masked
+  distribution (KV-cached, rolled back with the target).
+* ``EarlyExit``: the target's own first layers and LM head as that small model
+  (self-speculation): no second model, no copied weights.
+
+The draft length adapts: it grows by 2 after a fully accepted draft and halves after
+an early rejection, within 1 .. ``num_draft_tokens``.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+from torch import nn
+
+from guided.bitmask import allocate_token_bitmask
+
+
+class ForcedTokens:
+    """Propose what the automaton forces: a token allowed alone, or (regex / JSON
+    Schema guides, with a ``tokenizer``) tokens that spell a forced byte string.
+
+    A forced string is drafted one token at a time: the tokenizer's canonical first
+    token, or the token the target wrote instead the last time that canonical token
+    was drafted. Models often split differently from their tokenizer (SmolLM2 writes
+    ``{`` ``"`` and ``":`` ``"`` where the tokenizer says ``{"`` and ``":"``), and one
+    wrong split costs the rest of the draft, so the drafter remembers what was kept.
+    The memory is shared by the drafters of one vocabulary (pass ``splits={}`` for a
+    private one); it only changes what is drafted, never what is generated.
+
+    Example::
+
+        >>> ForcedTokens(tokenizer).propose(context, matcher.fork(), 8)
+        [90, 1, 1463, 2352]          # '{"', 'name', '":' ...
+    """
+
+    def __init__(self, tokenizer=None, splits: dict | None = None):
+        self.tokenizer = tokenizer
+        self.splits = splits  # canonical first token -> the token the target wrote instead
+        # The last proposal: (context, [((forced string, canonical token) or (None, None), drafted token)])
+        self._last: tuple | None = None
+
+    def propose(self, context: list[int], matcher, k: int) -> list[int]:
+        vocab = matcher.guide.vocab
+        if self.splits is None:
+            self.splits = _SHARED_SPLITS.setdefault(vocab.fingerprint, {})
+        self._learn(context, vocab.token_bytes)
+        eos = set(matcher.guide.eos_token_ids)
+        out: list[int] = []
+        why: list = []
+        while len(out) < k and not matcher.is_terminated():
+            text = self._forced_text(matcher)
+            if text is not None:
+                canonical = int(self.tokenizer.encode(text, add_special_tokens=False)[0])
+                tok = self.splits.get(canonical, canonical)
+            else:
+                allowed = matcher.allowed_token_ids()
+                if len(allowed) != 1 or allowed[0] in eos:
+                    break
+                tok, text, canonical = allowed[0], None, None
+            if not matcher.accept_token(tok):
+                break
+            out.append(tok)
+            why.append((text, canonical))
+        self._last = (list(context), list(zip(why, out)))
+        return out
+
+    def _learn(self, context: list[int], token_bytes) -> None:
+        """Compare the last proposal with what the target kept after it; where the
+        target began a forced string with another token than the one drafted,
+        remember that token for the forced string's canonical first token."""
+        if self._last is None:
+            return
+        before, drafted = self._last
+        self._last = None
+        n = len(before)
+        if len(context) <= n or context[:n] != before:
+            return
+        for ((text, canonical), tok), actual in zip(drafted, context[n:]):
+            if actual == tok:
+                continue
+            spelled = token_bytes[actual]
+            if text is not None and spelled and text.encode("utf-8").startswith(spelled):
+                if len(self.splits) >= 4096:
+                    self.splits.clear()
+                self.splits[canonical] = actual
+            break
+
+    def _forced_text(self, matcher) -> str | None:
+        """The text (2+ bytes of UTF-8) the DFA forces from here, if any."""
+        dfa = getattr(matcher.guide, "dfa", None)
+        if self.tokenizer is None or dfa is None:
+            return None
+        data = forced_bytes(dfa, matcher.state)
+        if len(data) < 2:
+            return None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+
+_SHARED_SPLITS: dict[str, dict[int, int]] = {}  # vocabulary fingerprint -> ForcedTokens.splits
+
+
+def forced_bytes(dfa, state: int, limit: int = 64) -> bytes:
+    """The bytes a DFA forces from ``state``: while the state does not accept and has
+    exactly one way out, on exactly one byte."""
+    from guided.fsm.dfa import class_byte_ranges
+
+    ranges = class_byte_ranges(dfa)
+    out = bytearray()
+    while len(out) < limit and state >= 0 and not dfa.is_accepting(state):
+        moves = [(c, t) for c, t in enumerate(dfa.next_states(state)) if t >= 0]
+        if len(moves) != 1:
+            break
+        c, nxt = moves[0]
+        if len(ranges[c]) != 1 or ranges[c][0][0] != ranges[c][0][1]:
+            break
+        out.append(ranges[c][0][0])
+        state = nxt
+    return bytes(out)
+
+
+class PromptLookup:
+    """Propose the tokens that followed the latest earlier occurrence of the context's
+    last n-gram (prompt-lookup decoding), cut at the first the matcher refuses.
+
+    Example::
+
+        >>> PromptLookup(max_ngram=3).propose(prompt_and_output_ids, matcher.fork(), 8)
+    """
+
+    def __init__(self, max_ngram: int = 3, min_ngram: int = 1):
+        self.max_ngram, self.min_ngram = max_ngram, min_ngram
+
+    def propose(self, context: list[int], matcher, k: int) -> list[int]:
+        eos = set(matcher.guide.eos_token_ids) if matcher is not None else set()
+        arr = np.asarray(context)
+        for n in range(self.max_ngram, self.min_ngram - 1, -1):
+            if len(arr) <= n:
+                continue
+            tail = arr[-n:]
+            windows = np.lib.stride_tricks.sliding_window_view(arr[:-1], n)  # starts 0 .. len-1-n
+            hits = np.flatnonzero((windows == tail).all(axis=1))
+            for start in hits[::-1].tolist():
+                follow = context[start + n : start + n + k]
+                out = []
+                for t in follow:
+                    if t in eos or (matcher is not None and not matcher.accept_token(t)):
+                        break
+                    out.append(t)
+                if out:
+                    return out
+        return []
+
+
+class DraftModel:
+    """A small model over the same vocabulary drafts by sampling its own masked
+    distribution q~ (greedy when generation is greedy), through the same processors,
+    warpers and watermark as generation; verification then keeps a draft with
+    probability min(1, p~/q~). Runs in a ``ContextModel`` (KV-cached, cut back after
+    rejections): one forward per drafted token.
+
+    Example::
+
+        >>> guided.generate(model, tok, prompt, spec, speculative=[ForcedTokens(tok), DraftModel(small)])
+    """
+
+    def __init__(self, model):
+        from guided.steering.ensemble import ContextModel
+
+        self.context = ContextModel(model)
+        self.sampling: dict = {"temperature": 0.0}
+        self.processors: tuple = ()  # generation's processors and watermark, set by the loop
+        self.watermark = None
+        self.generator = None
+        self.last_q: list = []  # q~ of each token of the last proposal (None: greedy)
+
+    def reset(self) -> None:
+        self.context.reset()
+
+    def propose(self, context: list[int], matcher, k: int) -> list[int]:
+        from .generation import next_token_scores
+
+        self.last_q = []
+        out: list[int] = []
+        eos = set(matcher.guide.eos_token_ids) if matcher is not None else set()
+        temperature = self.sampling.get("temperature", 0.0)
+        while len(out) < k and not (matcher is not None and matcher.is_terminated()):
+            ids = torch.tensor([context + out])
+            logits = self.context.logits(ids).clone()
+            bitmask = _bitmask(matcher, logits.shape[-1])
+            scores = next_token_scores(logits, ids, bitmask, self.processors,
+                                       **{**self.sampling, "temperature": temperature})
+            if self.watermark is not None:  # its green list, without its own (stateful) mask
+                scores = self.watermark.bias(ids, scores, bitmask)
+            if temperature == 0:
+                q, tok = None, int(scores.argmax(dim=-1)[0])
+            else:
+                q = scores.softmax(dim=-1)[0]
+                tok = int(torch.multinomial(q, 1, generator=self.generator)[0])
+            if tok in eos or (matcher is not None and not matcher.accept_token(tok)):
+                break
+            out.append(tok)
+            self.last_q.append(q)
+        return out
+
+
+class EarlyExit(DraftModel):
+    """Self-speculation: the target's own first ``num_layers`` decoder layers, then its
+    final norm and LM head, draft for it (the draft of LayerSkip, Elhoushi et al. 2024,
+    without its early-exit training). No second model and no copied weights: the
+    draft is a view of the target sharing its modules, with its own KV cache.
+
+    Without training for it, an early exit predicts the full model's token less often
+    than a separate small model would (measured in ``benchmarks/speculative.py``).
+
+    Example::
+
+        >>> guided.generate(model, tok, prompt, spec, speculative=[ForcedTokens(tok), EarlyExit(model, 12)])
+    """
+
+    def __init__(self, model, num_layers: int | None = None):
+        layers = _decoder_layers(model)[1]
+        total = len(layers)
+        if num_layers is None:
+            num_layers = max(1, total // 4)
+        if not 1 <= num_layers < total:
+            raise ValueError(f"EarlyExit needs 1 <= num_layers < {total} (the target's decoder layers), got {num_layers}")
+        self.num_layers = num_layers
+        super().__init__(truncated_model(model, num_layers))
+
+
+def _decoder_layers(model):
+    """(the module holding the decoder layers, the layers, attribute name)."""
+    for outer in ("model", "transformer", "gpt_neox"):
+        inner = getattr(model, outer, None)
+        for name in ("layers", "h"):
+            layers = getattr(inner, name, None) if inner is not None else None
+            if isinstance(layers, nn.ModuleList) and len(layers):
+                return inner, layers, (outer, name)
+    raise ValueError(f"EarlyExit: cannot find the decoder layers of {type(model).__name__} "
+                     "(looked for model.layers, transformer.h, gpt_neox.layers)")
+
+
+def truncated_model(model, num_layers: int):
+    """A view of a causal LM that runs only its first ``num_layers`` decoder layers
+    (then its final norm and LM head). Modules are shared, never copied; only the
+    containers and the config are new, so the original model is untouched."""
+    inner, layers, (outer_name, layers_name) = _decoder_layers(model)
+    config = copy.deepcopy(model.config)
+    for attr in ("num_hidden_layers", "n_layer"):
+        if hasattr(config, attr):
+            setattr(config, attr, num_layers)
+    if isinstance(getattr(config, "layer_types", None), list):
+        config.layer_types = config.layer_types[:num_layers]
+    view_inner = copy.copy(inner)
+    view_inner.__dict__["_modules"] = dict(inner._modules)  # a new container: the original keeps its layers
+    setattr(view_inner, layers_name, nn.ModuleList(list(layers)[:num_layers]))
+    view_inner.__dict__["config"] = config
+    view = copy.copy(model)
+    view.__dict__["_modules"] = dict(model._modules)
+    setattr(view, outer_name, view_inner)
+    view.__dict__["config"] = config
+    return view
+
+
+def default_drafters(tokenizer) -> list:
+    """``speculative="auto"``: forced tokens first, then prompt lookup."""
+    return [ForcedTokens(tokenizer), PromptLookup()]
+
+
+def propose(drafters, context: list[int], matcher, k: int):
+    """Chain the drafters, each continuing where the previous one stopped; returns
+    the tokens and, per token, the drafter's distribution q~ (None: a certain token)."""
+    draft: list[int] = []
+    qs: list = []
+    for d in drafters:
+        if len(draft) >= k:
+            break
+        got = d.propose(context + draft, matcher, k - len(draft))
+        draft += got
+        qs += list(getattr(d, "last_q", None) or [None] * len(got))
+    return draft, qs
+
+
+def speculative_loop(model, vocab, prompt: list[int], guide, drafters, *, max_new_tokens: int, num_draft_tokens: int,
+                     temperature: float, top_k, top_p, min_p, processors, watermark, generator, stats):
+    """The decoding loop of the module docstring; returns ``(tokens, finish reason)``."""
+    from .generation import next_token_scores
+
+    device = model.device
+    eos = set(vocab.eos_token_ids)
+    if max_new_tokens <= 0:
+        return [], "length"
+    matcher = guide.matcher() if guide is not None else None
+    for d in drafters:
+        if hasattr(d, "reset"):
+            d.reset()
+        if hasattr(d, "sampling"):  # a model drafts from the chain generation uses
+            d.sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p}
+            d.processors, d.watermark, d.generator = tuple(processors or ()), watermark, generator
+    # The prompt's pass gives the first position's logits; after that, the token chosen
+    # last ("pending") is not in the cache yet and is fed with the next draft.
+    out = model(input_ids=torch.tensor([prompt], device=device), use_cache=True)
+    cache = out.past_key_values
+    known = out.logits[:, -1:, :]  # logits not yet used, or None when a token is pending
+    stats.target_forward_passes += 1
+    seq = list(prompt)  # everything decided
+    tokens: list[int] = []
+    k = max(1, num_draft_tokens)
+    while True:
+        budget = max_new_tokens - len(tokens)
+        draft, qs = [], []
+        if budget > 1:  # leave room for the token verification always adds
+            if matcher is not None:
+                draft, qs = propose(drafters, seq, matcher.fork(), min(k, budget - 1))
+            else:  # unconstrained: only drafters that need no automaton
+                usable = [d for d in drafters if not isinstance(d, ForcedTokens)]
+                draft, qs = propose(usable, seq, None, min(k, budget - 1))
+            cut = next((i for i, t in enumerate(draft) if t in eos), len(draft))
+            draft, qs = draft[:cut], qs[:cut]  # EOS is never drafted: it ends the text
+        if known is not None and not draft:
+            logits = known
+        else:
+            feed = ([] if known is not None else [seq[-1]]) + draft
+            pad = _padding(len(feed), device)
+            out = model(input_ids=torch.tensor([feed + feed[-1:] * pad], device=device), past_key_values=cache,
+                        use_cache=True)
+            cache = out.past_key_values
+            if pad:
+                cache.crop(-pad)
+            stats.target_forward_passes += 1
+            fed = out.logits[:, : len(feed)]
+            logits = fed if known is None else torch.cat([known, fed], dim=1)
+        known = None
+        stats.draft_tokens += len(draft)
+        kept, chosen = 0, None
+        for i in range(len(draft) + 1):
+            scores = _scores(next_token_scores, logits[:, i, :].float(), seq, matcher, processors,
+                             temperature, top_k, top_p, min_p, watermark)
+            d = draft[i] if i < len(draft) else None
+            tok = _verify(scores, d, qs[i] if d is not None else None, temperature, generator)
+            if d is not None and tok == d:
+                kept += 1
+                seq.append(d)
+                tokens.append(d)
+                if matcher is not None:
+                    matcher.accept_token(d)
+                    if matcher.is_terminated():  # as plain decoding: stop, EOS is implied
+                        stats.accepted_draft_tokens += kept
+                        return tokens, "complete"
+                continue
+            chosen = tok
+            break
+        stats.accepted_draft_tokens += kept
+        if draft:
+            k = min(num_draft_tokens, k + 2) if kept == len(draft) else max(1, k // 2)
+        # The cache holds every draft (and the old pending token): keep what was kept.
+        drop = len(draft) - kept
+        if drop:
+            cache.crop(-drop)
+        if chosen in eos:
+            if matcher is not None:
+                matcher.accept_token(chosen)
+            return tokens, "eos"
+        seq.append(chosen)
+        tokens.append(chosen)
+        if matcher is not None:
+            if not matcher.accept_token(chosen):
+                raise RuntimeError(f"token {chosen} was chosen although the spec forbids it")
+            if matcher.is_terminated():
+                return tokens, "complete"
+        if len(tokens) >= max_new_tokens:
+            return tokens, "length"
+
+
+#: On CPU a forward over 2 or 3 positions costs more than over 4: BLAS multiplies
+#: fewer than 4 rows one by one (SmolLM2's LM head: 21 / 32 ms for 2 / 3 rows, 16 ms
+#: for 4; the whole model 93 / 114 ms against 82 ms), so short feeds are padded.
+_CPU_MIN_ROWS = 4
+
+
+def _padding(n: int, device) -> int:
+    """Dummy positions to append to an ``n``-token verification feed (their logits and
+    cache entries are dropped; causal attention keeps the real ones unchanged)."""
+    if torch.device(device).type != "cpu" or n < 2:
+        return 0
+    return max(0, _CPU_MIN_ROWS - n)
+
+
+def _bitmask(matcher, width: int):
+    """The matcher's mask for the next token (None without a matcher)."""
+    if matcher is None:
+        return None
+    bitmask = allocate_token_bitmask(1, width)
+    matcher.fill_next_token_bitmask(bitmask, 0)
+    return bitmask
+
+
+def _scores(next_token_scores, logits, seq, matcher, processors, temperature, top_k, top_p, min_p, watermark):
+    ids = torch.tensor([seq], device=logits.device)
+    return next_token_scores(logits, ids, _bitmask(matcher, logits.shape[-1]), processors, temperature, top_k, top_p,
+                             min_p, watermark)
+
+
+def _verify(scores: torch.Tensor, draft: int | None, q, temperature: float, generator) -> int:
+    """The token generation takes here, given a ``draft`` drawn from ``q`` (None: a
+    certain token, or no draft): keep it with probability min(1, p/q), else draw from
+    the residual max(0, p - q), renormalised; greedy: the argmax."""
+    if temperature == 0:
+        return int(scores.argmax(dim=-1)[0])
+    p = scores.softmax(dim=-1)[0]
+    if draft is not None:
+        if q is not None and q.shape != p.shape:
+            raise ValueError(f"the draft model has {q.shape[-1]} logits, the target {p.shape[-1]}: they must share a vocabulary")
+        q_draft = 1.0 if q is None else float(q[draft])
+        if float(torch.rand((), generator=generator, device=p.device)) * q_draft < float(p[draft]):
+            return draft
+        if q is None:
+            residual = p.clone()
+            residual[draft] = 0.0
+        else:
+            residual = (p - q.to(p.device)).clamp(min=0.0)
+        if residual.sum() <= 0:
+            return draft
+        p = residual
+    return int(torch.multinomial(p, 1, generator=generator)[0])
