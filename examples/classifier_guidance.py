@@ -36,7 +36,7 @@ from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer  # noqa: E4
 
 import guided  # noqa: E402
 from guided.decoding.generation import prompt_ids  # noqa: E402
-from guided.steering.bias import ClassifierGuidance  # noqa: E402
+from guided.steering import ClassifierGuidance  # noqa: E402
 
 torch.set_num_threads(1)
 TOP_K, WEIGHT = 15, 4.0

@@ -39,7 +39,7 @@ from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer  # noqa: E4
 
 import guided  # noqa: E402
 from guided.decoding.generation import prompt_ids  # noqa: E402
-from guided.steering.bias import ContextModel, DExperts  # noqa: E402
+from guided.steering import ContextModel, DExperts  # noqa: E402
 
 torch.set_num_threads(1)
 ALPHA = 2.0

@@ -39,7 +39,7 @@ import torch  # noqa: E402
 
 import guided  # noqa: E402
 from guided.decoding.generation import prompt_ids  # noqa: E402
-from guided.steering.bias import ContextModel, ProxyTuning  # noqa: E402
+from guided.steering import ContextModel, ProxyTuning  # noqa: E402
 
 torch.set_num_threads(1)
 INSTRUCTIONS = [

@@ -27,7 +27,7 @@ def show(label, r):
 # 1. Free text: the processor as a plain logits processor, sampling.
 wm = WatermarkLogitsProcessor(len(tokenizer), KEY)
 r = guided.generate(model, tokenizer, "Write a short story about a lighthouse keeper.", None,
-                    max_new_tokens=150, temperature=1.0, seed=0, logits_processors=[wm])
+                    max_new_tokens=150, temperature=1.0, seed=0, watermark=wm)
 print(r.text[:300], "...\n")
 show("right key", detector.detect(r.token_ids))
 show("wrong key", wrong.detect(r.token_ids))
@@ -48,7 +48,7 @@ schema = {
 guide = guided.compile(guided.JsonSchema(schema, whitespace="compact"), tokenizer)
 wm = WatermarkLogitsProcessor(len(tokenizer), KEY, guide=guide)
 r = guided.generate(model, tokenizer, "Review a pair of running shoes as JSON.", guide,
-                    max_new_tokens=120, temperature=1.0, seed=1, logits_processors=[wm])
+                    max_new_tokens=120, temperature=1.0, seed=1, watermark=wm)
 print("\n" + r.text + "\n")
 show("naive", detector.detect(r.token_ids))
 show("grammar-aware", detector.detect(r.token_ids, guide=guide))

@@ -1,70 +1,85 @@
 """guided: structured and guided generation for PyTorch / Hugging Face models.
 
+A spec (``Regex``, ``JsonSchema``, ``Grammar``) compiles into a ``Guide`` for one
+vocabulary; a ``Matcher`` per sequence fills a token bitmask each step, which
+``apply_token_bitmask_`` applies to the logits (on their device).
+
 Example::
 
-    import guided
-    model, tokenizer = guided.models.load_default_model()
-    result = guided.generate(model, tokenizer, "Give a date.", guided.Regex(r"\\d{4}-\\d{2}-\\d{2}"))
-    print(result.text, result.stats.tokens_per_s)
+    >>> import guided
+    >>> model, tokenizer = guided.models.load_default_model()
+    >>> result = guided.generate(model, tokenizer, "Give a date.", guided.Regex(r"\\d{4}-\\d{2}-\\d{2}"))
+    >>> result.text, result.stats.tokens_per_s
+
+Layers, bottom to top (a module imports only from its own layer or below)::
+
+    guided.errors                    the error types (imports nothing)
+    guided.fsm                       regex -> automata, vocabularies, token indexes
+    guided.grammars                  JSON Schema and lark grammars -> automata / Earley
+    guided (specs, compiler,         the contract: specs, compile(), Guide / Matcher,
+      matcher, bitmask, processor)   bitmasks, the Hugging Face logits processor
+    guided.decoding                  generate, beam search, speculative decoding
+    guided.steering                  bias, penalties, DExperts, proxy-tuning, classifier
+    guided.watermark                 red-green watermark and its detector
+    guided.models, guided.cli        the default model and the command line
 """
 
-from guided.decoding.generation import GenerationResult, GenerationStats, generate
 from guided.errors import (
+    ApproximationLimitError,
     EmptyLanguageError,
+    GrammarError,
+    RecursiveSchemaError,
     RegexError,
     RegexSyntaxError,
     RegexTooLargeError,
-    UnsupportedRegexFeature,
-)
-from guided.fsm.vocabulary import Vocabulary
-from guided.grammars.json_schema.compiler import (
-    ApproximationLimitError,
-    RecursiveSchemaError,
     SchemaError,
+    SpecError,
     UnsatisfiableSchemaError,
+    UnsupportedRegexFeature,
     UnsupportedSchemaError,
 )
-from guided.grammars.lark_frontend import GrammarError
+from guided.fsm.vocabulary import Vocabulary
 
 from . import models
 from .bitmask import allocate_token_bitmask, apply_token_bitmask_, unpack_token_bitmask
 from .compiler import compile
-from .grammar_matcher import GrammarGuide, GrammarMatcher
-from .matcher import FSMGuide, FSMMatcher, Guide, Matcher
+from .decoding.generation import GenerationResult, GenerationStats, generate
+from .matcher import Guide, Matcher
 from .processor import LogitsProcessor
 from .specs import Grammar, JsonSchema, Regex
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "ApproximationLimitError",
-    "EmptyLanguageError",
-    "FSMGuide",
-    "FSMMatcher",
-    "GenerationResult",
-    "GenerationStats",
+    # specs and their compilation
     "Grammar",
-    "GrammarError",
-    "GrammarGuide",
-    "GrammarMatcher",
-    "Guide",
     "JsonSchema",
-    "LogitsProcessor",
-    "Matcher",
     "Regex",
-    "RegexError",
-    "RegexSyntaxError",
-    "RecursiveSchemaError",
-    "RegexTooLargeError",
-    "SchemaError",
-    "UnsatisfiableSchemaError",
-    "UnsupportedSchemaError",
-    "UnsupportedRegexFeature",
     "Vocabulary",
+    "compile",
+    # the matcher contract
+    "Guide",
+    "Matcher",
+    "LogitsProcessor",
     "allocate_token_bitmask",
     "apply_token_bitmask_",
-    "compile",
+    "unpack_token_bitmask",
+    # decoding
+    "GenerationResult",
+    "GenerationStats",
     "generate",
     "models",
-    "unpack_token_bitmask",
+    # errors
+    "ApproximationLimitError",
+    "EmptyLanguageError",
+    "GrammarError",
+    "RecursiveSchemaError",
+    "RegexError",
+    "RegexSyntaxError",
+    "RegexTooLargeError",
+    "SchemaError",
+    "SpecError",
+    "UnsatisfiableSchemaError",
+    "UnsupportedRegexFeature",
+    "UnsupportedSchemaError",
 ]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import guided.grammars
+from guided.errors import SchemaError
 
 #: Where the shipped grammars live (``Grammar.from_name``): ``grammars/lark/`` in the
 #: repository, ``guided/grammars/lark/`` once installed.
@@ -58,7 +59,7 @@ class JsonSchema:
             try:
                 schema = json.loads(schema)
             except json.JSONDecodeError as e:
-                raise ValueError(f"schema is not valid JSON: {e}") from None
+                raise SchemaError(f"schema is not valid JSON: {e}", "") from None
         if not isinstance(schema, (dict, bool)):
             raise TypeError(f"JsonSchema takes a dict, JSON text or a pydantic model class, not {type(schema).__name__}")
         self.schema = schema

@@ -11,6 +11,7 @@ import pytest
 from test_json_schema import _validator
 
 import guided
+from guided.grammar_matcher import GrammarGuide
 from guided.grammars.json_schema.compiler import compile_json_schema
 from guided.grammars.json_schema.keywords import MAX_COUNTED_PROPERTIES
 from guided.grammars.json_schema.recursive import compile_recursive_schema
@@ -69,7 +70,7 @@ def test_counted_extra_keys_inside_a_recursive_schema(smollm2_vocab):
                        "attr": {"type": "object", "maxProperties": HI,
                                 "additionalProperties": {"oneOf": [{"type": "string"}, {"type": "number"}]}},
                        "children": {"type": "array", "items": {"$ref": "#/$defs/shape"}}}}}}
-    guide = guided.GrammarGuide(compile_recursive_schema(schema, "compact"), smollm2_vocab)
+    guide = GrammarGuide(compile_recursive_schema(schema, "compact"), smollm2_vocab)
     validator = _validator(schema)
     docs = [{"name": "a", "attr": attr, "children": [{"name": "b", "attr": attr}]}
             for attr in _objects("v", [0, 3, HI, HI + 1]) + [{"x": None}]]

@@ -10,6 +10,7 @@ import pytest
 from test_json_schema import _validator, compact, mutations, ordered
 
 import guided
+from guided.grammar_matcher import GrammarGuide
 from guided.grammars.grammar_index import Readings
 from guided.grammars.json_schema.recursive import compile_recursive_schema
 
@@ -95,7 +96,7 @@ def guides(smollm2_vocab, request):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(json_recursive, "COMPILED_AVAILABLE", request.param == "shared")
         # Not through guided.compile: its cache would hand the second param the first's guides.
-        guides = {name: guided.GrammarGuide(compile_recursive_schema(s, "compact"), smollm2_vocab)
+        guides = {name: GrammarGuide(compile_recursive_schema(s, "compact"), smollm2_vocab)
                   for name, s in SCHEMAS.items()}
     table = type(guides["tree"].index.lexer.table(0)).__name__
     assert table == ("SharedPointTable" if request.param == "shared" else "PointTable")
@@ -105,7 +106,7 @@ def guides(smollm2_vocab, request):
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
 def test_agrees_with_jsonschema(guides, name):
     schema, guide = SCHEMAS[name], guides[name]
-    assert isinstance(guide, guided.GrammarGuide)
+    assert isinstance(guide, GrammarGuide)
     validator = _validator(schema)
     rng = random.Random(name)
     for value in VALID[name]:
@@ -194,7 +195,7 @@ def test_a_lexeme_that_may_end_or_read_on_is_read_both_ways(smollm2_vocab, name,
     the matcher agrees with jsonschema on them and on their mutations."""
     schema, values, _ = ENDS_AT_A_CALL[name]
     guide = guided.compile(guided.JsonSchema(schema, whitespace="compact", key_order=key_order), smollm2_vocab)
-    assert isinstance(guide, guided.GrammarGuide)
+    assert isinstance(guide, GrammarGuide)
     validator = _validator(schema)
     rng = random.Random(name)
     for value in values:
@@ -213,7 +214,7 @@ def test_every_end_masks_are_the_tokens_the_readings_accept(smollm2_vocab, smoll
     documents that need it, exactly the tokens that stepping the readings accepts."""
     _walk_mode(monkeypatch, class_trie_max, dense_from, compiled)
     for schema, _, docs in ENDS_AT_A_CALL.values():
-        guide = guided.GrammarGuide(compile_recursive_schema(schema, "compact"), smollm2_vocab)  # not the cached one
+        guide = GrammarGuide(compile_recursive_schema(schema, "compact"), smollm2_vocab)  # not the cached one
         index = guide.index
         for value in docs:
             m = guide.matcher()
@@ -238,7 +239,7 @@ def test_token_views_list_every_place_a_token_may_leave_the_lexeme(smollm2_vocab
     way of walking the view."""
     _walk_mode(monkeypatch, class_trie_max, dense_from, compiled)
     schema, _, docs = ENDS_AT_A_CALL["open_beside_closed"]
-    index = guided.GrammarGuide(compile_recursive_schema(schema, "compact"), smollm2_vocab).index
+    index = GrammarGuide(compile_recursive_schema(schema, "compact"), smollm2_vocab).index
     lexer, pieces = index.lexer, index.pieces
     states = set()
     for value in docs:  # every lexer state the readings pass, byte by byte
@@ -360,7 +361,7 @@ def test_terminal_tables_are_built_as_the_text_reaches_them(smollm2_vocab):
     grammar = compile_recursive_schema(schema, "compact")
     tables = {id(t.table): t.table for t in grammar.terminal_dfas}
     assert sum(t.rows_built for t in tables.values()) <= len(tables)
-    guide = guided.GrammarGuide(grammar, smollm2_vocab)
+    guide = GrammarGuide(grammar, smollm2_vocab)
     validator = _validator(schema)
     for value in [{"id": "a"}, {"id": "a" * 120}, {"id": "a" * 121}, {"id": "a-b", "kids": [{"id": "x9", "kids": []}]},
                   {"id": "9"}, {"id": "a", "kids": [{"id": "B"}]}, {"id": "q", "kids": [{"id": "r" * 121}]}]:
@@ -387,7 +388,7 @@ def test_large_counted_arrays_in_a_rule_are_built_as_reached(smollm2_vocab):
     compiled = len(nfa)
     assert compiled < 10_000  # 200 whole copies of the id are ~80k states
     assert nfa.pending
-    guide = guided.GrammarGuide(grammar, smollm2_vocab)
+    guide = GrammarGuide(grammar, smollm2_vocab)
     validator = _validator(schema)
     one = "0123456789abcdef01234567"
     for value in [{}, {"ids": [one] * 3}, {"ids": [one] * 200}, {"ids": [one] * 201}, {"ids": [one[:-1]]},
@@ -430,7 +431,7 @@ def test_any_key_order_in_recursive_schemas_agrees_with_jsonschema(smollm2_vocab
     schema = ANY_ORDER_TREE
     guide = guided.compile(guided.JsonSchema(schema, whitespace=whitespace, key_order="any"), smollm2_vocab)
     ordered_only = guided.compile(guided.JsonSchema(schema, whitespace=whitespace), smollm2_vocab)
-    assert isinstance(guide, guided.GrammarGuide)
+    assert isinstance(guide, GrammarGuide)
     validator = _validator(schema)
     dump = compact if whitespace == "compact" else (lambda v: json.dumps(v).encode())
     values = {"name": "ab", "size": 3, "kids": [{"size": 1, "name": "c"}], "x1": True, "never": 0}
@@ -456,7 +457,7 @@ def test_any_key_order_nodes_are_made_as_the_parser_reaches_them(smollm2_vocab):
     schema = {"type": "object", "properties": {**{f"k{i}": {"type": "integer"} for i in range(20)},
                                                "kids": {"type": "array", "items": {"$ref": "#"}}}}
     grammar = compile_recursive_schema(schema, "compact", key_order="any")
-    guide = guided.GrammarGuide(grammar, smollm2_vocab)
+    guide = GrammarGuide(grammar, smollm2_vocab)
     nodes = grammar.cfg.lazy
     assert matches(guide, b'{"k19":1,"kids":[{"k3":2,"k0":1},{}],"k3":2}')
     assert nodes.made <= 8  # {}, {k19}, {k19,kids}, {k19,kids,k3}; {}, {k3}, {k3,k0}; {} again
@@ -561,7 +562,7 @@ def test_any_key_order_pairs_repeated_across_objects_are_compiled_once(smollm2_v
         return entry(self, nfa, key_frag, sub, path, depth, cuts)
 
     monkeypatch.setattr(SchemaCompiler, "entry", counting)
-    guide = guided.GrammarGuide(compile_recursive_schema(schema, "compact", key_order="any"), smollm2_vocab)
+    guide = GrammarGuide(compile_recursive_schema(schema, "compact", key_order="any"), smollm2_vocab)
     repeated = [p for p in entries if p.rsplit("/", 1)[-1] in ("name", "size", "kids")]
     assert len(repeated) <= 6  # base's keys: in base's own rule, and once for the 30 merged objects
     validator = _validator(schema)
@@ -613,7 +614,7 @@ def test_token_views_walked_over_rule_tables_are_the_lexer_walks(smollm2_vocab, 
         pytest.skip("numba is not installed (the `fast` extra)")
 
     def masks():
-        guide = guided.GrammarGuide(compile_recursive_schema(TABLE_WALKED, "compact"), smollm2_vocab)
+        guide = GrammarGuide(compile_recursive_schema(TABLE_WALKED, "compact"), smollm2_vocab)
         out = []
         for value in TABLE_WALKED_DOCS:
             m = guide.matcher()
@@ -646,7 +647,7 @@ def test_table_walks_read_only_the_terminals_allowed(smollm2_vocab, monkeypatch)
 
     if not AVAILABLE:
         pytest.skip("numba is not installed (the `fast` extra)")
-    index = guided.GrammarGuide(compile_recursive_schema(TABLE_WALKED, "compact"), smollm2_vocab).index
+    index = GrammarGuide(compile_recursive_schema(TABLE_WALKED, "compact"), smollm2_vocab).index
     lexer = index.lexer
     by_table: dict[int, list[int]] = {}
     for t, view in enumerate(lexer.dfas):
@@ -680,7 +681,7 @@ def test_pieces_read_over_rule_tables_are_the_piece_views(smollm2_vocab, monkeyp
 
     if not AVAILABLE:
         pytest.skip("numba is not installed (the `fast` extra)")
-    index = guided.GrammarGuide(compile_recursive_schema(TABLE_WALKED, "compact"), smollm2_vocab).index
+    index = GrammarGuide(compile_recursive_schema(TABLE_WALKED, "compact"), smollm2_vocab).index
     lexer, pieces = index.lexer, index.pieces
     every = np.arange(pieces.size)
     starts = sorted({lexer.start(frozenset({t})) for t in range(len(lexer.dfas))} |

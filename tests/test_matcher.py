@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import guided
+from guided.matcher import FSMGuide, FSMMatcher
 
 try:
     from tests import tokenizer_zoo
@@ -156,7 +157,7 @@ def test_mask_matches_brute_force(family):
     guide = guided.compile(guided.Regex(r"(\d+|[a-zé]{2,5}) ?"), vocab)
     dfa = guide.dfa
     for state in range(dfa.num_states):
-        m = guided.FSMMatcher(guide, [state])
+        m = FSMMatcher(guide, [state])
         allowed = np.zeros(vocab.size, dtype=bool)
         allowed[m.allowed_token_ids()] = True
         for t, b in enumerate(vocab.token_bytes):
@@ -175,7 +176,7 @@ def test_plain_subtree_shortcut_matches_brute_force(smollm2_vocab, pattern):
     """Rows computed by stopping the walk where every plain token is allowed (a free
     string, a counted one with room left) equal stepping every token's bytes."""
     vocab = smollm2_vocab
-    guide = guided.FSMGuide(guided.compile(guided.Regex(pattern), vocab).dfa, vocab, eager=False)
+    guide = FSMGuide(guided.compile(guided.Regex(pattern), vocab).dfa, vocab, eager=False)
     dfa = guide.dfa
     rng = random.Random(0)
     states = sorted(set(range(min(dfa.num_states, 6))) | set(rng.sample(range(dfa.num_states), min(dfa.num_states, 10))))
@@ -259,8 +260,8 @@ def test_accept_tokens_is_all_or_nothing(smollm2_vocab, smollm2_tokenizer):
 
 def test_lazy_and_eager_index_agree(smollm2_vocab):
     pattern = r"[a-z]{2,4}-\d{1,3}"
-    lazy = guided.FSMGuide(guided.compile(guided.Regex(pattern), smollm2_vocab).dfa, smollm2_vocab, eager=False)
-    eager = guided.FSMGuide(lazy.dfa, smollm2_vocab, eager=True)
+    lazy = FSMGuide(guided.compile(guided.Regex(pattern), smollm2_vocab).dfa, smollm2_vocab, eager=False)
+    eager = FSMGuide(lazy.dfa, smollm2_vocab, eager=True)
     assert eager.index.complete
     for s in range(lazy.dfa.num_states):
         assert (lazy.row(s) == eager.row(s)).all()

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import guided
-from guided.decoding.generation import next_token_scores
-from guided.steering.bias import FrequencyPenalty, LogitBias, PresencePenalty, RepetitionPenalty
+from guided.decoding.step import next_token_scores
+from guided.steering import FrequencyPenalty, LogitBias, PresencePenalty, RepetitionPenalty
 from guided.steering.ensemble import ContextModel, DExperts, ProxyTuning
 
 V = 10

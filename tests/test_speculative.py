@@ -103,7 +103,7 @@ def test_a_draft_model_uses_generations_processors_and_watermark(tiny_model, smo
     """The draft model drafts from the same chain as generation (processors, warpers,
     watermark with its green list among the allowed tokens): the target drafting for
     itself is then right every time, and the output is plain decoding's."""
-    from guided.steering.bias import RepetitionPenalty
+    from guided.steering import RepetitionPenalty
     from guided.watermark import WatermarkLogitsProcessor
 
     spec = guided.compile(guided.JsonSchema(PERSON, whitespace="compact"), smollm2_tokenizer)

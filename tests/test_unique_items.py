@@ -12,6 +12,7 @@ import pytest
 from test_json_schema import _validator
 
 import guided
+from guided.grammar_matcher import GrammarGuide
 from guided.grammars.json_schema.compiler import compile_json_schema
 from guided.unique_items import UniqueItemsGuide
 
@@ -181,7 +182,7 @@ def test_rollback_and_fork_restore_the_items_seen(smollm2_tokenizer, smollm2_voc
 def test_unique_items_inside_a_recursive_schema(smollm2_tokenizer, smollm2_vocab):
     tree = {"type": "object", "properties": {"tags": STRINGS, "kids": {"type": "array", "items": {"$ref": "#"}}}}
     guide = guided.compile(guided.JsonSchema(tree, whitespace="compact"), smollm2_vocab)
-    assert isinstance(guide, UniqueItemsGuide) and isinstance(guide.base, guided.GrammarGuide)
+    assert isinstance(guide, UniqueItemsGuide) and isinstance(guide.base, GrammarGuide)
     validator = _validator(tree)
     for doc in [{"tags": ["a"], "kids": [{"tags": ["a", "b"]}]}, {"kids": [{"kids": [{"tags": ["b", "b"]}]}]},
                 {"tags": ["x", "x"]}, {"kids": [{"tags": ["a"]}, {"tags": ["a"]}]}]:

@@ -61,7 +61,7 @@ from guided.fsm.nfa import NFA, PastedOnce, Template
 from guided.fsm.ops import MAX_PRODUCT_STATES, embed, intersect
 from guided.grammars.json_schema.containers.arrays import ArrayCompiler
 from guided.grammars.json_schema.containers.key_order import AnyOrderTooLarge
-from guided.grammars.json_schema.containers.objects import ObjectCompiler, _object_of
+from guided.grammars.json_schema.containers.objects import ObjectCompiler, object_of
 from guided.grammars.json_schema.logic.combinators import LogicCompiler
 from guided.grammars.json_schema.logic.conditional import negation
 from guided.grammars.json_schema.logic.merge import ANNOTATIONS
@@ -84,12 +84,12 @@ from .keywords import (
     WHOLE_ANY_ORDER_WORK,
     WHOLE_KEYS_LADDER,
     WHOLE_RUNG_FAILURES,
-    _is_recursion_panic,
-    _listed_before_properties,
-    _pointer,
-    _satisfiable,
-    _union_dfa,
-    _without_idle_conditionals,
+    is_recursion_panic,
+    json_pointer,
+    listed_before_properties,
+    satisfiable_builds,
+    union_dfa,
+    without_idle_conditionals,
 )
 from .reuse import ReusedValues
 from .strings import minus
@@ -345,9 +345,9 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
         if union is not None:
             # One minimal DFA per branch, then their union: determinizing the branches
             # together would walk the product of their unminimised automata.
-            dfas = _satisfiable(lambda b: self.dfa(b, path, depth), union,
+            dfas = satisfiable_builds(lambda b: self.dfa(b, path, depth), union,
                                 "not/if/then/else leave no valid value", path)
-            return dfas[0] if len(dfas) == 1 else _union_dfa(dfas, self.algebra_limit(MAX_DFA_STATES))
+            return dfas[0] if len(dfas) == 1 else union_dfa(dfas, self.algebra_limit(MAX_DFA_STATES))
         nfa = NFA()
         s, e = self.value(nfa, schema, path, depth)
         structured = self.over and not self._flat_supersets
@@ -425,8 +425,8 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
 
     def unsupported(self, keyword: str, path: str, why: str) -> None:
         if self.strict:
-            raise UnsupportedSchemaError(f"unsupported keyword {keyword!r} ({why})", _pointer(path, keyword), keyword)
-        self.dropped.append((keyword, _pointer(path, keyword)))
+            raise UnsupportedSchemaError(f"unsupported keyword {keyword!r} ({why})", json_pointer(path, keyword), keyword)
+        self.dropped.append((keyword, json_pointer(path, keyword)))
 
     # -- $ref ----------------------------------------------------------------------
 
@@ -449,7 +449,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
                 raise UnsupportedSchemaError(
                     f"$ref {ref!r} is neither a local JSON pointer ('#/...') nor an identifier this schema declares"
                     " (an $id, id or $anchor; other documents are not fetched)",
-                    _pointer(path, "$ref"), "$ref",
+                    json_pointer(path, "$ref"), "$ref",
                 )
             ref = "#" + fragment
         for raw in ref[2:].split("/"):
@@ -462,7 +462,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
             elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
                 node = node[int(part)]
             else:
-                raise SchemaError(f"$ref {ref!r} does not resolve", _pointer(path, "$ref"), "$ref")
+                raise SchemaError(f"$ref {ref!r} does not resolve", json_pointer(path, "$ref"), "$ref")
         return node
 
     def deref(self, schema, path: str):
@@ -471,9 +471,9 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
         while isinstance(schema, dict) and "$ref" in schema:
             ref = schema["$ref"]
             if not isinstance(ref, str):
-                raise SchemaError("$ref must be a string", _pointer(path, "$ref"), "$ref")
+                raise SchemaError("$ref must be a string", json_pointer(path, "$ref"), "$ref")
             if ref in seen:
-                raise RecursiveSchemaError(f"$ref {ref!r} refers to itself", _pointer(path, "$ref"), "$ref")
+                raise RecursiveSchemaError(f"$ref {ref!r} refers to itself", json_pointer(path, "$ref"), "$ref")
             seen.append(ref)
             target = self.resolve_pointer(ref, path)
             siblings = {k: v for k, v in schema.items() if k != "$ref" and k not in ANNOTATIONS}
@@ -516,7 +516,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
                         if self.grammar is not None
                         else "recursive schemas are not supported by the regular (automaton) compiler"
                     )
-                    raise RecursiveSchemaError(f"recursive $ref {ref!r}: {why}", _pointer(path, "$ref"), "$ref")
+                    raise RecursiveSchemaError(f"recursive $ref {ref!r}: {why}", json_pointer(path, "$ref"), "$ref")
                 self._ref_stack.append(ref)
                 try:
                     return self.value(nfa, self.deref(schema, path), path, depth)
@@ -548,13 +548,13 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
     def _value_of(self, nfa: NFA, schema: dict, path: str, depth: int) -> tuple[int, int]:
         """``value`` of a schema object (``$ref`` and booleans dealt with)."""
         self.check_keywords(schema, path)
-        schema = _without_idle_conditionals(schema)
+        schema = without_idle_conditionals(schema)
         if "not" in schema:
             defined = self._defined_deref(path)
             if negation(defined(schema["not"]), defined) == []:
                 # `"not": {}` (a forbidden property, once merged) excludes every value:
                 # no algebra needed to show it.
-                raise UnsatisfiableSchemaError("'not' of a schema that every value satisfies", _pointer(path, "not"))
+                raise UnsatisfiableSchemaError("'not' of a schema that every value satisfies", json_pointer(path, "not"))
         if any(k in schema for k in DEPENDENCY_KEYWORDS):
             return self.value(nfa, self.expand_dependencies(schema, path), path, depth)
         if "enum" in schema or "const" in schema:
@@ -571,7 +571,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
             return self.all_of(nfa, schema, path, depth)
         if "anyOf" in schema:
             return self.union(nfa, self.branches(schema, "anyOf", path), depth,
-                              "no anyOf branch can be satisfied", _pointer(path, "anyOf"))
+                              "no anyOf branch can be satisfied", json_pointer(path, "anyOf"))
         if "oneOf" in schema:
             return self.one_of(nfa, schema, path, depth)
         if "not" in schema or "if" in schema:
@@ -610,7 +610,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
             if v is None or (k == "dependencies" and not self._legacy_draft()):
                 continue  # 2019-09 and later replaced "dependencies": the validator ignores it
             if not isinstance(v, dict):
-                raise SchemaError(f"{k} must be an object", _pointer(path, k), k)
+                raise SchemaError(f"{k} must be an object", json_pointer(path, k), k)
             for trigger, dep in v.items():
                 rules.setdefault(trigger, []).append(dep)
         base = {k: v for k, v in schema.items() if k not in DEPENDENCY_KEYWORDS}
@@ -656,14 +656,14 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
         a branch left as it is stays the schema object it was, which
         ``json_unique``'s checks beside the automaton go by)."""
         base = {k: v for k, v in schema.items() if k != keyword and k in STANDARD}
-        first = _listed_before_properties(schema, keyword)
+        first = listed_before_properties(schema, keyword)
         return [({"allOf": [b, base] if first else [base, b]} if base else b, ptr)
                 for b, ptr in self.listed(schema, keyword, path)]
 
     def union(self, nfa, parts, depth, why: str, path: str) -> tuple[int, int]:
         """The union of the satisfiable ``(schema, pointer)`` parts; ``why`` at ``path``
         when none is."""
-        return nfa.union(_satisfiable(lambda part: self.value(nfa, part[0], part[1], depth), parts, why, path))
+        return nfa.union(satisfiable_builds(lambda part: self.value(nfa, part[0], part[1], depth), parts, why, path))
 
     def union_unless_too_large(self, nfa, parts, depth, why: str, path: str):
         """``union``, or None when its fragments outgrow the NFA (``RegexTooLargeError``):
@@ -687,7 +687,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
         placed = self._placed.get(id(items))
         if placed is not None and placed[0] is items:
             return list(zip(items, placed[1]))
-        return [(b, _pointer(path, keyword, i)) for i, b in enumerate(items)]
+        return [(b, json_pointer(path, keyword, i)) for i, b in enumerate(items)]
 
     def placed(self, parts: list[tuple]) -> list:
         """A list of sub-schemas this compiler makes from ``(sub-schema, pointer)``
@@ -700,7 +700,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
     def list_of_schemas(self, schema, keyword, path):
         v = schema[keyword]
         if not isinstance(v, list) or not v:
-            raise SchemaError(f"{keyword} must be a non-empty array of schemas", _pointer(path, keyword), keyword)
+            raise SchemaError(f"{keyword} must be a non-empty array of schemas", json_pointer(path, keyword), keyword)
         return v
 
     def types_of(self, schema: dict, path: str) -> list[str]:
@@ -710,7 +710,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
         names = t if isinstance(t, list) else [t]
         for n in names:
             if n not in TYPES and n != "any":
-                raise SchemaError(f"unknown type {n!r}", _pointer(path, "type"), "type")
+                raise SchemaError(f"unknown type {n!r}", json_pointer(path, "type"), "type")
         if "any" in names:
             return list(TYPES)
         if "number" in names and "integer" in names:
@@ -793,7 +793,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
             inner = depth + 1
             frags.append(self.array_body(nfa, child, 0, True, 0, None, "#", depth))
             # Objects: any keys (duplicates are harmless: every value is allowed).
-            frags.append(_object_of(self, nfa, lambda: self.entry_any(nfa, inner, child), depth))
+            frags.append(object_of(self, nfa, lambda: self.entry_any(nfa, inner, child), depth))
         return nfa.union(frags)
 
     def entry_any(self, nfa, inner, child):
@@ -825,6 +825,6 @@ def compile_json_schema(schema, whitespace="flexible", strict: bool = True, key_
     except RecursionError:
         raise compiler.too_deep(UnsupportedSchemaError) from None
     except BaseException as e:
-        if _is_recursion_panic(e):
+        if is_recursion_panic(e):
             raise compiler.too_deep(UnsupportedSchemaError) from None
         raise

@@ -28,10 +28,10 @@ _ORDER = ["draft-03", "draft-04", "draft-06", "draft-07", "2019-09", "2020-12"]
 
 # Where sub-schemas stand: a keyword whose value is one schema, a list of them, or a
 # name -> schema map (draft-04 "dependencies" maps to lists of names as well).
-_ONE = ("additionalProperties", "additionalItems", "items", "not", "contains", "propertyNames", "if", "then",
+ONE_SCHEMA_KEYWORDS = ("additionalProperties", "additionalItems", "items", "not", "contains", "propertyNames", "if", "then",
         "else", "unevaluatedProperties", "unevaluatedItems")
-_LIST = ("allOf", "anyOf", "oneOf", "items", "prefixItems")
-_MAP = ("properties", "patternProperties", "definitions", "$defs", "dependencies", "dependentSchemas")
+LIST_KEYWORDS = ("allOf", "anyOf", "oneOf", "items", "prefixItems")
+MAP_KEYWORDS = ("properties", "patternProperties", "definitions", "$defs", "dependencies", "dependentSchemas")
 
 
 def declared_draft(root) -> int | None:
@@ -66,13 +66,13 @@ def _strip(schema, unknown: frozenset[str]):
     if not isinstance(schema, dict):
         return schema
     out = {k: v for k, v in schema.items() if k not in unknown}
-    for k in _ONE:
+    for k in ONE_SCHEMA_KEYWORDS:
         if isinstance(out.get(k), dict):
             out[k] = _strip(out[k], unknown)
-    for k in _LIST:
+    for k in LIST_KEYWORDS:
         if isinstance(out.get(k), list):
             out[k] = [_strip(s, unknown) for s in out[k]]
-    for k in _MAP:
+    for k in MAP_KEYWORDS:
         if isinstance(out.get(k), dict):
             out[k] = {name: _strip(s, unknown) for name, s in out[k].items()}
     return out
@@ -107,13 +107,13 @@ def identified_schemas(root) -> dict[str, object]:
         for k in ("$anchor", "$dynamicAnchor") if anchors else ():
             if isinstance(schema.get(k), str):
                 found.setdefault("#" + schema[k], schema)
-        for k in _ONE:
+        for k in ONE_SCHEMA_KEYWORDS:
             visit(schema.get(k))
-        for k in _LIST:
+        for k in LIST_KEYWORDS:
             if isinstance(schema.get(k), list):
                 for sub in schema[k]:
                     visit(sub)
-        for k in _MAP:
+        for k in MAP_KEYWORDS:
             if isinstance(schema.get(k), dict):
                 for sub in schema[k].values():
                     visit(sub)

@@ -59,7 +59,7 @@ EXACT_FORMATS = {"date", "time", "date-time", "ipv4", "ipv6"}
 DEPENDENCY_KEYWORDS = ("dependentRequired", "dependentSchemas", "dependencies")
 
 #: Keywords ``value`` acts on before ``not`` / ``if`` (the schema is theirs first).
-_EARLIER_KEYWORDS = ("$ref", "enum", "const", "allOf", "anyOf", "oneOf") + DEPENDENCY_KEYWORDS
+EARLIER_KEYWORDS = ("$ref", "enum", "const", "allOf", "anyOf", "oneOf") + DEPENDENCY_KEYWORDS
 #: minProperties / maxProperties count keys in states; larger counts are refused.
 MAX_COUNTED_PROPERTIES = 24
 #: Key dependencies expand into 2**n branches; more trigger keys than this are refused.
@@ -94,7 +94,7 @@ TYPE_KEYWORDS = {
 }
 
 #: Per JSON type, the keywords that constrain only values of other types.
-_OTHER_TYPES_KEYWORDS = {t: set().union(*(kws for kind, kws in TYPE_KEYWORDS.items() if kind != t))
+OTHER_TYPES_KEYWORDS = {t: set().union(*(kws for kind, kws in TYPE_KEYWORDS.items() if kind != t))
                          for t in ("null", "boolean", "number", "string", "array", "object")}
 
 HANDLED = {
@@ -111,28 +111,28 @@ STANDARD = HANDLED | {"$dynamicRef", "$recursiveRef", "$recursiveAnchor", "disal
 
 
 
-def _pointer(path: str, *parts) -> str:
+def json_pointer(path: str, *parts) -> str:
     out = path
     for p in parts:
         out += "/" + str(p).replace("~", "~0").replace("/", "~1")
     return out
 
 
-def _dumps(value) -> bytes:
+def compact_json(value) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
-def _value_texts(v) -> list[bytes]:
+def value_texts(v) -> list[bytes]:
     """The compact spellings of a value (1 and 1.0 are equal in JSON Schema)."""
-    texts = [_dumps(v)]
+    texts = [compact_json(v)]
     if isinstance(v, float) and v.is_integer():
-        texts.append(_dumps(int(v)))
+        texts.append(compact_json(int(v)))
     elif isinstance(v, int) and not isinstance(v, bool):
-        texts.append(_dumps(float(v)))
+        texts.append(compact_json(float(v)))
     return texts
 
 
-def _scalar_enum(schema) -> list | None:
+def scalar_enum(schema) -> list | None:
     """Scalar values that a property schema's value must be one of (its own enum /
     const, or an ``allOf`` part's), else None."""
     if not isinstance(schema, dict):
@@ -141,7 +141,7 @@ def _scalar_enum(schema) -> list | None:
     if isinstance(values, list) and values and not any(isinstance(v, (dict, list)) for v in values):
         return values
     for part in schema.get("allOf", []) if isinstance(schema.get("allOf"), list) else []:
-        got = _scalar_enum(part)
+        got = scalar_enum(part)
         if got is not None:
             return got
     return None
@@ -150,10 +150,10 @@ def _scalar_enum(schema) -> list | None:
 _SCALAR_TYPES = ("string", "number", "integer", "boolean", "null")
 
 
-def _scalar_kinds(schema) -> list | None:
+def scalar_kinds(schema) -> list | None:
     """What a property's value can be when it is surely a scalar: its enum values as
     ``("value", v)`` or its scalar type names; None when it may be a container."""
-    values = _scalar_enum(schema)
+    values = scalar_enum(schema)
     if values is not None:
         return [("value", v) for v in values]
     if not isinstance(schema, dict):
@@ -165,18 +165,18 @@ def _scalar_kinds(schema) -> list | None:
     return list(dict.fromkeys(types))
 
 
-def _multiple_of(schema, path):
+def multiple_of_step(schema, path):
     """``multipleOf`` (an int where it is integral), None when absent; a
     ``SchemaError`` unless it is a positive number."""
     step = schema.get("multipleOf")
     if step is None:
         return None
     if not isinstance(step, (int, float)) or isinstance(step, bool) or not math.isfinite(step) or step <= 0:
-        raise SchemaError("multipleOf must be a positive number", _pointer(path, "multipleOf"), "multipleOf")
+        raise SchemaError("multipleOf must be a positive number", json_pointer(path, "multipleOf"), "multipleOf")
     return int(step) if isinstance(step, float) and step.is_integer() else step
 
 
-def _listed_before_properties(schema: dict, keyword: str) -> bool:
+def listed_before_properties(schema: dict, keyword: str) -> bool:
     """Whether ``keyword`` (a logic keyword) comes before ``properties`` in ``schema``.
 
     Merged objects list their keys in the order the schema text names them: the keys
@@ -189,7 +189,7 @@ def _listed_before_properties(schema: dict, keyword: str) -> bool:
     return "properties" in schema and order.index(keyword) < order.index("properties")
 
 
-def _excluded_by(view, part) -> bool:
+def excluded_by(view, part) -> bool:
     """Whether no value of ``view`` (``object_view``) can satisfy the negation
     ``part``: their types do not meet, or the part lacks a key an object-only view
     requires."""
@@ -207,7 +207,7 @@ def _excluded_by(view, part) -> bool:
     return any(props.get(name) is False for name in view[1])
 
 
-def _defined_keywords(schema):
+def defined_keywords(schema):
     """``schema`` without keywords no draft defines (x-intellij-..., nullable): they
     constrain nothing, and two ``allOf`` parts disagreeing on one must still merge."""
     if not isinstance(schema, dict):
@@ -215,7 +215,7 @@ def _defined_keywords(schema):
     return {k: v for k, v in schema.items() if k in STANDARD or k in ANNOTATIONS}
 
 
-def _without_idle_conditionals(schema):
+def without_idle_conditionals(schema):
     """``schema`` without the keywords of ``if`` / ``then`` / ``else`` that do nothing:
     ``then`` and ``else`` with no ``if`` beside them, an ``if`` with neither. (Left in,
     a merge would join a stray ``else`` to another part's ``if``.)"""
@@ -230,7 +230,7 @@ def _without_idle_conditionals(schema):
     return {k: v for k, v in schema.items() if k not in idle}
 
 
-def _satisfiable(build, items, why: str, path: str) -> list:
+def satisfiable_builds(build, items, why: str, path: str) -> list:
     """``build(item)`` for each item that is satisfiable; ``why`` at ``path`` when none is."""
     out = []
     approximated = False
@@ -242,11 +242,11 @@ def _satisfiable(build, items, why: str, path: str) -> list:
         except ApproximationLimitError:
             approximated = True
     if not out:
-        raise _empty(why, path, approximated)
+        raise nothing_left_error(why, path, approximated)
     return out
 
 
-def _empty(why: str, path: str, approximated: bool) -> SchemaError:
+def nothing_left_error(why: str, path: str, approximated: bool) -> SchemaError:
     """Nothing is left: a proof of that, or only the limit of algebra over supersets."""
     if approximated:
         return ApproximationLimitError(
@@ -255,13 +255,13 @@ def _empty(why: str, path: str, approximated: bool) -> SchemaError:
     return UnsatisfiableSchemaError(why, path)
 
 
-def _union_dfa(dfas, limit: int = MAX_DFA_STATES):
+def union_dfa(dfas, limit: int = MAX_DFA_STATES):
     nfa = NFA()
     s, e = nfa.union([embed(nfa, d) for d in dfas])
     return determinize(nfa, s, e, limit)
 
 
-def _search(pattern: str, text: str) -> bool:
+def pattern_search(pattern: str, text: str) -> bool:
     import re
 
     try:
@@ -270,7 +270,7 @@ def _search(pattern: str, text: str) -> bool:
         return False
 
 
-def _number_spellings(v) -> str:
+def number_spellings(v) -> str:
     """A regex for the plain spellings of the number ``v`` (trailing zeros allowed),
     plus every exponent spelling of any number: a superset of how ``v`` is written."""
     if isinstance(v, float) and not v.is_integer():
@@ -285,7 +285,7 @@ def _number_spellings(v) -> str:
     return f"{plain}|{NUMBER_EXP}"
 
 
-def _int_lower(lo, xlo):
+def int_lower(lo, xlo):
     vals = []
     if lo is not None:
         vals.append(math.ceil(lo))
@@ -294,7 +294,7 @@ def _int_lower(lo, xlo):
     return max(vals) if vals else None
 
 
-def _int_upper(hi, xhi):
+def int_upper(hi, xhi):
     vals = []
     if hi is not None:
         vals.append(math.floor(hi))
@@ -303,6 +303,6 @@ def _int_upper(hi, xhi):
     return min(vals) if vals else None
 
 
-def _is_recursion_panic(e: BaseException) -> bool:
+def is_recursion_panic(e: BaseException) -> bool:
     """A Rust extension's panic (pyo3 ``PanicException``) caused by a RecursionError."""
     return type(e).__name__ == "PanicException" and "RecursionError" in str(e)

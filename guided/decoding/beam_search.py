@@ -21,12 +21,13 @@ import torch
 
 from guided.bitmask import allocate_token_bitmask
 
+from .step import next_token_scores
+
 
 def beam_search(model, prompt_ids, guide, eos_ids, num_beams: int, max_new_tokens: int,
                 processors=(), length_penalty: float = 1.0):
     """Returns ``(token ids, finish reason)`` of the best hypothesis; see the module
     docstring. ``guide`` may be None (unconstrained beam search)."""
-    from .generation import next_token_scores
 
     device = model.device
     prompt = torch.tensor([prompt_ids], dtype=torch.long, device=device)

@@ -16,14 +16,14 @@ from typing import Any
 
 import torch
 
-from guided.bitmask import allocate_token_bitmask, apply_token_bitmask_
+from guided.bitmask import allocate_token_bitmask
 from guided.compiler import as_vocabulary, compile
 from guided.matcher import Guide
 from guided.specs import JsonSchema
 
 from .beam_search import beam_search
-from .sampling import warp
 from .speculative import default_drafters, speculative_loop
+from .step import next_token_scores
 
 
 @dataclass
@@ -103,39 +103,6 @@ def prompt_ids(tokenizer, prompt, chat: bool = True, system: str | None = None) 
     return tokenizer(prompt, add_special_tokens=True)["input_ids"]
 
 
-def next_token_scores(
-    logits: torch.Tensor,
-    input_ids: torch.Tensor,
-    bitmask=None,
-    processors=(),
-    temperature: float = 0.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    min_p: float | None = None,
-    watermark=None,
-) -> torch.Tensor:
-    """The scores the next token is drawn from, in the documented order::
-
-        mask -> processors -> mask again -> temperature / top-k / top-p / min-p -> watermark
-
-    The mask comes first so that top-k and the like only ever choose among allowed
-    tokens; it is applied again after the processors so that none can bring a
-    forbidden token back. ``logits`` is modified in place where possible.
-    """
-    if bitmask is not None:
-        apply_token_bitmask_(logits, bitmask)
-    if processors:
-        for proc in processors:
-            logits = proc(input_ids, logits)
-        if bitmask is not None:
-            apply_token_bitmask_(logits, bitmask)
-    if temperature > 0:
-        logits = warp(logits, temperature, top_k, top_p, min_p)
-    if watermark is not None:
-        logits = watermark(input_ids, logits)
-    return logits
-
-
 @torch.inference_mode()
 def generate(
     model,
@@ -156,7 +123,6 @@ def generate(
     num_beams: int = 1,
     speculative=None,
     num_draft_tokens: int = 8,
-    logits_processors=(),
 ) -> GenerationResult:
     """Generate from ``model`` so that the output satisfies ``spec``.
 
@@ -167,7 +133,7 @@ def generate(
     (``guided.steering.bias``, ``guided.steering.ensemble``, your own); ``watermark`` a
     ``watermark.WatermarkLogitsProcessor``. They run in the order of
     ``next_token_scores``: mask, processors, mask, sampling warpers, watermark.
-    (``logits_processors`` is the older name of ``processors``.) ``num_beams > 1``
+    ``num_beams > 1``
     runs constrained beam search (``guided.decoding.beam_search``; greedy, so
     ``temperature=0``), one matcher per beam. ``speculative="auto"`` (or a list of
     drafters from ``guided.decoding.speculative``) verifies up to ``num_draft_tokens`` drafted
@@ -189,7 +155,7 @@ def generate(
         guide = spec if isinstance(spec, Guide) else compile(spec, vocab)
         stats.compile_s = time.perf_counter() - t
     matcher = guide.matcher() if guide is not None else None
-    processors = [*logits_processors, *processors]
+    processors = list(processors)
     for proc in processors:
         if hasattr(proc, "reset"):
             proc.reset()  # a new prompt: penalties and helper models start over

@@ -15,7 +15,7 @@
     pass count starts as plain decoding's does. EOS is never drafted.)
 
 ``p~`` is the distribution generation would use at that position (mask, processors,
-mask, warpers, watermark: ``generation.next_token_scores``), so the output follows
+mask, warpers, watermark: ``step.next_token_scores``), so the output follows
 exactly the plain constrained distribution, and greedy output is the plain greedy
 output. A deterministic draft has q = 1; a draft model's token is kept with
 probability min(1, p~/q~), and on rejection the token comes from max(0, p~ - q~).
@@ -45,6 +45,9 @@ import torch
 from torch import nn
 
 from guided.bitmask import allocate_token_bitmask
+
+from .context_model import ContextModel
+from .step import next_token_scores
 
 
 class ForcedTokens:
@@ -199,8 +202,6 @@ class DraftModel:
     """
 
     def __init__(self, model):
-        from guided.steering.ensemble import ContextModel
-
         self.context = ContextModel(model)
         self.sampling: dict = {"temperature": 0.0}
         self.processors: tuple = ()  # generation's processors and watermark, set by the loop
@@ -212,8 +213,6 @@ class DraftModel:
         self.context.reset()
 
     def propose(self, context: list[int], matcher, k: int) -> list[int]:
-        from .generation import next_token_scores
-
         self.last_q = []
         out: list[int] = []
         eos = set(matcher.guide.eos_token_ids) if matcher is not None else set()
@@ -319,8 +318,6 @@ def propose(drafters, context: list[int], matcher, k: int):
 def speculative_loop(model, vocab, prompt: list[int], guide, drafters, *, max_new_tokens: int, num_draft_tokens: int,
                      temperature: float, top_k, top_p, min_p, processors, watermark, generator, stats):
     """The decoding loop of the module docstring; returns ``(tokens, finish reason)``."""
-    from .generation import next_token_scores
-
     device = model.device
     eos = set(vocab.eos_token_ids)
     if max_new_tokens <= 0:

@@ -143,12 +143,3 @@ class RepetitionPenalty:
         seen = torch.where(seen > 0, seen / self.penalty, seen * self.penalty)
         return scores.scatter(1, ids, seen)
 
-
-# The model-based processors, importable from here too: guided.steering.bias.DExperts, ...
-from .classifier import ClassifierGuidance  # noqa: E402
-from .ensemble import ContextModel, DExperts, ProxyTuning  # noqa: E402
-
-__all__ = [
-    "ClassifierGuidance", "ContextModel", "DExperts", "FrequencyPenalty", "LogitBias", "PresencePenalty",
-    "ProxyTuning", "RepetitionPenalty",
-]

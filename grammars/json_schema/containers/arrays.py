@@ -16,8 +16,8 @@ from guided.grammars.json_schema.keywords import (
     ANY_DEPTH,
     ARRAY_KEYWORDS,
     MAX_UNIQUE_SETS,
-    _pointer,
-    _scalar_enum,
+    json_pointer,
+    scalar_enum,
 )
 from guided.grammars.json_schema.logic.merge import json_equal as _json_equal
 from guided.grammars.json_schema.strings import body_dfa
@@ -101,8 +101,8 @@ class ArrayCompiler:
 
         def element(n, i):
             if i < len(prefix):
-                return self.value(n, prefix[i], _pointer(path, "prefixItems", i), depth + 1)
-            return self.value(n, rest, _pointer(path, "items"), depth + 1)
+                return self.value(n, prefix[i], json_pointer(path, "prefixItems", i), depth + 1)
+            return self.value(n, rest, json_pointer(path, "items"), depth + 1)
 
         return self.array_body(nfa, element, len(prefix), rest is not False, lo, hi, path, depth)
 
@@ -153,7 +153,7 @@ class ArrayCompiler:
         schema = self.deref(schema, "#") if depth else schema
         if not isinstance(schema, dict) or depth > _CANDIDATE_DEPTH:  # (a $ref cycle)
             return None
-        values = _scalar_enum(schema)
+        values = scalar_enum(schema)
         if values is not None:
             return values
         for key in ("anyOf", "oneOf"):
@@ -291,14 +291,14 @@ class ArrayCompiler:
         def counted(k_min, k_max):
             # Arrays of any elements, exactly/at least k contained ones: tracks 0..k.
             any_el = lambda n: self.any_value(n, inner, ANY_DEPTH)
-            con_el = lambda n: self.value(n, c, _pointer(path, "contains"), inner)
+            con_el = lambda n: self.value(n, c, json_pointer(path, "contains"), inner)
             return _counting_array(self, nfa, any_el, con_el, k_min, depth)
 
         s, e = counted(need, None)
         try:
             result = self.intersection(main, determinize(nfa, s, e, self.algebra_limit(MAX_DFA_STATES)))
         except EmptyLanguageError:
-            raise UnsatisfiableSchemaError("no array satisfies contains", _pointer(path, "contains")) from None
+            raise UnsatisfiableSchemaError("no array satisfies contains", json_pointer(path, "contains")) from None
         if most is not None:
             self.unsupported("maxContains", path, "an upper bound on matching elements needs their exact complement")
         return result
@@ -334,7 +334,7 @@ class ArrayCompiler:
     def _array_superset_dfa(self, items, levels: int, lo: int, hi: int | None, path, depth) -> DFA:
         sub_nfa = NFA()
         with self._supersets(levels, self._flat_supersets):
-            item = self._value_superset_or_any(sub_nfa, items, _pointer(path, "items"), depth)
+            item = self._value_superset_or_any(sub_nfa, items, json_pointer(path, "items"), depth)
         if item is None:
             return body_dfa(lambda n: sup.container(n, b"[", b"]", None))
         item_dfa = determinize(sub_nfa, *item, limit=sup.SUPERSET_STATES)

@@ -27,10 +27,10 @@ from guided.grammars.json_schema.keywords import (
     MAX_COUNTED_PROPERTIES,
     MAX_PATTERN_REGIONS,
     OBJECT_KEYWORDS,
-    _pointer,
-    _scalar_enum,
-    _scalar_kinds,
-    _search,
+    json_pointer,
+    pattern_search,
+    scalar_enum,
+    scalar_kinds,
 )
 from guided.grammars.json_schema.strings import (
     body_dfa,
@@ -55,7 +55,7 @@ class ObjectCompiler:
             return self.object_superset(nfa, schema, path, depth)
         props = schema.get("properties", {}) or {}
         if not isinstance(props, dict):
-            raise SchemaError("properties must be an object", _pointer(path, "properties"), "properties")
+            raise SchemaError("properties must be an object", json_pointer(path, "properties"), "properties")
         required = list(dict.fromkeys(schema.get("required", []) or []))
         if isinstance(required, bool):
             required = []
@@ -80,7 +80,7 @@ class ObjectCompiler:
             if sub is None:
                 sub = self._extra_schema_for(name, patterns, additional)
             else:
-                matching = [p for p in patterns if _search(p, name)]
+                matching = [p for p in patterns if pattern_search(p, name)]
                 if matching:
                     sub = {"allOf": [sub] + [patterns[p] for p in matching]}
             if names_schema is not None and not self.is_valid(name, names_schema):
@@ -121,7 +121,7 @@ class ObjectCompiler:
 
         if self.key_order == "any" and (nfa.lazy or len(entries) <= (self.whole_keys or 0)):
             shape = ObjectShape(
-                tuple((name, sub, req, _pointer(path, "properties", name)) for name, sub, req in entries),
+                tuple((name, sub, req, json_pointer(path, "properties", name)) for name, sub, req in entries),
                 extras, lo_p, hi_p, k)
             if self.grammar is not None and self.grammar.owns(nfa):
                 return self.grammar.any_order_object(self, nfa, shape, path, depth)
@@ -145,7 +145,7 @@ class ObjectCompiler:
             nxt = [nfa.state() for _ in range(k + 1)]
             try:
                 self._step(nfa, tracks, nxt, after, lambda: self.entry(
-                    nfa, nfa.byte_string(key), sub, _pointer(path, "properties", name), depth), depth)
+                    nfa, nfa.byte_string(key), sub, json_pointer(path, "properties", name), depth), depth)
             except UnsatisfiableSchemaError:
                 if is_req:
                     raise
@@ -246,7 +246,7 @@ class ObjectCompiler:
         for name in schema.get("required", []) or []:
             if not isinstance(name, str):
                 continue
-            tags = _scalar_enum(self.deref(props.get(name), "#") if isinstance(props.get(name), dict) else None)
+            tags = scalar_enum(self.deref(props.get(name), "#") if isinstance(props.get(name), dict) else None)
 
             def needle(n, name=name, tags=tags):
                 parts = [jt.quoted(n, jt.full_match_body(n, re.escape(name)))]
@@ -274,11 +274,11 @@ class ObjectCompiler:
         frags = []
         with self._supersets(self._superset_levels - 1, self._flat_supersets):
             for name, sub in props.items():
-                value = self._value_superset_or_any(nfa, sub, _pointer(path, "properties", name), depth)
+                value = self._value_superset_or_any(nfa, sub, json_pointer(path, "properties", name), depth)
                 if value is not None:
                     frags.append(sup.member(nfa, jt.quoted(nfa, jt.full_match_body(nfa, re.escape(name))), value))
             if additional is not False:
-                value = self._value_superset_or_any(nfa, additional, _pointer(path, "additionalProperties"), depth)
+                value = self._value_superset_or_any(nfa, additional, json_pointer(path, "additionalProperties"), depth)
                 if value is not None:
                     frags.append(sup.member(nfa, jt.key_excluding(nfa, props), value))
         return determinize(nfa, *nfa.union(frags), limit=sup.SUPERSET_STATES) if frags else None
@@ -291,7 +291,7 @@ class ObjectCompiler:
             target = self.deref(sub, path)
             if target is False:
                 return None
-            kinds = _scalar_kinds(target)
+            kinds = scalar_kinds(target)
             if kinds is not None:
                 return self._scalar_superset(nfa, kinds)
             return self.value(nfa, sub, path, depth + 1)  # $ref and all: recursion stays bounded
@@ -308,7 +308,7 @@ class ObjectCompiler:
             sub = self.deref(sub, "#")
             if sub is False:
                 continue  # the key cannot appear
-            scalars[name] = _scalar_kinds(sub)  # None: not a scalar, any text stands for it
+            scalars[name] = scalar_kinds(sub)  # None: not a scalar, any text stands for it
 
         def build(n):
             def ws():
@@ -354,7 +354,7 @@ class ObjectCompiler:
         return nfa.concat(parts)
 
     def _extra_schema_for(self, name, patterns, additional):
-        matching = [p for p in patterns if _search(p, name)]
+        matching = [p for p in patterns if pattern_search(p, name)]
         if matching:
             return {"allOf": [patterns[p] for p in matching]} if len(matching) > 1 else patterns[matching[0]]
         return additional
@@ -368,7 +368,7 @@ class ObjectCompiler:
         if not patterns and names_schema is None:
             # JSON Schema's default (any other key): the key fragment goes straight into
             # the automaton; a minimised DFA of it is only needed for key algebra.
-            ptr = _pointer(path, "additionalProperties")
+            ptr = json_pointer(path, "additionalProperties")
 
             def build_plain(cuts=None, into=None):
                 n = nfa if into is None else into
@@ -387,14 +387,14 @@ class ObjectCompiler:
         for p, sub in patterns.items():
             try:
                 kd = pattern_key_dfa(p)
-                if any(_search(p, name) for name in defined):
+                if any(pattern_search(p, name) for name in defined):
                     # Only where a listed key matches is there anything to take out
                     # (OCDS's "^(name_(<language tag>))$" beside "name": nothing).
                     kd = intersect(excluded, kd)
             except EmptyLanguageError:
                 continue
             except RegexError as e:
-                raise UnsupportedSchemaError(f"patternProperties key {p!r}: {e}", _pointer(path, "patternProperties"), "patternProperties") from None
+                raise UnsupportedSchemaError(f"patternProperties key {p!r}: {e}", json_pointer(path, "patternProperties"), "patternProperties") from None
             pattern_keys.append((p, kd, sub))
         # A key matching several patterns must satisfy all their schemas: split the
         # keys into regions by the set of patterns they match.
@@ -418,7 +418,7 @@ class ObjectCompiler:
                 break
         for rd, members in regions:
             sub = members[0][1] if len(members) == 1 else {"allOf": [m for _, m in members]}
-            kinds.append((rd, sub, _pointer(path, "patternProperties", members[0][0])))
+            kinds.append((rd, sub, json_pointer(path, "patternProperties", members[0][0])))
         if additional is not False:
             # Keys no pattern matches, once per pattern set, then only the listed keys
             # taken out: one intersection per object, not a difference per pattern.
@@ -428,10 +428,10 @@ class ObjectCompiler:
             except EmptyLanguageError:
                 rest = None
             if rest is not None:
-                kinds.append((rest, additional, _pointer(path, "additionalProperties")))
+                kinds.append((rest, additional, json_pointer(path, "additionalProperties")))
         if names_schema is not None:
             try:
-                names = body_dfa(lambda n: self.value(n, names_schema, _pointer(path, "propertyNames"), 0))
+                names = body_dfa(lambda n: self.value(n, names_schema, json_pointer(path, "propertyNames"), 0))
             except UnsatisfiableSchemaError:
                 return None  # no name is valid (``propertyNames: false``): no extra keys
             narrowed = []
@@ -471,7 +471,7 @@ class ObjectCompiler:
 
 
 
-def _object_of(compiler, nfa, entry, depth):
+def object_of(compiler, nfa, entry, depth):
     """``{}`` or ``{ entry (, entry)* }`` with the compiler's whitespace."""
     ws = compiler.ws
     open_, close = ws.brackets(nfa, b"{", b"}", depth, True)

@@ -30,7 +30,7 @@ import json
 import re
 
 from guided.errors import UnsupportedSchemaError
-from guided.grammars.json_schema.drafts import _LIST, _MAP, _ONE
+from guided.grammars.json_schema.drafts import LIST_KEYWORDS, MAP_KEYWORDS, ONE_SCHEMA_KEYWORDS
 
 #: Keywords whose sub-schemas always apply to the value (or member) they name.
 _PLAIN_ONE = ("additionalProperties", "additionalItems", "items")
@@ -55,11 +55,11 @@ def _edges(schema, resolve, legacy: bool):
         plain.append((resolve(ref), None, True))
         if legacy:  # draft 4-7: a $ref's siblings do not apply
             return plain, other
-    for k in _ONE:
+    for k in ONE_SCHEMA_KEYWORDS:
         sub = schema.get(k)
         if isinstance(sub, (dict, bool)):
             (plain.append((sub, None, False)) if k in _PLAIN_ONE else other.append(sub))
-    for k in _LIST:
+    for k in LIST_KEYWORDS:
         subs = schema.get(k)
         if not isinstance(subs, list):
             continue
@@ -73,7 +73,7 @@ def _edges(schema, resolve, legacy: bool):
             plain.extend((sub, kind, True) for kind in kinds)
             if not kinds:
                 other.append(sub)
-    for k in _MAP:
+    for k in MAP_KEYWORDS:
         subs = schema.get(k)
         if isinstance(subs, dict) and k not in _STORES:
             for sub in subs.values():

@@ -12,17 +12,17 @@ from guided.errors import ApproximationLimitError, EmptyLanguageError, SchemaErr
 from guided.fsm.dfa import DFA, MAX_DFA_STATES
 from guided.fsm.ops import embed
 from guided.grammars.json_schema.keywords import (
-    _EARLIER_KEYWORDS,
-    _OTHER_TYPES_KEYWORDS,
+    EARLIER_KEYWORDS,
     MAX_ONE_OF_CHOICES,
+    OTHER_TYPES_KEYWORDS,
     TYPES,
-    _defined_keywords,
-    _empty,
-    _excluded_by,
-    _listed_before_properties,
-    _pointer,
-    _union_dfa,
-    _without_idle_conditionals,
+    defined_keywords,
+    excluded_by,
+    json_pointer,
+    listed_before_properties,
+    nothing_left_error,
+    union_dfa,
+    without_idle_conditionals,
 )
 
 from .conditional import choices_with, conditional_as_union, conditionals_by_value, negation, not_as_union
@@ -48,15 +48,15 @@ class LogicCompiler:
         types, each ``allOf`` a shared base and more keys) still merge by keywords
         instead of intersecting whole-object automata. ``within``: the schemas being
         spread (a part that refers back to one of them is kept whole)."""
-        beside = _without_idle_conditionals({k: v for k, v in schema.items() if k != "allOf"})
+        beside = without_idle_conditionals({k: v for k, v in schema.items() if k != "allOf"})
         parts = []
         for p, ptr in self.listed(schema, "allOf", path):
             part = self.deref(p, ptr)
             if isinstance(part, dict) and isinstance(part.get("allOf"), list) and id(part) not in within:
-                parts.extend(self._all_of_parts(_defined_keywords(part), ptr, within + [id(part)]))
+                parts.extend(self._all_of_parts(defined_keywords(part), ptr, within + [id(part)]))
             else:
-                parts.append(_without_idle_conditionals(_defined_keywords(part)))
-        return parts + [beside] if _listed_before_properties(schema, "allOf") else [beside] + parts
+                parts.append(without_idle_conditionals(defined_keywords(part)))
+        return parts + [beside] if listed_before_properties(schema, "allOf") else [beside] + parts
 
     def all_of(self, nfa, schema, path, depth):
         by_value = conditionals_by_value(schema, lambda s: self.deref(s, path),
@@ -65,7 +65,7 @@ class LogicCompiler:
             # Each branch repeats the whole object; too many copies of a large one and
             # the algebra below builds it once.
             got = self.union_unless_too_large(nfa, [(b, path) for b in by_value["anyOf"]], depth,
-                                              "no value of the key the conditions test is valid", _pointer(path, "allOf"))
+                                              "no value of the key the conditions test is valid", json_pointer(path, "allOf"))
             if got is not None:
                 return got
         parts = self._all_of_parts(schema, path, [id(schema)])
@@ -74,7 +74,7 @@ class LogicCompiler:
             if self._branch_keys_inside(merged, parts, path):
                 spread = self._any_of_spread(merged, [], path, parts)
                 got = None if spread is None else self.union_unless_too_large(
-                    nfa, spread, depth, "no anyOf branch can be satisfied", _pointer(path, "allOf"))
+                    nfa, spread, depth, "no anyOf branch can be satisfied", json_pointer(path, "allOf"))
                 if got is not None:
                     return got
             return self.value(nfa, merged, path, depth)
@@ -82,17 +82,17 @@ class LogicCompiler:
         spread = self._any_of_spread(merged, leftovers, path, parts)
         if spread is not None:  # no algebra: each choice of anyOf branches, merged
             got = self.union_unless_too_large(nfa, spread, depth, "no choice of the allOf parts' anyOf branches holds",
-                                              _pointer(path, "allOf"))
+                                              json_pointer(path, "allOf"))
             if got is not None:
                 return got
         def joined() -> DFA:
             result = self.dfa(merged, path, depth)
             for p in leftovers:
                 try:
-                    result = self.intersection(result, self.dfa(p, _pointer(path, "allOf"), depth))
+                    result = self.intersection(result, self.dfa(p, json_pointer(path, "allOf"), depth))
                 except EmptyLanguageError:
                     raise UnsatisfiableSchemaError("the allOf branches contradict each other",
-                                                   _pointer(path, "allOf")) from None
+                                                   json_pointer(path, "allOf")) from None
             return result
 
         return embed(nfa, self.algebra(joined))
@@ -138,7 +138,7 @@ class LogicCompiler:
         if not spread:
             return None
         rest = [p for p in leftovers if not (isinstance(p, dict) and "anyOf" in p)]
-        ptr = _pointer(path, "allOf")
+        ptr = json_pointer(path, "allOf")
         options = [[b for b, _ in self.branches(p, "anyOf", ptr)] for p in spread]
         if math.prod(len(o) for o in options) > MAX_ONE_OF_CHOICES:
             return None
@@ -172,7 +172,7 @@ class LogicCompiler:
             later = _key_order_with(later, p)
         if not set(later) - set(before):
             return False
-        ptr = _pointer(path, "allOf")
+        ptr = json_pointer(path, "allOf")
         for b, _ in self.branches({"anyOf": one_of_them}, "anyOf", ptr):
             names: list = []
             for q in self._all_of_parts({"allOf": [b]}, ptr, []):
@@ -192,7 +192,7 @@ class LogicCompiler:
         then merges them as before, the branch's keys last)."""
         got, order = merged, []
         for i, p in [*enumerate(parts), (None, None)]:
-            branch_first = p is not None and i in placed and _listed_before_properties(p, "anyOf")
+            branch_first = p is not None and i in placed and listed_before_properties(p, "anyOf")
             if p is not None and id(p) not in skipped and not branch_first:
                 order = _key_order_with(order, p)
             for q in self._all_of_parts({"allOf": placed[i]}, ptr, []) if i in placed else ():
@@ -224,7 +224,7 @@ class LogicCompiler:
         In over mode: split by JSON type where some branch allows no objects (each
         part a superset), else the union of the branches."""
         branches = self.branches(schema, "oneOf", path)
-        ptr = _pointer(path, "oneOf")
+        ptr = json_pointer(path, "oneOf")
         alone = range(len(branches))  # the branches left to subtraction
         exact = []
         apart: set[tuple[int, int]] = set()
@@ -282,7 +282,7 @@ class LogicCompiler:
                 continue
             frags.append(embed(nfa, only))
         if not frags:
-            raise _empty("no value satisfies exactly one oneOf branch", ptr, approximated)
+            raise nothing_left_error("no value satisfies exactly one oneOf branch", ptr, approximated)
         return nfa.union(frags)
 
     def _branch_alone(self, branches, i: int, apart: set, depth: int) -> tuple[DFA | None, bool]:
@@ -322,7 +322,7 @@ class LogicCompiler:
             view = self.object_view(b, ptr)
             kinds = set(TYPES) if view is None else set(view[0])
             allowed.append({"number" if k == "integer" else k for k in kinds})
-        ptr = _pointer(path, "oneOf")
+        ptr = json_pointer(path, "oneOf")
         if all("object" in a for a in allowed) and not any(self._takes_every(b, "object", ptr) for b, _ in branches):
             return None
         parts = []
@@ -348,7 +348,7 @@ class LogicCompiler:
         annotations and keywords that constrain nothing, ``_idle_keywords``), and its
         ``type``, if any, names ``t``."""
         try:
-            branch = _defined_keywords(self.deref(branch, path))  # ("instanceof": constrains nothing)
+            branch = defined_keywords(self.deref(branch, path))  # ("instanceof": constrains nothing)
         except SchemaError:
             return False
         if branch is True:
@@ -358,7 +358,7 @@ class LogicCompiler:
         types = branch.get("type", t)
         if t not in (types if isinstance(types, list) else [types]):
             return False
-        return not set(branch) - {"type"} - ANNOTATIONS - _OTHER_TYPES_KEYWORDS[t] - _idle_keywords(branch)
+        return not set(branch) - {"type"} - ANNOTATIONS - OTHER_TYPES_KEYWORDS[t] - _idle_keywords(branch)
 
     def _one_of_as_unions(self, schema, branches, apart, path) -> list[list | None]:
         """Per branch i, ``(schema, pointer)`` parts whose union is exactly the values
@@ -380,11 +380,11 @@ class LogicCompiler:
                     continue
                 key = (j, None if keys is None else tuple(keys))
                 if key not in negations:
-                    negations[key] = negation(_defined_keywords(raw[j]), self._defined_deref(path), keys)
+                    negations[key] = negation(defined_keywords(raw[j]), self._defined_deref(path), keys)
                 if negations[key] is None:
                     choices = None
                     break
-                choices = choices_with(choices, [p for p in negations[key] if not _excluded_by(view, p)])
+                choices = choices_with(choices, [p for p in negations[key] if not excluded_by(view, p)])
                 if len(choices) > MAX_ONE_OF_CHOICES:
                     choices = None
                     break
@@ -433,7 +433,7 @@ class LogicCompiler:
     def _defined_deref(self, path: str):
         """``$ref`` following for ``json_conditional``: the schema referred to, without
         keywords no draft defines."""
-        return lambda s: _defined_keywords(self.deref(s, path))
+        return lambda s: defined_keywords(self.deref(s, path))
 
     def _logic_as_union(self, schema, path) -> list | None:
         """A schema whose first logic keyword is ``not`` or ``if``, as the schemas of
@@ -441,7 +441,7 @@ class LogicCompiler:
         None when it is not one or its condition cannot be negated that way."""
         if not isinstance(schema, dict) or not ("not" in schema or "if" in schema):
             return None
-        if any(k in schema for k in _EARLIER_KEYWORDS) or presence_keys(schema) is not None:
+        if any(k in schema for k in EARLIER_KEYWORDS) or presence_keys(schema) is not None:
             return None  # value() handles these first
         deref = self._defined_deref(path)
         union = conditional_as_union(schema, deref) if "if" in schema else not_as_union(schema, deref)
@@ -457,16 +457,16 @@ class LogicCompiler:
         approximated = False  # something was emptied by subtracting a superset
         try:
             if "not" in schema:
-                result, approximated = self.subtract(result, schema["not"], _pointer(path, "not"), depth)
+                result, approximated = self.subtract(result, schema["not"], json_pointer(path, "not"), depth)
                 if result is None:
                     raise EmptyLanguageError("not")
             if "if" in schema:
-                cond = _pointer(path, "if")
+                cond = json_pointer(path, "if")
                 parts = []
                 try:  # the "then" side: the condition holds
                     branch = self.intersection(result, self.dfa(schema["if"], cond, depth))
                     if "then" in schema:
-                        branch = self.intersection(branch, self.dfa(schema["then"], _pointer(path, "then"), depth))
+                        branch = self.intersection(branch, self.dfa(schema["then"], json_pointer(path, "then"), depth))
                     parts.append(branch)
                 except (EmptyLanguageError, UnsatisfiableSchemaError):
                     pass
@@ -475,15 +475,15 @@ class LogicCompiler:
                     approximated |= superset
                     if branch is not None:
                         if "else" in schema:
-                            branch = self.intersection(branch, self.dfa(schema["else"], _pointer(path, "else"), depth))
+                            branch = self.intersection(branch, self.dfa(schema["else"], json_pointer(path, "else"), depth))
                         parts.append(branch)
                 except (EmptyLanguageError, UnsatisfiableSchemaError):
                     pass
                 if not parts:
                     raise EmptyLanguageError("if/then/else")
-                result = parts[0] if len(parts) == 1 else _union_dfa(parts, self.algebra_limit(MAX_DFA_STATES))
+                result = parts[0] if len(parts) == 1 else union_dfa(parts, self.algebra_limit(MAX_DFA_STATES))
         except EmptyLanguageError:
-            raise _empty("not/if/then/else leave no valid value", path, approximated) from None
+            raise nothing_left_error("not/if/then/else leave no valid value", path, approximated) from None
         return result
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from guided.errors import ApproximationLimitError, EmptyLanguageError, RegexError, SchemaError, UnsatisfiableSchemaError
 from guided.fsm.dfa import DFA
 from guided.fsm.ops import is_empty_intersection
-from guided.grammars.json_schema.keywords import _scalar_kinds
+from guided.grammars.json_schema.keywords import scalar_kinds
 
 from .presence import MAX_PRESENCE_KEYS, holds, presence_only
 from .witness import listed_values, sample, witnesses
@@ -128,8 +128,8 @@ def _discriminated(c, a, b, depth, budget: list, nest: int = 0) -> bool:
 
     # Scalar values first (the usual tags, and cheap): a container's superset may
     # take seconds to build. A fixed order, too: set order varies per process.
-    keys = sorted(a[1] | b[1], key=lambda k: (_scalar_kinds(value_schema(a, k)) is None
-                                              or _scalar_kinds(value_schema(b, k)) is None, k))
+    keys = sorted(a[1] | b[1], key=lambda k: (scalar_kinds(value_schema(a, k)) is None
+                                              or scalar_kinds(value_schema(b, k)) is None, k))
     for key in keys:
         sa, sb = value_schema(a, key), value_schema(b, key)
         if sa is False or sb is False:

@@ -30,14 +30,14 @@ from guided.grammars.json_schema.keywords import (
     MAX_SPELLED_KEYS,
     NUMBER_EXP,
     VALIDATED_FORMATS,
-    _dumps,
-    _int_lower,
-    _int_upper,
-    _is_recursion_panic,
-    _multiple_of,
-    _number_spellings,
-    _pointer,
-    _value_texts,
+    compact_json,
+    int_lower,
+    int_upper,
+    is_recursion_panic,
+    json_pointer,
+    multiple_of_step,
+    number_spellings,
+    value_texts,
 )
 from guided.grammars.json_schema.logic.merge import json_equal as _json_equal
 from guided.grammars.json_schema.strings import (
@@ -76,7 +76,7 @@ class ScalarCompiler:
         else:
             values = schema["enum"]
             if not isinstance(values, list):
-                raise SchemaError("enum must be an array", _pointer(path, "enum"), "enum")
+                raise SchemaError("enum must be an array", json_pointer(path, "enum"), "enum")
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
         if "enum" in schema and "const" in schema:
             values = [v for v in values if _json_equal(v, schema["const"])]
@@ -91,16 +91,16 @@ class ScalarCompiler:
     def valid_texts(self, v, schema) -> list[bytes]:
         """The compact spellings of ``v`` that satisfy ``schema``. ``1`` and ``1.0`` are
         one value to ``enum``, but not to draft 4's ``integer``, which takes ``1`` only."""
-        return [t for t in _value_texts(v) if self.is_valid(json.loads(t), schema)]
+        return [t for t in value_texts(v) if self.is_valid(json.loads(t), schema)]
 
     def value_superset(self, nfa, v):
         """Every text of the value ``v`` the subset compiler could write, and more."""
         if isinstance(v, str):
             return jt.quoted(nfa, jt.full_match_body(nfa, re.escape(v)))  # any escaping
         if isinstance(v, bool) or v is None:
-            return nfa.byte_string(_dumps(v))
+            return nfa.byte_string(compact_json(v))
         if isinstance(v, (int, float)):
-            return jt.regex_fragment(nfa, _number_spellings(v))
+            return jt.regex_fragment(nfa, number_spellings(v))
         if isinstance(v, list):  # its items in order, any whitespace between
             return sup.spelled(nfa, b"[", b"]", [lambda n, x=x: self.value_superset(n, x) for x in v])
         if isinstance(v, dict) and len(v) <= MAX_SPELLED_KEYS:  # its members in every order
@@ -132,7 +132,7 @@ class ScalarCompiler:
         except BaseException as e:
             # Out of stack inside the validator's Rust parts (``rpds``): pyo3 turns the
             # RecursionError into a panic, which is not an Exception.
-            if _is_recursion_panic(e):
+            if is_recursion_panic(e):
                 raise RecursionError(str(e)) from None
             raise
 
@@ -159,7 +159,7 @@ class ScalarCompiler:
             # (both may hold integers); other decimals only from a number's bounds.
             bounded, _ = self.number_regex_exact(t, {k: v for k, v in schema.items() if k != "multipleOf"}, path)
             plain = f"(?:{bounded})|{JSON_INTEGER}\\.0+"
-            step = _multiple_of(schema, path)
+            step = multiple_of_step(schema, path)
             multiple = multiple_of_dfa(step) if step is not None else None
             if multiple is None:
                 return compile_regex(f"{plain}|{NUMBER_EXP}")
@@ -195,14 +195,14 @@ class ScalarCompiler:
             xhi, hi = (hi, None) if xhi else (None, hi)
         for k, v in (("minimum", lo), ("maximum", hi), ("exclusiveMinimum", xlo), ("exclusiveMaximum", xhi)):
             if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v)):
-                raise SchemaError(f"{k} must be a number", _pointer(path, k), k)
-        step = _multiple_of(schema, path)
+                raise SchemaError(f"{k} must be a number", json_pointer(path, k), k)
+        step = multiple_of_step(schema, path)
         if step == 1 and t == "integer":
             step = None
         try:
             if t == "integer":
-                ilo = _int_lower(lo, xlo)
-                ihi = _int_upper(hi, xhi)
+                ilo = int_lower(lo, xlo)
+                ihi = int_upper(hi, xhi)
                 if isinstance(step, int):
                     rx = integer_multiple_of_regex(step, ilo, ihi)
                     if rx is not None:
@@ -226,7 +226,7 @@ class ScalarCompiler:
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
                 if isinstance(v, float) and v.is_integer() and v >= 0:
                     continue
-                raise SchemaError(f"{k} must be a non-negative integer", _pointer(path, k), k)
+                raise SchemaError(f"{k} must be a non-negative integer", json_pointer(path, k), k)
         lo = int(lo)
         hi = None if hi is None else int(hi)
         if hi is not None and hi < lo:
@@ -267,8 +267,8 @@ class ScalarCompiler:
                 raise  # the whole automaton outgrew its limit, not this pattern alone
             except RegexError as e:
                 if self.strict:
-                    raise UnsupportedSchemaError(f"{kind} {rx!r}: {e}", _pointer(path, kind), kind) from None
-                self.dropped.append((kind, _pointer(path, kind)))
+                    raise UnsupportedSchemaError(f"{kind} {rx!r}: {e}", json_pointer(path, kind), kind) from None
+                self.dropped.append((kind, json_pointer(path, kind)))
                 return jt.quoted(nfa, jt.string_body(nfa, lo, hi))
         usable = []
         for kind, rx in constraints:
@@ -276,11 +276,11 @@ class ScalarCompiler:
                 constraint_dfa(kind, rx)
             except RegexError as e:
                 if self.strict or kind == "format":
-                    raise UnsupportedSchemaError(f"{kind} {rx!r}: {e}", _pointer(path, kind), kind) from None
-                self.dropped.append((kind, _pointer(path, kind)))
+                    raise UnsupportedSchemaError(f"{kind} {rx!r}: {e}", json_pointer(path, kind), kind) from None
+                self.dropped.append((kind, json_pointer(path, kind)))
                 continue
             except EmptyLanguageError:
-                raise UnsatisfiableSchemaError(f"{kind} matches no string", _pointer(path, kind)) from None
+                raise UnsatisfiableSchemaError(f"{kind} matches no string", json_pointer(path, kind)) from None
             usable.append((kind, rx))
         if not usable:
             return jt.quoted(nfa, jt.string_body(nfa, lo, hi))
