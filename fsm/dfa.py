@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from itertools import chain
-from operator import itemgetter
 
 import numpy as np
 
@@ -30,13 +28,21 @@ from guided.errors import EmptyLanguageError, RegexTooLargeError
 
 from .arrays import spans
 from .kernels import AVAILABLE as COMPILED_AVAILABLE
-from .nfa import NFA
+from .nfa import NFA, nfa_byte_classes
 
 MAX_DFA_STATES = 200_000
 
 
 class DFA:
     """A minimal deterministic automaton over bytes.
+
+    Made by ``determinize`` / ``minimize`` (or ``compile_regex``); every state can
+    still reach an accepting one, state 0 is the start.
+
+    Args:
+        transitions: int32 ``[states, classes]``, the next state per byte class (-1: dead).
+        byte_to_class: int32 ``[256]``, the class of each byte.
+        accepting: bool ``[states]``.
 
     Example::
 
@@ -162,21 +168,6 @@ def class_byte_ranges(dfa) -> list[list[tuple[int, int]]]:
     return out
 
 
-def nfa_byte_classes(nfa: NFA, moves: np.ndarray | None = None) -> np.ndarray:
-    """Bytes that no NFA edge tells apart share a class. ``moves``: the NFA's byte
-    moves from ``NFA.flat``, where the caller has them."""
-    cuts = np.zeros(257, dtype=bool)
-    cuts[0] = True
-    cuts[list(nfa.cuts)] = True  # what deferred fragments will need
-    if moves is not None:
-        cuts[moves[:, 0]] = True
-        cuts[moves[:, 1] + 1] = True
-    else:  # C-level iteration over the edge tuples (a Python loop: ~50 ms per 100k edges)
-        cuts[np.fromiter(map(itemgetter(0), chain.from_iterable(nfa.edges)), dtype=np.int64)] = True
-        cuts[np.fromiter(map(itemgetter(1), chain.from_iterable(nfa.edges)), dtype=np.int64) + 1] = True
-    return (np.cumsum(cuts[:256]) - 1).astype(np.int32)
-
-
 def class_starts(byte_to_class) -> list[bool]:
     """Per byte 0..256, whether it opens a byte class (256 counts as one): a byte
     range a deferred fragment adds later must start and end on these."""
@@ -191,7 +182,7 @@ def determinize(nfa: NFA, start: int, final: int, limit: int = MAX_DFA_STATES, c
     if COMPILED_AVAILABLE if compiled is None else compiled:
         if nfa.pending:
             raise ValueError("an NFA with deferred fragments is determinised by LazyDFA only")
-        from guided.fsm.kernels.subsets import subset_table as compiled_table  # imports numba
+        from guided.fsm.subset_arrays import subset_table as compiled_table  # imports numba
 
         trans, classes, accepting = compiled_table(nfa, start, final, None, limit)
     else:
@@ -308,9 +299,9 @@ def sweep_row(intervals: list[list[tuple[int, int, int]]], n_classes: int, targe
 
 def _single_state_row(moves, n_classes: int, target_id, known: dict) -> list[int] | None:
     """``sweep_row`` of one NFA state whose moves do not overlap (None if they do,
-    found before any target state is made: the sweep makes others). Trying this on
-    several states' moves too (17k of 30k such rows decoding MaskBench are
-    disjoint) made compiles ~5% slower: their rows overlap more often."""
+    found before any target state is made: the sweep makes others). Not tried on
+    several states' moves: though about half such rows are disjoint while decoding,
+    it makes compiles ~5% slower (their rows overlap more often)."""
     moves = sorted(moves)
     end = -1
     for lo, hi, _ in moves:
@@ -337,8 +328,8 @@ def minimize(trans: np.ndarray, byte_to_class: np.ndarray, accepting: np.ndarray
 
     Results are cached by a digest of the input: a schema that uses one definition in
     several places inside ``oneOf`` / ``not`` algebra builds the same automaton each
-    time (MaskBench has schemas that minimise one 3,858-state table eight times, at
-    0.13 s each). A DFA is immutable (its caches are derived), so sharing is safe."""
+    time (a schema may minimise one 3,858-state table eight times, at 0.13 s each).
+    A DFA is immutable (its caches are derived), so sharing is safe."""
     trans = np.ascontiguousarray(trans)
     digest = hashlib.blake2b(digest_size=20)
     for a in (trans, np.ascontiguousarray(byte_to_class), np.ascontiguousarray(accepting)):
@@ -383,10 +374,9 @@ def trim(trans: np.ndarray, byte_to_class: np.ndarray, accepting: np.ndarray) ->
 
 
 #: Tables of at least this many cells (states x distinct columns) are refined in
-#: numpy (``_moore``), smaller ones by Hopcroft's algorithm in Python. On 2,240
-#: tables from slow MaskBench schemas the two broke even near 8k cells; above,
-#: numpy was 1.2x (8k-16k cells) to 3.6x (the 313 tables that took Hopcroft over
-#: 5 ms) faster.
+#: numpy (``_moore``), smaller ones by Hopcroft's algorithm in Python: the two break
+#: even near 8k cells; above, numpy is 1.2x (8k-16k cells) to 3.6x (tables that take
+#: Hopcroft over 5 ms) faster.
 MOORE_MIN_CELLS = 8192
 
 

@@ -4,10 +4,9 @@ Compiling a schema allocates hundreds of thousands of small containers that live
 on (NFA edge lists, subset-construction state sets, closures). CPython runs a
 young-generation pass every few hundred net allocations and a full pass each time
 the long-lived heap grows by a quarter, and each pass traverses these objects
-again. Measured on 80 MaskBench schemas in one process (compile, first mask, every
-instance stepped): time in the collector 1.6 s -> 0.6 s in a process as small as
-a benchmark worker; 6.1 s -> 2.7 s (total time to first mask 7.8 s -> 5.2 s) in one
-that also holds the 11,305 schemas, as a server holds its own objects.
+again: with the collector running, a process that compiles many schemas spends
+a large share of its compile time in it, the more so the more long-lived objects
+it holds (a server holds its own).
 
 Nothing here needs cycles freed promptly (plain reference counting frees the
 temporaries), so the collector is paused for the duration. Paused-by-us is not
@@ -18,10 +17,9 @@ When the block ends normally, what it allocated is moved straight to the oldest
 generation (``gc.freeze()`` then ``gc.unfreeze()``: two list splices) before the
 collector resumes. Otherwise the first allocation after the pause runs a young
 pass over everything the block built (all of it still alive: the automaton just
-compiled), and a middle pass later does it again. On 40 schemas of MaskBench's
-0.2-3 s time-to-first-mask band that pass was 15% of their compile time; with the
-move, time to first mask summed 32.9 -> 25.6 s and later masks 15.4 -> 9.7 s; on
-150 random schemas 3.0 -> 2.35 s and 6.9 -> 5.5 s. A successful build leaves
+compiled), and a middle pass later does it again: that pass alone costs ~15% of
+the compile time of schemas that take 0.2-3 s to their first mask, and the passes
+slow the masks that follow. A successful build leaves
 almost no cyclic garbage (30 schemas: ~3k objects), so nothing waits long for the
 next full pass. A block that raises is left to the young pass as usual: a failed
 compile's traceback holds its half-built NFA in a cycle (1.3M objects on one

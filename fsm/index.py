@@ -164,6 +164,17 @@ def _cat(parts: list) -> np.ndarray:
 class TokenIndex:
     """Allowed-token bitmasks of every DFA state over one vocabulary.
 
+    Args:
+        dfa: a ``DFA`` or ``LazyDFA``.
+        vocab: the ``Vocabulary`` the masks are over.
+        eager: build every row now (default: for a DFA that is not lazy and has at
+            most ``EAGER_LIMIT`` states); else each row when first asked for.
+        compiled: run narrow walks compiled (``fsm.narrow_compiled``; default:
+            where numba is installed).
+
+    Raises:
+        ImportError: ``compiled=True`` where numba cannot be imported.
+
     Example::
 
         >>> index = TokenIndex(compile_regex(r"[0-9]+"), vocab)
@@ -174,7 +185,7 @@ class TokenIndex:
     def __init__(self, dfa: DFA, vocab, eager: bool | None = None, compiled: bool | None = None):
         self.dfa = dfa
         if compiled and not COMPILED_AVAILABLE:
-            raise ImportError("compiled=True needs numba: pip install 'guided[fast]'")
+            raise ImportError("compiled=True needs numba (a dependency of guided): pip install numba")
         #: Narrow walks run compiled (``fsm.narrow_compiled``; default: where numba is installed).
         self.compiled = COMPILED_AVAILABLE if compiled is None else compiled
         self._walker: CompiledWalk | None = None
@@ -194,8 +205,8 @@ class TokenIndex:
         # Plain rooms are followed twice as far as the longest plain token (SmolLM2:
         # 48 bytes) and one more: a cut chain's first half keeps lower bounds of at
         # least half that, so a state with room allows every plain token either way.
-        # (256 before: a counted string's first room expanded up to 256 lazy states
-        # ahead of the text, which decoding may never reach.)
+        # (A fixed cap such as 256 would expand a counted string's first room up to
+        # 256 lazy states ahead of the text, which decoding may never reach.)
         plain_roots = byte_level.roots[byte_level.plain_node[byte_level.roots]]
         self._plain_cap = 2 * (int(byte_level.height[plain_roots].max(initial=0)) + 1)
         self._utf8_classes: list[list[itemgetter]] | None = None
@@ -219,7 +230,7 @@ class TokenIndex:
             self.eos_row[e >> 5] |= np.uint32(1 << (e & 31)).view(np.int32)
         self._token_bytes = vocab.token_bytes
         # Bytes of the longest token: the highest subtrie below the root (a max over
-        # the token list took ~45 ms, once per index whose DFA has levels).
+        # the token list costs ~45 ms, once per index whose DFA has levels).
         self._longest_token = int(byte_level.height[byte_level.roots].max(initial=0))
         if eager if eager is not None else (not dfa.lazy and dfa.num_states <= EAGER_LIMIT):
             self.build_all()
@@ -280,10 +291,9 @@ class TokenIndex:
         """Set ``state``'s row alone from a narrow walk; False (nothing set) when
         ``state`` is too wide for one.
 
-        No rows are computed ahead here: on MaskBench samples (300 schemas, two
-        seeds), narrow walks of the states a miss's tokens lead to (6,000 checks per
-        miss) made all mask time 30-40% higher and TBM p99 3.0-3.5 ms instead of
-        1.0-1.1 ms: the rows computed ahead did not pay for themselves."""
+        No rows are computed ahead here: narrow walks of the states a miss's tokens
+        lead to (6,000 checks per miss) make all mask time 30-40% higher and TBM p99
+        about three times higher: the rows computed ahead do not pay for themselves."""
         if len(self._row_lists) * self.dfa.num_classes > _ROW_LIST_ENTRIES:
             self._row_lists.clear()
             self._few_of.clear()
@@ -517,13 +527,13 @@ class TokenIndex:
         cap); the inside of a ``maxLength`` string counts down. The room falls by one
         along the chain, so each state on it is memoised; past ``cap`` states the
         chain is cut, and only its first half keeps its rooms, as lower bounds of at
-        least half the cap (before, the whole cut chain was given the cap, so in a
-        string a little longer than the cap the positions near its end allowed
-        tokens longer than their room).
+        least half the cap (giving the whole cut chain the cap would, in a string a
+        little longer than the cap, allow tokens longer than their room at the
+        positions near its end).
         A state whose NFA states say it takes at least half the cap of characters
         (``LazyDFA.member_room``: a long counted string) has that room without
-        following the chain, which would build states far ahead of the text (a
-        ``maxLength`` 255 string's start built ~160 of them, ~5 ms).
+        following the chain, which would build states far ahead of the text (at a
+        ``maxLength`` 255 string's start, ~160 of them, ~5 ms).
         ``memo(state)``: a known room, else -1; ``memo(state, room)`` records one."""
         path, on_path = [], set()
         room = -1

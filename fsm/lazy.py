@@ -15,7 +15,7 @@ are deduplicated by the index, so masks cost the same.
 
 Deferred fragments (``NFA.deferred``: open JSON values, huge counted repetitions) are
 built into the NFA when a closure first reaches them, so the NFA grows with what
-decoding visits; byte classes were fixed in advance from the fragments' ``cuts``.
+decoding visits; byte classes are fixed in advance from the fragments' ``cuts``.
 Those built once and copied after that (``NFA.deferred_once``: open values, the
 tries of other keys) are copied by the compiled construction straight from the
 kept fragment's arrays (``NFA.paste_pending``, ``LazySubsets.paste``): their
@@ -24,7 +24,7 @@ states get no Python lists. A compiled walk pastes them itself where allowed
 
 Cost notes: one row costs the union of its NFA states' moves plus a closure per
 target: in Python 7 µs for a one-state subset and 20-30 µs for a few states (JSON
-sizes), ~1 µs plus a call's overhead with numba (``fsm.kernels.subsets.LazySubsets``,
+sizes), ~1 µs plus a call's overhead with numba (``fsm.subset_arrays.LazySubsets``,
 the same states numbered alike; it reads the NFA as arrays, ~65 ns a state once,
 and the states of each deferred fragment as it is built). Every state is live (the
 NFA is pruned first), so "alive" still means "a prefix of some match".
@@ -38,9 +38,9 @@ import numpy as np
 
 from guided.errors import EmptyLanguageError, RegexTooLargeError
 
-from .dfa import SMALL_SEARCH_EDGES, class_starts, co_reachable, nfa_byte_classes, sweep_row
+from .dfa import SMALL_SEARCH_EDGES, class_starts, co_reachable, sweep_row
 from .kernels import AVAILABLE as COMPILED_AVAILABLE
-from .nfa import NFA, PastedOnce, pastable
+from .nfa import NFA, PastedOnce, nfa_byte_classes, pastable
 
 UNKNOWN = -2  # a transition not computed yet
 
@@ -58,6 +58,16 @@ MAX_LAZY_DFA_STATES = 1_000_000
 class LazyDFA:
     """Subset construction on demand over a pruned NFA; compiled where numba is
     installed, unless ``compiled=False``.
+
+    Args:
+        nfa: the ``NFA`` (``NFA(lazy=True)`` where it holds deferred fragments); it
+            grows as its deferred fragments are built.
+        start: its start state; ``final``: its one final state.
+        compiled: build rows with ``fsm.subset_arrays.LazySubsets`` (default: where
+            numba is installed).
+
+    Raises:
+        EmptyLanguageError: ``start`` reaches no ``final``.
 
     Example::
 
@@ -100,11 +110,11 @@ class LazyDFA:
         #: Held while a row is built (and by a ``TokenIndex`` over this DFA while it
         #: computes rows): one compiled guide may serve several threads.
         self.lock = threading.RLock()
-        #: The construction compiled (``fsm.kernels.subsets.LazySubsets``), or None:
+        #: The construction compiled (``fsm.subset_arrays.LazySubsets``), or None:
         #: the Python one below.
         self._fast = None
         if compiled:
-            from guided.fsm.kernels.subsets import LazySubsets  # imports numba
+            from guided.fsm.subset_arrays import LazySubsets  # imports numba
 
             self._fast = LazySubsets(nfa, start, final, live, self.byte_to_class, self._class_starts, flat,
                                      MAX_LAZY_DFA_STATES)
@@ -420,7 +430,7 @@ class LazyDFA:
                 self._waiting.setdefault((id(build.templates), build.key), []).append(s)
 
     def compiled_builder(self):
-        """The compiled construction's buffers (``fsm.kernels.subsets.Buffers``),
+        """The compiled construction's buffers (``fsm.subset_arrays.Buffers``),
         for a kernel that builds rows itself (``fsm.kernels.narrow``), or None."""
         fast = self._fast
         if fast is None:
@@ -462,7 +472,7 @@ def _co_reachable(nfa: NFA, final: int, flat: tuple | None = None) -> list[bool]
                     live[s] = True
                     stack.append(s)
         return live
-    # Large: the NFA's arrays (a Python loop cost ~130 ms per large schema), then the
+    # Large: the NFA's arrays (a Python loop costs ~130 ms per large schema), then the
     # search compiled or in numpy.
     counts, eps, moves = flat
     if COMPILED_AVAILABLE:
@@ -483,10 +493,10 @@ def _co_reachable_new(nfa: NFA, n0: int, live: list[bool], class_starts: list[bo
     """Liveness of the states numbered from ``n0`` on (just built), given the rest.
 
     Also checks that their byte ranges start and end on class boundaries
-    (``class_starts[b]``: byte b opens a class; 256 counts as one): byte classes were
+    (``class_starts[b]``: byte b opens a class; 256 counts as one): byte classes are
     fixed from the fragment's declared ``cuts``, and a range cutting through a class
     would make the DFA wrong. The check rides on this pass because a pass of its own
-    over every new edge cost several percent of all mask time with keys in any order
+    over every new edge costs several percent of all mask time with keys in any order
     (where every set of written keys builds its node's fragments)."""
     n = len(nfa)
     new_live = [False] * (n - n0)

@@ -51,9 +51,9 @@ from .ops import embed
 
 #: Levels built per chunk. An entry builds what it reaches in its chunk, and a level
 #: far from the bounds is walked in the shadow, so only the text's own path builds
-#: levels: one a chunk keeps that to the few states of one character (a pattern that
-#: counts words under maxLength 300, MaskBench o21076: TBM p90 226 µs, against 340 µs
-#: with 4 levels and ~30 ms before shadows, when walks built every level ahead).
+#: levels: one a chunk keeps that to the few states of one character (for a pattern
+#: that counts words under maxLength 300, 4 levels a chunk make the masks' p90 about
+#: half as long again).
 CHUNK_LEVELS = 1
 
 _FAR = np.iinfo(np.int64).max // 4
@@ -63,6 +63,15 @@ class CountedLevels:
     """``dfa``'s language whose paths count between ``lo`` and ``hi`` (None: no
     bound) steps into the states flagged in ``counts``, as a lazily built NFA
     fragment (``fragment``).
+
+    Args:
+        dfa: the body ``DFA`` (no bound).
+        counts: bool per state of ``dfa``: a step into it counts one.
+        lo, hi: the bounds on the count (``hi`` None: none).
+        chunk: levels built per chunk (``CHUNK_LEVELS``).
+
+    Raises:
+        EmptyLanguageError: no path's count lands in the bounds.
 
     Example (bytes of a digit string counted, 2 to 3 of them)::
 
@@ -74,8 +83,6 @@ class CountedLevels:
         >>> d = LazyDFA(nfa, s, e)
         >>> [d.matches(t) for t in (b"1", b"12", b"123", b"1234")]
         [False, True, True, False]
-
-    Raises ``EmptyLanguageError`` when no path's count lands in the bounds.
     """
 
     def __init__(self, dfa: DFA, counts: np.ndarray, lo: int, hi: int | None, chunk: int = CHUNK_LEVELS):
@@ -261,7 +268,16 @@ class Instance:
     shadow (``LazyDFA.mask_twin``), so the token index walks the vocabulary from
     the shadow's few states instead of from each level's new ones (a walk from a
     level builds the levels ahead of it that its tokens reach: ~80 with this
-    tokenizer's longest token)."""
+    tokenizer's longest token).
+
+    Args:
+        levels: the ``CountedLevels`` whose fragment this use is.
+        end: the fragment's end state in the NFA.
+
+    Example::
+
+        >>> s, e = levels.fragment(nfa)
+        >>> use = Instance(levels, e)"""
 
     __slots__ = ("levels", "end", "shadow_start", "shadow_base")
 

@@ -23,13 +23,13 @@ those states are narrow too.
 Cost notes: a child check is a few list lookups (~0.1-0.2 µs). Under a node with
 many children (the roots: ~300 between them) a state with few live bytes (a key's
 next letter) looks each one up by bisection, since children come in byte order; a
-state with many is one numpy gather (~20 µs). A leaf child adds its tokens without
+state with many is one numpy gather (~20 µs; a gather at every root would make a
+walk about three times as long at the median). A leaf child adds its tokens without
 being pushed. Warm (rows known), a walk costs ~16 µs at the median and ~75 µs on
-average over a 40-schema MaskBench sample (was ~52 and ~118 µs with a gather at every
-root). Cold, the walk makes the lazy DFA build the states it reaches: ~30 µs each
-by the Python subset construction (half of a miss or more). The compiled walk
-(``fsm.narrow_compiled``) builds them, and every fact above, in its own kernel:
-~1-2 µs a new state.
+average over a sample of MaskBench schemas. Cold, the walk makes the lazy DFA build
+the states it reaches: ~30 µs each by the Python subset construction (half of a miss
+or more). The compiled walk (``fsm.narrow_compiled``) builds them, and every fact
+above, in its own kernel: ~1-2 µs a new state.
 """
 
 from __future__ import annotations
@@ -49,13 +49,20 @@ _LOOKUP = 8
 #: A state with more bytes alive than this counts as wide for ``few_moves``.
 FEW_BYTES = 48
 # A state with at most this many live byte classes gets no ``loop_bytes`` (a key, a
-# number, a literal: computing them cost more than the subtrees they took whole).
+# number, a literal: computing them costs more than the subtrees they take whole).
 _FEW_LOOP_CLASSES = 8
 
 
 class TrieLists:
     """A ``RunTrie``'s arrays as Python lists (per-element access from Python is
-    ~10x faster on lists than on numpy arrays). Built once per trie."""
+    ~10x faster on lists than on numpy arrays). Built once per trie.
+
+    Args:
+        runs: the ``RunTrie`` (the byte-level split trie) the walk goes over.
+
+    Example::
+
+        >>> lists = TrieLists(split_vocabulary(vocab).byte_level)"""
 
     __slots__ = ("roots", "child_start", "child_end", "symbol", "own", "lo", "hi", "plain", "text", "height",
                  "text_need", "text_root", "text_first_wide", "text_rest_chars", "symbol_np", "_trie", "_below")

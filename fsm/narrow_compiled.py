@@ -1,5 +1,7 @@
-"""The narrow walk of ``fsm.narrow``, compiled with numba where numba is installed
-(the kernels: ``fsm.kernels.narrow``).
+"""The narrow walk of ``fsm.narrow``, compiled with numba: the Python side of the
+kernels of ``fsm.kernels.narrow`` (the walker's buffers, its rounds, the rows
+Python builds between them). Used where numba is installed; ``fsm.narrow`` is the
+Python twin.
 
 ::
 
@@ -20,11 +22,11 @@ gather is needed here.
 
 Cost notes: a round costs ~3 µs of dispatch (~30 arguments) and ~3 µs of walking on
 MaskBench (a pair takes nanoseconds); a walk needs one round, plus one per deferred
-fragment it meets. Before the facts were computed in the kernel, each one a state
-lacked cost a round trip to Python (~5-8 µs a new state, ~5 rounds a walk).
+fragment it meets. Every fact a state lacks is computed in the kernel: a round
+trip to Python for each would cost ~5-8 µs a new state (~5 rounds a walk).
 Compiling on first use takes a few seconds, cached on disk (numba's
-``cache=True``). Without numba, ``AVAILABLE`` is False and ``TokenIndex`` walks in
-Python.
+``cache=True``). Without numba, ``fsm.kernels.AVAILABLE`` is False and
+``TokenIndex`` walks in Python.
 """
 
 from __future__ import annotations
@@ -37,10 +39,9 @@ from .utf8 import UTF8_SEQUENCES
 
 #: The compiled walk gives up after checking this many (child, state) pairs (the
 #: Python walk: ``fsm.narrow.NARROW_BUDGET``), for the batched walk. Checks cost
-#: nanoseconds here: 200k take a few ms, where the batched walk a wide state fell
-#: back to took 10-140 ms (a hostname, an alphanumeric pattern, an unanchored
-#: alternation of 300 words). On 300 MaskBench schemas (interleaved in one
-#: process) against 20k: all masks 3.64 -> 2.83 s, TBM p95 90 -> 86 µs, p99 450 -> 449 µs.
+#: nanoseconds here: 200k take a few ms, where the batched walk a wide state falls
+#: back to takes 10-140 ms (a hostname, an alphanumeric pattern, an unanchored
+#: alternation of 300 words).
 COMPILED_BUDGET = 200_000
 
 #: Rows of facts a walker starts with (40 + 32 bytes a state).
@@ -53,7 +54,14 @@ _PLAIN_BYTE[np.frombuffer(PLAIN_BYTES, dtype=np.uint8)] = True
 
 class TrieTable:
     """A ``RunTrie``'s node arrays as one int64 table (one argument per call: numba
-    checks each argument's type on every call) plus ``below`` as uint64 [n, 4]."""
+    checks each argument's type on every call) plus ``below`` as uint64 [n, 4].
+
+    Args:
+        runs: the ``RunTrie`` (the byte-level split trie).
+
+    Example::
+
+        >>> table = TrieTable(split_vocabulary(vocab).byte_level)"""
 
     __slots__ = ("nodes", "below", "plain_root")
 
@@ -71,6 +79,17 @@ class TrieTable:
 class CompiledWalk:
     """One token index's compiled narrow walks: the facts known per DFA state (kept
     across walks), the DFA's per-class tables and the walk's buffers.
+
+    Args:
+        table: the trie's ``TrieTable``; ``lists``: its ``fsm.narrow.TrieLists``.
+        symbol_class: the DFA's class of each trie symbol.
+        dfa: the ``DFA`` or ``LazyDFA`` walked.
+        plain_classes: the DFA's classes of the plain bytes.
+        plain_cap, text_cap: how far plain and text rooms are followed.
+        order: the trie's token order (runs are slices of it).
+        words: the words of a mask row.
+        long_run: runs this long or longer are left to Python (``fsm.trie.LONG_RUN``).
+        runs: the ``RunTrie`` (its bank of kept rows, its rows by length).
 
     Example::
 
@@ -136,7 +155,7 @@ class CompiledWalk:
         self.path = np.zeros(max(plain_cap, text_cap) + 1, dtype=np.int64)
         self.sets = np.zeros((2, wc.UTF8_SPREAD), dtype=np.int64)
         # Facts rows for the states a lazy DFA is built with room for
-        # (``fsm.kernels.subsets.LAZY_STATES``) and more: a walk that meets a state
+        # (``fsm.subset_arrays.LAZY_STATES``) and more: a walk that meets a state
         # past the table's end goes back to Python to grow it, a round trip (~40 µs).
         rows = max(FACTS_ROWS, dfa.num_states + 256)
         self.facts = _fresh_facts(rows)
@@ -180,8 +199,8 @@ class CompiledWalk:
             outcome, sp, n_out, n_asks, checks = wc.walk_round(
                 t.nodes, t.below, self.classes, dfa.transitions, self.facts, self.loops, self.class_words,
                 self.plain_classes, self.plain_bytes, self.u_seq, self.u_steps, self.u_classes, self.params, self.ctl,
-                self.path, self.sets, self._stack, sp, self.order, row, self._out, n_out, self._aside, self._asks, checks,
-                self.plain_rows, self.chain_keys, self.chain_len, self.chain_rows, self.n_keys, self.chain_ask,
+                self.path, self.sets, self._stack, sp, self.order, row, self._out, n_out, self._aside, self._asks,
+                checks, self.plain_rows, self.chain_keys, self.chain_len, self.chain_rows, self.n_keys, self.chain_ask,
                 self.mask, b, px)
             if builder is not None:
                 dfa.sync_states()
@@ -210,7 +229,7 @@ class CompiledWalk:
         bits = low | high << 64
         chosen = [c for j, c in enumerate(self.plain_classes.tolist()) if bits >> j & 1]
         flags = np.zeros(len(self.class_words), dtype=np.uint8)
-        flags[chosen] = 1  # (np.isin took ~100 µs here, inside the walk's mask)
+        flags[chosen] = 1  # (np.isin costs ~100 µs here, inside the walk's mask)
         allowed = flags[self._byte_to_class]
         allowed[~_PLAIN_BYTE] = 0
         slot = -1

@@ -10,16 +10,16 @@ from __future__ import annotations
 import functools
 import itertools
 from itertools import chain, repeat
+from operator import itemgetter
 
 import numpy as np
 
 from guided.errors import RegexTooLargeError
 
 from .kernels import AVAILABLE as COMPILED_AVAILABLE
+from .kernels import MAX_NFA_STATES  # (defined with the kernels: ``paste_here`` compiles it in)
 from .utf8 import utf8_sequences
 
-#: Past this many NFA states the pattern is refused rather than exhausting memory.
-MAX_NFA_STATES = 400_000
 #: A lazy NFA may grow to this many states while decoding builds its deferred
 #: fragments (a schema with thousands of open values reaches a few hundred thousand).
 MAX_GROWN_NFA_STATES = 1_500_000
@@ -87,7 +87,21 @@ _WORD = (1 << 64) - 1  # one 64-bit word of a bit set (``reach_bits`` compiled)
 class Template:
     """A fragment's states as built (``NFA.template``), to copy with ``NFA.paste``;
     or made as arrays by a compiled builder (``Template.of_packed``), whose lists
-    are made only if a copy needs them."""
+    are made only if a copy needs them.
+
+    Args:
+        eps, edges: the states' epsilon moves and byte moves ``(lo, hi, target)``,
+            targets counted from ``first``.
+        first: the number of the fragment's first state where it was built.
+        start, end: the fragment's start and end, counted from ``first``.
+        rooms: ``(state, room)`` pairs (``NFA.rooms``), counted from ``first``.
+        holes: the deferred fragments inside it, ``(start, end, build)``.
+
+    Example::
+
+        >>> first = len(nfa); s, e = nfa.byte_string(b"ab")
+        >>> template = nfa.template(first, s, e)
+        >>> s2, e2 = nfa.paste(template)      # a fresh copy"""
 
     __slots__ = ("_eps", "_edges", "first", "n", "start", "end", "rooms", "holes", "_packed", "_hole_moves")
 
@@ -123,7 +137,7 @@ class Template:
     def moves_of(self, i: int) -> tuple[list[int], list[tuple[int, int, int]]]:
         """``(eps[i], edges[i])`` without turning every state of a template made as
         arrays into lists: ``NFA.paste_pending`` needs only its holes' starts, and
-        unpacking a long string's chunk (600 states) cost ~200 µs in its mask."""
+        unpacking a long string's chunk (600 states) costs ~200 µs in its mask."""
         if self._eps is not None:
             return self._eps[i], self._edges[i]
         packed, n = self._packed[0], self.n
@@ -212,7 +226,19 @@ class PastedOnce:
     """A deferred fragment's builder that builds ``build()`` once per ``templates``
     and ``key`` and pastes copies after that (``NFA.built_once``; made by
     ``NFA.deferred_once``). Once its template exists, a compiled construction may
-    take a copy in from the template's arrays (``NFA.paste_pending``)."""
+    take a copy in from the template's arrays (``NFA.paste_pending``).
+
+    Args:
+        nfa: the lazy ``NFA`` it builds into.
+        templates: the templates kept, by key (shared by the builders of one NFA).
+        key: this fragment's key in ``templates``.
+        build: builds the fragment into ``nfa``: ``build() -> (start, end)``.
+        holes: whether the fragment may hold deferred fragments of its own.
+        make: makes the template as arrays, without building (or None).
+
+    Example::
+
+        >>> s, e = nfa.deferred_once(nfa.templates, "value", lambda: nfa.byte_string(b"null"), cuts)"""
 
     __slots__ = ("nfa", "templates", "key", "build", "holes", "make")
 
@@ -245,7 +271,7 @@ class PastedOnce:
 
 def pastable(build, ahead: bool = False) -> "Template | None":
     """The template a compiled walk may paste a copy of for a fragment deferred
-    with ``build`` (``fsm.kernels.subsets.LazySubsets.allow_paste``), where it is
+    with ``build`` (``fsm.subset_arrays.LazySubsets.allow_paste``), where it is
     made already, or (``ahead``) its builder makes it as arrays now (``PastedOnce.
     make``: an open value from the process's shape, a few µs); else None. Not a
     ``ChunkCopy``'s: its copies' rooms differ."""
@@ -266,7 +292,13 @@ class ChunkCopy(PastedOnce):
     next chunk's builder: the first is built and kept (``templates``), and a
     compiled construction takes the others from its arrays (``NFA.paste_pending``).
     Built as lists, a chunk is always built (``rest``): a list copy would share
-    the first chunk's next builder."""
+    the first chunk's next builder.
+
+    Args:
+        nfa, templates, make: as for ``PastedOnce``.
+        done: the copies before this chunk; ``chunk``: the copies in it.
+        rest: builds the chunk as lists: ``rest(done) -> (start, end)``.
+        next_build: the builder of the chunk after it."""
 
     __slots__ = ("done", "chunk", "rest", "next_build")
 
@@ -312,6 +344,13 @@ class NFA:
     *deferred* fragments (``deferred``), built only when the subset construction first
     reaches them. That is what lets unbounded nesting (open JSON values) and very large
     counted repetitions (``x{0,65535}``) cost only what decoding actually visits.
+
+    Args:
+        lazy: whether it may hold deferred fragments (only ``LazyDFA`` determinises
+            such an NFA).
+
+    Raises:
+        RegexTooLargeError: (from the builders) the NFA would pass ``MAX_NFA_STATES``.
 
     Example::
 
@@ -442,8 +481,8 @@ class NFA:
         bits = known if known is not None else []
         first, n = len(bits), len(self.eps)
         # The per-state lists cover only the states from ``first`` on (``v - first``):
-        # an older state is finished, and lists over the whole NFA made each fragment
-        # built in a large rule cost ~1 ms however small it was.
+        # an older state is finished, and lists over the whole NFA would make each
+        # fragment built in a large rule cost ~1 ms however small it is.
         succ = self.successors(first)
         finished = n  # the index of a state whose component is done: above any low
         index, low = [-1] * (n - first), [0] * (n - first)
@@ -857,7 +896,7 @@ def _chunk_template(item: Template, done: int, chunk: int, rooms) -> Template | 
     chunk deferred (the one hole). ``rooms(i)``: the room of copy i's start (None:
     none). For a compiled construction only (``NFA.paste_pending``): the states come
     from a kernel (``fsm.kernels.subsets.chunk_packed``). Building them in Python
-    pasted each copy's lists and read them back, ~450 µs in a mask for a chunk of
+    pastes each copy's lists and reads them back, ~450 µs in a mask for a chunk of
     JSON string characters; this costs ~70 µs there (~50 µs warm; in numpy, ~190).
     None where ``item`` has holes."""
     from guided.fsm.kernels.subsets import chunk_packed  # imports numba
@@ -876,3 +915,18 @@ def _chunk_template(item: Template, done: int, chunk: int, rooms) -> Template | 
         if rooms is not None:
             copy_rooms[b + item.start] = rooms(done + k)
     return Template.of_packed(packed, n, 0, 1, sorted(copy_rooms.items()), ((hole, hole + 1, None),))
+
+
+def nfa_byte_classes(nfa: NFA, moves: np.ndarray | None = None) -> np.ndarray:
+    """Bytes that no NFA edge tells apart share a class. ``moves``: the NFA's byte
+    moves from ``NFA.flat``, where the caller has them."""
+    cuts = np.zeros(257, dtype=bool)
+    cuts[0] = True
+    cuts[list(nfa.cuts)] = True  # what deferred fragments will need
+    if moves is not None:
+        cuts[moves[:, 0]] = True
+        cuts[moves[:, 1] + 1] = True
+    else:  # C-level iteration over the edge tuples (a Python loop: ~50 ms per 100k edges)
+        cuts[np.fromiter(map(itemgetter(0), chain.from_iterable(nfa.edges)), dtype=np.int64)] = True
+        cuts[np.fromiter(map(itemgetter(1), chain.from_iterable(nfa.edges)), dtype=np.int64) + 1] = True
+    return (np.cumsum(cuts[:256]) - 1).astype(np.int32)

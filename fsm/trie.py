@@ -25,6 +25,24 @@ import numpy as np
 
 
 class Trie:
+    """A trie of token symbols (bytes, or byte classes), stored level by level:
+    node 0 is the root, and the nodes of each level are contiguous, so a node's
+    children are ``child_start[n]:child_end[n]``. ``token_node[t]``: the node where
+    token t ends; ``end_nodes``/``token_column``: the distinct such nodes and each
+    token's column among them.
+
+    Args:
+        parent: int32 ``[N]``, each node's parent (-1 for the root).
+        symbol: int32 ``[N]``, the byte or class on the edge into each node.
+        level_start: int64 ``[L + 2]``: the nodes of level d are ``[ls[d], ls[d+1])``.
+        token_node: int32 ``[V]``: -1 for tokens that are never text.
+
+    Example::
+
+        >>> trie = build_trie(symbols, lengths, token_ids, vocab.size)
+        >>> trie.num_nodes, trie.depth
+    """
+
     __slots__ = (
         "parent", "symbol", "level_start", "child_start", "child_end", "token_node",
         "end_nodes", "token_column", "__weakref__",
@@ -53,7 +71,8 @@ class Trie:
         return len(self.level_start) - 2
 
     def nbytes(self) -> int:
-        return sum(getattr(self, a).nbytes for a in ("parent", "symbol", "level_start", "child_start", "child_end", "token_node"))
+        return sum(getattr(self, a).nbytes
+                   for a in ("parent", "symbol", "level_start", "child_start", "child_end", "token_node"))
 
 
 def build_trie(symbols: np.ndarray, lengths: np.ndarray, token_ids: np.ndarray, vocab_size: int) -> Trie:
@@ -123,7 +142,18 @@ _VOCAB_TRIES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 class VocabularyBytes:
-    """The padded byte matrix of a vocabulary's text tokens, sorted longest first."""
+    """The padded byte matrix of a vocabulary's text tokens, sorted longest first,
+    and their byte trie (``trie``).
+
+    Args:
+        token_bytes: each token's bytes (None or empty: no text).
+        vocab_size: the vocabulary's size.
+
+    Example::
+
+        >>> vb = vocabulary_bytes(vocab)        # built once per Vocabulary
+        >>> vb.matrix.shape, vb.trie.num_nodes
+    """
 
     __slots__ = ("matrix", "lengths", "token_ids", "trie", "_runs", "_bank")
 
@@ -206,6 +236,9 @@ class RunBank:
     string's subtrees recur in every row that allows them. One bank serves every
     guide of a vocabulary, in any thread.
 
+    Args:
+        order: the token order whose runs the rows hold.
+
     Example::
 
         >>> bank = RunBank(order)
@@ -224,7 +257,7 @@ class RunBank:
     def ids(self, lo: np.ndarray, hi: np.ndarray, words: int) -> tuple[np.ndarray, np.ndarray]:
         """``made`` of a walk's runs (int64 arrays), memoised by the runs: the
         string-interior states of every schema end in the same few dozen subtrees,
-        where looking each run up again cost more than the walk's own overhead."""
+        where looking each run up again costs more than the walk's own overhead."""
         key = lo.tobytes() + hi.tobytes()
         ids = self._memo.get(key)
         if ids is None:
@@ -268,6 +301,16 @@ class RunTrie:
     a state needs at ``n`` to allow its whole subtree, ``chars[n]`` where ``n``
     ends a whole character, else more than any room (in the middle of one, or over
     byte classes, where characters cannot be told).
+
+    Args:
+        trie: the ``Trie``, its first level the markers.
+        plain_marker, text_marker: the symbols of the plain and text roots (-1: none).
+        bytes_are_symbols: the symbols are bytes (so characters can be counted).
+
+    Example::
+
+        >>> runs = split_vocabulary(vocab).byte_level
+        >>> runs.order[runs.lo[node]:runs.hi[node]]    # the tokens of node's subtree
     """
 
     __slots__ = ("trie", "roots", "plain_node", "text_node", "height", "chars", "text_need", "order", "lo", "hi",
@@ -405,7 +448,7 @@ class RunTrie:
         if own_longest:
             longest = int(length.max(initial=0))
         # Each token's bit in the row of its length (one scatter: sorting the
-        # tokens by length and packing a row per length cost ~3 ms a set), then
+        # tokens by length and packing a row per length costs ~3 ms a set), then
         # each row takes the shorter ones' too.
         got = np.zeros((longest + 1, words), dtype=np.uint32)
         np.bitwise_or.at(got, (length, units >> 5), np.left_shift(np.uint32(1), (units & 31).astype(np.uint32)))
@@ -488,6 +531,15 @@ class SplitVocabulary:
     ``byte_level`` walks bytes (no per-automaton set-up); ``for_classes`` gives the
     trie over an automaton's byte classes, where the tokens it cannot tell apart
     share nodes (a counted string's trie is a few hundred nodes).
+
+    Args:
+        token_bytes: each token's bytes (None or empty: no text).
+        vocab_size: the vocabulary's size.
+
+    Example::
+
+        >>> split = split_vocabulary(vocab)     # built once per Vocabulary
+        >>> split.byte_level.roots
     """
 
     __slots__ = ("byte_level", "__weakref__")

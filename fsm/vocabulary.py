@@ -173,6 +173,11 @@ class Vocabulary:
     ``token_bytes[i]`` is what token ``i`` appends to the output, or ``None`` when token
     ``i`` is never text (special / control / unknown / unused ids, EOS).
 
+    Args:
+        token_bytes: per token id, its bytes or None.
+        eos_token_ids: the ids that end generation (None: none).
+        name: a label for the vocabulary (the tokenizer's name, for caches and errors).
+
     Example::
 
         >>> v = Vocabulary([b"a", b"b", b" ab", None], eos_token_ids=[3])

@@ -44,7 +44,7 @@ ones that pass an accepting state on the way are read again with every end
 Cost notes: one lexer state's view is one walk over the vocabulary's trie (over
 byte classes where the lexer has few), cached for the life of the guide: in numpy
 ~0.1-0.4 ms inside a key or a literal, where few nodes stay live, ~2-5 ms inside an
-open string, where most of the ~100k do; compiled (``fsm.kernels.units``,
+open string, where most of the ~100k do; compiled (``grammars.unit_walk``,
 depth first over live pairs, over the terminals' own table where they share one)
 microseconds for a key and ~0.1 ms for an open string, plus the rows it builds. A
 mask is a copy of the inside row, plus, per group of completed terminals, a
@@ -85,6 +85,14 @@ class Pieces:
     ``token_piece[t]`` is token t's own piece (-1 for tokens with no text);
     ``suffix[p]`` is piece p without its first byte (-1 for one-byte pieces),
     ``first_byte[p]`` that byte.
+
+    Args:
+        vocab: the ``Vocabulary`` (``vocabulary_pieces`` builds one per vocabulary).
+
+    Example::
+
+        >>> pieces = vocabulary_pieces(vocab)
+        >>> pieces.texts[pieces.suffix[pieces.token_piece[t]]]   # token t less its first byte
     """
 
     def __init__(self, vocab):
@@ -148,7 +156,7 @@ class _UnitTrie:
     walked whole level by level (``_walk_levels``). Otherwise their byte trie (a
     class trie would be barely smaller), walked over live nodes only with its
     subtree runs, computed once per vocabulary: depth first, compiled
-    (``fsm.kernels.units``), where numba is installed (unless
+    (``grammars.unit_walk``), where numba is installed (unless
     ``compiled=False``), else level by level in numpy (``_walk_units``)."""
 
     __slots__ = ("trie", "depth", "runs", "bank", "symbol_class", "walker")
@@ -162,7 +170,7 @@ class _UnitTrie:
             self.trie, self.depth, self.runs, self.bank = units.trie, None, units.runs, units.bank
             self.symbol_class = byte_to_class[np.maximum(units.trie.symbol, 0)]
             if COMPILED_AVAILABLE if compiled is None else compiled:
-                from guided.fsm.kernels.units import CompiledUnitWalk  # imports numba
+                from guided.grammars.unit_walk import CompiledUnitWalk  # imports numba
 
                 self.walker = CompiledUnitWalk(self.trie, self.symbol_class, self.runs[3], byte_to_class)
 
@@ -186,7 +194,7 @@ class _UnitTrie:
         ``pieces``; with ``mids``, also where they read on past an accepting
         state: every lexeme end kept). A compiled walk's runs set their bits in a kernel
         (``fsm.kernels.narrow.runs_row``: marking a bool per unit and packing them
-        cost ~20% of a token view) and its exits are grouped in one
+        would cost ~20% of a token view) and its exits are grouped in one
         (``fsm.kernels.units.group_exits``)."""
         if self.walker is None:
             inside, units, accept, offset = self.walk(lexer, start, mids)
@@ -400,7 +408,11 @@ class _Exits:
 class Readings:
     """A matcher state of several readings ``(Earley set, lexer state, lexeme
     empty?)`` of the same input, each in its own lexer state (``every_end``
-    lexing: a lexeme that could end or go on does both)."""
+    lexing: a lexeme that could end or go on does both).
+
+    Args:
+        readings: the ``(Earley set, lexer state, lexeme empty?)`` triples.
+    """
 
     __slots__ = ("readings",)
 
@@ -410,7 +422,13 @@ class Readings:
 
 class TokenView:
     """What a lexer state means for whole tokens: the packed row of tokens that stay
-    inside the lexeme, the tokens whose first byte ends it, and the later exits."""
+    inside the lexeme, the tokens whose first byte ends it, and the later exits.
+
+    Args:
+        inside: the packed int32 row of the tokens that stay inside.
+        after_end: the tokens whose first byte ends the lexeme.
+        exits: the others, grouped by the terminals they complete (``_Exits``).
+    """
 
     __slots__ = ("inside", "after_end", "exits")
 
@@ -423,7 +441,13 @@ class TokenView:
 class PieceView:
     """What a lexeme-starting lexer state means for every piece (dense arrays):
     whether it stays inside the lexeme, else the accept id it leaves with (0: none)
-    and, where that is set, the suffix read after the lexeme's end."""
+    and, where that is set, the suffix read after the lexeme's end.
+
+    Args:
+        inside: bool per piece.
+        exit_accept: int32 per piece, the accept id it leaves with (0: none).
+        exit_rest: int64 per piece, the piece read after the lexeme's end.
+    """
 
     __slots__ = ("inside", "exit_accept", "exit_rest")
 
@@ -440,6 +464,14 @@ class GrammarIndex:
     never reach the parser. ``ranks`` (per terminal, comparable) decide which of
     several terminals accepting the same lexeme it is read as; without them the
     parser gets them all.
+
+    Args:
+        parser: the ``EarleyParser`` of the grammar's CFG (terminals: the lexer's).
+        lexer: the ``Lexer`` over the terminals' DFAs.
+        ignore: the ignored terminals.
+        vocab: the ``Vocabulary`` the masks are over.
+        ranks: per terminal, its rank among terminals accepting one lexeme (or None).
+        every_end: keep every lexeme end (``CompiledGrammar.every_end``).
 
     Example::
 
@@ -800,7 +832,7 @@ class GrammarIndex:
         exit_accept = np.zeros(self.pieces.size, dtype=np.int32)
         exit_accept[pieces] = accept
         # Read only where exit_accept is set: zeroed (calloc'd, touched lazily) memory
-        # costs nothing up front, where filling ~200k entries cost ~0.8 ms a view.
+        # costs nothing up front, where filling ~200k entries costs ~0.8 ms a view.
         exit_rest = np.zeros(self.pieces.size, dtype=np.int64)
         exit_rest[pieces] = self.pieces.suffix_at(pieces, offset)
         return PieceView(inside, exit_accept, exit_rest)

@@ -60,13 +60,13 @@ class TerminalTable:
         return np.asarray(self.row(state), dtype=np.int64)
 
     def walk_builder(self):
-        """For a compiled walk over the table itself (``fsm.kernels.units``):
+        """For a compiled walk over the table itself (``grammars.unit_walk``):
         ``(transitions, bits, known, nfa_bits, builder)``, valid until Python builds
         rows again: ``transitions`` (rows not built yet start with ``UNKNOWN``),
         ``bits[0]``/``bits[1]`` the accept and live bits of each state (int64) for
         the first ``known[0]`` states, ``nfa_bits`` and ``builder`` what the kernel
-        needs to build rows and their bits itself (``fsm.kernels.subsets``'s
-        ``builder_args``); None where the table cannot give them."""
+        needs to build rows and their bits itself (``fsm.subset_arrays.Buffers.
+        builder_args``); None where the table cannot give them."""
         return None
 
     @property
@@ -81,7 +81,11 @@ class TerminalTable:
 
 
 class DfaTable(TerminalTable):
-    """A plain DFA as a one-bit table."""
+    """A plain DFA as a one-bit table.
+
+    Args:
+        dfa: a ``DFA`` or ``LazyDFA`` (one terminal).
+    """
 
     def __init__(self, dfa):
         self.byte_to_class = dfa.byte_to_class
@@ -98,7 +102,12 @@ class DfaTable(TerminalTable):
 
 
 class TerminalView:
-    """Terminal ``bit`` (a power of two) of a shared ``TerminalTable``."""
+    """Terminal ``bit`` (a power of two) of a shared ``TerminalTable``.
+
+    Args:
+        table: the ``TerminalTable``.
+        bit: the terminal's bit in it.
+    """
 
     __slots__ = ("table", "bit")
 
@@ -109,6 +118,10 @@ class TerminalView:
 
 class Lexer:
     """Lazy product DFA of the terminal DFAs; see the module docstring.
+
+    Args:
+        terminal_dfas: per terminal id, its ``DFA`` / ``LazyDFA``, or a
+            ``TerminalView`` of a table several terminals share.
 
     Example::
 
@@ -232,7 +245,7 @@ class Lexer:
     def table_group(self, state: int) -> tuple[int, int, int] | None:
         """``(table, table state, bits)`` of a one-group state whose table a compiled
         walk can follow itself (``TerminalTable.walk_builder``, bits within int64:
-        ``fsm.kernels.units``); None for any other state."""
+        ``grammars.unit_walk``); None for any other state."""
         group = self._group[state]
         if group is None or group[2] >> 62:
             return None

@@ -1,16 +1,43 @@
-"""numba, where it is installed (the `fast` extra): whether it is, and compiling a kernel.
+"""The numba kernels, and the gate to them: whether numba can be imported, compiling
+a function, and the notice printed while the first run compiles them.
 
-Compiled kernels are functions over numpy arrays, compiled on first use and cached on
-disk by numba (``cache=True``): the first process pays about a second a kernel, later
-ones load it. ``fsm.kernels.narrow`` (the narrow walk's kernels), ``fsm.kernels.subsets``,
-``fsm.kernels.partition``, ``fsm.kernels.product`` and ``fsm.kernels.reach``
-decorate theirs and are imported only where ``AVAILABLE``, as are
-``fsm.kernels.key_trie`` and ``fsm.kernels.units`` (which compiles its
-walk with ``compiled``). Without numba the Python code they mirror runs instead.
+numba is a dependency; where it cannot be imported the Python twins run instead, so
+every kernel has one, and a test holds the two equal. Kernels are leaves: a kernel
+module imports only the standard library, numpy, numba and other kernel modules.
+The Python that drives a kernel (its arrays, their growth, the rounds of a walk)
+lives beside its twin, outside this package.
+
+===================  ==============================================  ===========================================
+kernel module        Python twin                                     driven by
+===================  ==============================================  ===========================================
+``subsets``          ``fsm.dfa.subset_table`` / ``sweep_row``,       ``fsm.subset_arrays`` (``subset_table``,
+                     ``fsm.lazy.LazyDFA``'s own construction         ``LazySubsets``)
+``partition``        ``fsm.dfa._hopcroft`` / ``_moore``,             ``fsm.dfa.coarsest_partition``,
+                     ``_quotient``'s order                           ``fsm.dfa._quotient``
+``product``          ``fsm.ops._product_by_pair``                    ``fsm.ops._product_compiled``
+``reach``            ``fsm.dfa.co_reachable``, ``live_states``,      ``fsm.dfa``, ``fsm.lazy``, ``fsm.nfa``
+                     ``fsm.nfa.NFA.reach_bits``
+``narrow``           ``fsm.narrow.narrow_walk`` and the facts of     ``fsm.narrow_compiled.CompiledWalk``
+                     ``fsm.index.TokenIndex``
+``units``            ``grammars.grammar_index._walk_units``, the     ``grammars.unit_walk.CompiledUnitWalk``
+                     piece view, ``grammars.lexer.Lexer.live_classes``
+``key_trie``         ``grammars.json_schema.text``'s other-key       ``grammars.json_schema.text``
+                     builder (``_key_excluding_by_byte``)
+===================  ==============================================  ===========================================
+
+Importing a kernel module imports numba (~0.3 s), so kernel modules are imported
+where they are first needed (inside functions, or in modules that are), never by
+``import guided``. Kernels are compiled on first use and cached on disk by numba
+(``cache=True``, in ``__pycache__`` beside the source, or under ``NUMBA_CACHE_DIR``):
+the first process after an install compiles them all (~20 s; ``NOTICE`` is printed
+then), later ones load them.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 from importlib import import_module
 from importlib.util import find_spec
 
@@ -19,11 +46,34 @@ from importlib.util import find_spec
 #: ~0.3 s), not by ``import guided``.
 AVAILABLE = find_spec("numba") is not None
 
+#: Past this many NFA states a pattern is refused rather than exhausting memory
+#: (``fsm.nfa`` reads it; defined here because ``subsets.paste_here`` compiles it in).
+MAX_NFA_STATES = 400_000
+
+#: Printed to stderr, once per process, when a kernel is about to be compiled while
+#: numba's cache holds none of them (``watch_first_compile``).
+NOTICE = "guided: compiling the numba kernels (first run after install only, ~20 s)"
+
 _compiled: dict = {}
 
 
 def compiled(fn):
-    """``fn`` compiled with numba (once per process; ``ImportError`` without numba)."""
+    """``fn`` compiled with numba, once per process (``njit(cache=True, nogil=True)``).
+
+    Args:
+        fn: a Python function numba can compile (a kernel kept undecorated).
+
+    Returns:
+        The numba dispatcher; the same one for every call with ``fn``.
+
+    Raises:
+        ImportError: numba is not installed.
+
+    Example::
+
+        >>> from guided.fsm.kernels.units import walk_py
+        >>> walk = compiled(walk_py)
+    """
     got = _compiled.get(fn)
     if got is None:
         from numba import njit
@@ -39,3 +89,90 @@ def import_now() -> None:
     process (every later compiled call failing on a missing attribute)."""
     if AVAILABLE:
         import_module("numba")
+
+
+_watch_lock = threading.Lock()
+_watching = False
+_decided = False  # whether the first compile of a kernel was seen (and the notice printed or not)
+
+
+def watch_first_compile() -> None:
+    """Print ``NOTICE`` to stderr, once per process, when numba is about to compile a
+    kernel of this package while its cache holds none of them yet (the first run
+    after an install); say nothing when the cache is warm. Each kernel module calls
+    this as it is imported (it imports numba then); the listener is installed once.
+
+    numba announces each compile that its cache could not serve (a ``numba:compile``
+    event): the first one for a kernel here decides, by ``cache_is_cold``.
+
+    Example::
+
+        >>> from guided.fsm.kernels import watch_first_compile
+        >>> watch_first_compile()       # in a kernel module, after importing numba
+    """
+    global _watching
+    with _watch_lock:
+        if _watching:
+            return
+        _watching = True
+    from numba.core import event
+
+    class _FirstCompile(event.Listener):
+        def on_start(self, ev):
+            try:
+                _first_compile(ev.data.get("dispatcher") if isinstance(ev.data, dict) else None)
+            except Exception:  # a notice must never break a compile
+                pass
+
+        def on_end(self, ev):
+            pass
+
+    event.register("numba:compile", _FirstCompile())
+
+
+def _first_compile(dispatcher) -> None:
+    """At numba's compile of ``dispatcher``: the notice, if it is the first kernel
+    of this package compiled in this process and the cache is cold."""
+    global _decided
+    py_func = getattr(dispatcher, "py_func", None)
+    if _decided or py_func is None or not getattr(py_func, "__module__", "").startswith(__name__ + "."):
+        return
+    _decided = True
+    if cache_is_cold(dispatcher):
+        print(NOTICE, file=sys.stderr, flush=True)
+
+
+def cache_is_cold(dispatcher) -> bool:
+    """Whether numba's cache holds no kernel of this package for this Python: no index
+    file (``*.pyXY.nbi``) in the cache directory numba chose for ``dispatcher`` (in
+    ``__pycache__`` beside the kernels, under ``NUMBA_CACHE_DIR``, or a user-wide
+    one) that is at least as new as the source of the kernel it indexes (an older
+    one is stale: numba drops it when the source changes).
+
+    Args:
+        dispatcher: a numba dispatcher of a kernel here, compiled with ``cache=True``.
+
+    Returns:
+        True where the cache is cold; False where it is warm, or caching is off.
+    """
+    cache = getattr(dispatcher, "_cache", None)
+    path = getattr(cache, "cache_path", None)
+    if not path:
+        return False
+    sources = os.path.dirname(os.path.abspath(dispatcher.py_func.__code__.co_filename))
+    suffix = f".py{sys.version_info[0]}{sys.version_info[1]}.nbi"
+    try:
+        names = os.listdir(path)
+    except OSError:  # (numba makes the directory when it first saves)
+        return True
+    for name in names:
+        if not name.endswith(suffix):
+            continue
+        try:
+            indexed = os.stat(os.path.join(path, name)).st_mtime
+            source = os.stat(os.path.join(sources, name.split(".", 1)[0] + ".py")).st_mtime
+        except OSError:
+            continue
+        if indexed >= source:
+            return False
+    return True

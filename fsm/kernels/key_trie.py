@@ -1,6 +1,9 @@
-"""``json_text._key_excluding_by_byte``'s fragment made by a numba kernel straight
-in ``fsm.nfa.Template.packed``'s layout (imported only where numba is installed: the
-`fast` extra).
+"""``grammars.json_schema.text._key_excluding_by_byte``'s fragment (an object's
+other keys: any string but the listed names) made by a numba kernel straight in
+``fsm.nfa.Template.packed``'s layout (``key_trie_packed``; imported only where numba
+is installed, by ``grammars.json_schema.text.key_trie_template``). Its Python twin
+is that builder; ``tests/test_json_text.py::test_the_compiled_key_trie_makes_the_python_builders_states``
+holds the two equal.
 
 ::
 
@@ -10,7 +13,7 @@ in ``fsm.nfa.Template.packed``'s layout (imported only where numba is installed:
 The Python builder makes the same states in the same order (a test compares the
 two arrays); decoding builds this fragment the first time an object's other key
 is reached, and the compiled construction pastes it without Python lists
-(``NFA.paste_pending``). Cost notes: 60 names took ~120 µs to build in Python,
+(``NFA.paste_pending``). Cost notes: 60 names take ~120 µs to build in Python,
 ~50 µs to keep as a template and ~90 µs to read into the construction's arrays;
 the kernel makes the arrays in a few microseconds.
 """
@@ -19,6 +22,10 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from . import watch_first_compile
+
+watch_first_compile()
 
 QUOTE = ord('"')
 

@@ -1,11 +1,23 @@
 """The kernels of ``fsm.narrow_compiled``'s walk: the walk itself and every fact it
 needs about a DFA state, in one compiled call (imported only where numba is
-installed: the `fast` extra).
+installed, by ``fsm.narrow_compiled.CompiledWalk``).
+
+Python twins: ``fsm.narrow.narrow_walk`` and ``start_pairs`` for the walk
+(``walk_round``), ``fsm.index.TokenIndex._plain_run``, ``_text_run``,
+``_utf8_target`` and ``fsm.narrow.loop_bytes`` for the facts, ``RunTrie.plain_rows``
+and ``chain_rows`` for the rows by length, ``fsm.index``'s bit setting for
+``runs_row``. Held equal by ``tests/test_narrow_walk.py`` (``compiled``-parametrised
+tests: ``test_narrow_rows_equal_batched_rows``, ``test_narrow_rows_match_brute_force``,
+``test_narrow_rows_equal_batched_rows_json``; and
+``test_compiled_walk_over_rows_built_in_python``,
+``test_plain_tokens_that_fit_near_the_end_of_a_counted_string``,
+``test_plain_tokens_of_one_byte_set_near_the_end_of_a_counted_run``,
+``test_walks_paste_open_values_themselves``).
 
 ::
 
     walk_round: pop (node, state) ─ a fact missing? ─> computed here, memoised in ``facts``:
-        take a subtree whole by room or self-loop        row       fsm.kernels.subsets._row
+        take a subtree whole by room or self-loop        row       fsm.kernels.subsets.build_row
         push live children, set token ends' bits         loop      its self-loop bytes
                                                          rooms     chains of rows (``_room``)
                                                          UTF-8     rows of each sequence
@@ -20,33 +32,28 @@ than the longest plain token, whose room ends where no plain byte is taken (a
 counted string near its end), allows exactly the plain tokens that fit, one row of
 ``RunTrie.plain_rows`` (``_dies_after``). Walking them visits every prefix of the
 longer tokens: 27k-50k checks at 4-11 bytes left, past the budget, and the batched
-walk it fell back to took ~30 ms. Likewise a state that takes one smaller set of
+walk it would fall back to takes ~30 ms. Likewise a state that takes one smaller set of
 plain bytes, each into one next state, until it takes none (``[0-9A-Za-z]{12}``,
 ``[a-f0-9]{40}``), or keeps taking it past the longest token: one row of
 ``RunTrie.chain_rows`` (``_chain``; sets with fewer than ~1,000 tokens are walked; a
 set met for the first time waits aside while Python makes its rows, once per
 vocabulary, but for sets of fewer than 3 plain bytes, which the kernel walks at
-once). Walking the alphanumeric tokens took 28k checks, ~400 µs; with the
+once). Walking the alphanumeric tokens takes 28k checks, ~400 µs; with the
 row, ~30 µs. The Python walk returns runs, which a row by length is not; it keeps
 walking there (its rows are the same).
 
 Tokens found go straight into the row's bits, but for long runs (whole subtrees of
 ``LONG_RUN`` tokens or more: ``_emit``), which Python ORs in from the trie's bank of
-kept rows. The rules are Python's: ``fsm.narrow.narrow_walk`` and ``start_pairs`` for the walk,
-``TokenIndex._plain_run``, ``_text_run``, ``_utf8_target`` and ``fsm.narrow.loop_bytes``
-for the facts (the tests compare the runs of both walks).
+kept rows. The other rules are the Python twins' (above).
 
-Cost notes: before, each fact a walk lacked was a round trip: the kernel set the
-pair aside and Python computed the fact, building rows through ``LazyDFA`` at ~7 µs
-a row (a ~2 µs kernel call plus Python around it) and following room chains and
-UTF-8 sequences over row lists; a miss in a counted string built ~10-40 rows that
-way, ~5-8 µs a new state in all. Here a row costs its construction (~1 µs) and a
-fact a few reads per row; a round ~10 µs plus ~1-2 µs a new state. On 300
-MaskBench schemas stepped through every instance (interleaved with the old walk in
-one process): all masks 5.60 -> 4.41 s, TBM p95 194 -> 120 µs, p99 598 -> 471 µs.
-Helpers are called only for facts not known yet: each call passes ~15 arrays,
-reference-counted one by one, and calling them for every pair made a round cost
-~200 µs. Compiling these kernels takes ~7 s once (cached on disk).
+Cost notes: a row costs its construction (~1 µs) and a fact a few reads per row;
+a round ~10 µs plus ~1-2 µs a new state. Computing a fact in Python instead (the
+pair set aside, rows built through ``LazyDFA`` at ~7 µs a row, room chains and
+UTF-8 sequences followed over row lists) costs ~5-8 µs a new state, and a miss in a
+counted string builds ~10-40 rows. Helpers are called only for facts not known
+yet: each call passes ~15 arrays, reference-counted one by one, and calling them
+for every pair would make a round cost ~200 µs. Compiling these kernels takes ~7 s
+once (cached on disk).
 """
 
 from __future__ import annotations
@@ -54,8 +61,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .subsets import _DONE, _MEETS_PENDING, _TPL, _member_room, _row, paste_here
-from .subsets import _NEED as _MET  # (counts' slot: the deferred start a row met)
+from . import watch_first_compile
+from .subsets import DONE as ROW_DONE  # (a row's outcome; ``DONE`` below is a round's)
+from .subsets import MEETS_PENDING, TPL, build_row, member_room, paste_here
+from .subsets import NEED as _MET  # (counts' slot: the deferred start a row met)
+
+watch_first_compile()
 
 UNKNOWN = -2  # a row not built yet (``fsm.lazy.UNKNOWN``)
 
@@ -91,7 +102,7 @@ UTF8_SPREAD = 64
 
 # ``_built`` and ``_ready`` are inlined: a call passes ``b``'s ~16 arrays, each
 # reference-counted on the way in and out, and they are called for most pairs of a
-# walk that builds rows (a cold round: ~28 -> ~23 µs).
+# walk that builds rows (inlined, a cold round is ~20% faster).
 @njit(cache=True, nogil=True, inline="always")
 def _built(s, trans, params, ctl, b):
     """Whether DFA state ``s``'s row is built, building it here where the DFA's
@@ -101,11 +112,11 @@ def _built(s, trans, params, ctl, b):
     if trans[s, 0] != UNKNOWN:
         return True
     if params[P_BUILD]:
-        outcome = _row(s, b[0], b[1], b[2], b[3], b[4], b[5], b[6], trans, b[7], b[8], b[9], b[10], b[11], b[12],
-                       b[13], b[14])
-        if outcome == _DONE:
+        outcome = build_row(s, b[0], b[1], b[2], b[3], b[4], b[5], b[6], trans, b[7], b[8], b[9], b[10], b[11], b[12],
+                            b[13], b[14])
+        if outcome == ROW_DONE:
             return True
-        if outcome == _MEETS_PENDING and b[0][b[7][_MET], _TPL] > 0:
+        if outcome == MEETS_PENDING and b[0][b[7][_MET], TPL] > 0:
             _want_paste(ctl, b[7][_MET])
     ctl[_ASKED] = s
     return False
@@ -126,14 +137,13 @@ def _want_paste(ctl, x):
 @njit(cache=True, nogil=True)
 def paste_wanted(ctl, b, px):
     """Paste the copies a pair's rows met (``_want_paste``; ``fsm.kernels.subsets.
-    paste_here``, ``px``: ``Buffers.px``), and say how many were; ``walk_round``
-    then walks the pair again. Each had been a trip to Python
-    (``LazyDFA.next_states``: ~40 µs with the round it cost), then a paste after
-    the round and one round more: a round that starts cold (its arrays out of the
-    caches since the last mask) costs 10-60 µs with its call. (On 1,000 MaskBench
-    schemas the masks over 200 µs were as many either way, within the noise.)
-    ``px`` is handed to no helper of the walk (a tuple passed to a helper is
-    reference-counted array by array at each call)."""
+    paste_here``, ``px``: ``fsm.subset_arrays.Buffers.px``), and say how many were;
+    ``walk_round`` then walks the pair again. Otherwise each would be a trip to
+    Python (``LazyDFA.next_states``: ~40 µs with the round it costs), then a paste
+    after the round and one round more: a round that starts cold (its arrays out of
+    the caches since the last mask) costs 10-60 µs with its call. ``px`` is handed
+    to no helper of the walk (a tuple passed to a helper is reference-counted array
+    by array at each call)."""
     n = 0
     for i in range(ctl[N_PASTES]):
         if paste_here(ctl[N_PASTES + 1 + i], b[0], b[1], b[3], b[7], px):
@@ -251,7 +261,7 @@ def _room(s, col, trans, facts, plain_classes, u_seq, u_steps, u_classes, path, 
             room = cap
             break
         if params[P_BUILD]:  # its NFA states' rooms (``LazyDFA.member_room``)
-            bound = _member_room(s, b[0], b[4], b[5])
+            bound = member_room(s, b[0], b[4], b[5])
             if bound >= cap // 2:
                 room = min(cap, bound)
                 facts[s, col] = room
@@ -358,12 +368,12 @@ def _chain(state, trans, plain_classes, plain_bytes, longest, chain_keys, chain_
     known goes to ``ask``, and a row on the chain that is not built is asked for:
     both give ``(_CHAIN_ASKED, 0)``, and the walk sets the pair aside until Python
     has decided on the set (made its rows, or found it too small: ~0.3 ms, once per
-    vocabulary) or built the row. Walking the tokens instead took ~29k checks
+    vocabulary) or built the row. Walking the tokens instead takes ~29k checks
     (~450 µs) at the first sight of each set in each schema, and at every position
     of ``[0-9a-zA-Z_-]{1,255}`` (a counted run longer than the longest token ends in
     deferred copies). A set of fewer than ``params[P_CHAIN_BYTES]`` plain bytes is
     walked without asking: Python would find it too small, and the round trip to
-    hear so (~50 µs) cost more than the walk, at each new byte of a key."""
+    hear so (~50 µs) costs more than the walk, at each new byte of a key."""
     if trans[state, 0] == UNKNOWN:
         return -1, 0
     x = _one_target(state, trans, plain_classes, plain_bytes, mask)
@@ -437,7 +447,7 @@ def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_cl
         state = stack[sp, 1]
         a, b_end = nodes[node, _START], nodes[node, _END]
         # Facts known are read here, not through the helpers: a call passes ~15
-        # arrays, each reference-counted (a round cost ~200 µs that way).
+        # arrays, each reference-counted (a round would cost ~200 µs that way).
         asked = not (state < facts.shape[0] and trans[state, 0] != UNKNOWN) and not _ready(state, trans, facts,
                                                                                           params, ctl, b)
         whole = shortcut = False
@@ -524,7 +534,7 @@ def runs_row(row, order, lo, hi, long_run, bank, bank_ids):
     """Set the bits of the tokens ``order[lo[i]:hi[i]]`` in a uint32 row (a walk's
     runs): a run of ``long_run`` tokens or more from its ``bank`` row (the next of
     ``bank_ids``, in order), the others token by token (``np.bitwise_or.at`` over
-    them cost ~50 ns a token, and a numpy OR per long run a few µs)."""
+    them costs ~50 ns a token, and a numpy OR per long run a few µs)."""
     k = 0
     for i in range(lo.shape[0]):
         if hi[i] - lo[i] >= long_run:

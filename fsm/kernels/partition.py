@@ -1,5 +1,10 @@
-"""``fsm.dfa.coarsest_partition`` compiled with numba (imported by ``fsm.dfa`` only
-where numba is installed: the `fast` extra).
+"""``fsm.dfa.coarsest_partition`` compiled with numba (``coarsest_partition``), and the
+breadth-first numbering of ``fsm.dfa._quotient`` (``quotient_order``); imported by
+``fsm.dfa`` only where numba is installed. Python twins: ``fsm.dfa._hopcroft`` and
+``_moore``, and ``_quotient``'s loop; held equal by ``tests/test_compiled_automata.py``
+(``test_compiled_partition_equals_python_partitions``,
+``test_compiled_minimisation_equals_python_minimisation``,
+``test_compiled_determinize_equals_python_determinize``).
 
 Hopcroft's algorithm over arrays: the states kept in one permutation where each block
 is a contiguous slice, so splitting a block moves its marked members to the slice's
@@ -19,6 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from . import watch_first_compile
+
+watch_first_compile()
 
 
 @njit(cache=True, nogil=True)

@@ -1,5 +1,9 @@
-"""``fsm.ops._product`` compiled with numba (imported by ``fsm.ops`` only where numba
-is installed: the `fast` extra).
+"""``fsm.ops._product`` compiled with numba (``product_pairs``; imported by
+``fsm.ops._product_compiled`` only where numba is installed). Python twin:
+``fsm.ops._product_by_pair``; held equal by ``tests/test_compiled_automata.py``
+(``test_compiled_product_equals_the_python_product``,
+``test_compiled_product_refuses_past_the_limit_like_python``) and
+``tests/test_regex.py::test_products_agree_with_both_patterns_on_random_pairs``.
 
 The reachable pairs of states of two DFAs, breadth first, pair by pair, as
 ``fsm.ops._product_by_pair`` does in Python: the same pairs, numbered in the same
@@ -14,6 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from . import watch_first_compile
+
+watch_first_compile()
 
 
 @njit(cache=True, nogil=True)

@@ -1,12 +1,16 @@
 """``fsm.dfa.co_reachable`` and its two callers' edge lists, compiled with numba
-(imported by ``fsm.dfa``, ``fsm.lazy`` and ``fsm.nfa`` only where numba is installed:
-the `fast` extra).
+(imported by ``fsm.dfa``, ``fsm.lazy`` and ``fsm.nfa`` only where numba is installed).
+Python twins: ``fsm.dfa.co_reachable`` (``co_reachable``, ``live_in_table``: ``fsm.dfa.
+live_states``), ``fsm.lazy``'s liveness search over ``NFA.flat`` (``live_in_nfa``) and
+``fsm.nfa.NFA.reach_bits`` (``reach_bits``); held equal by
+``tests/test_regex.py::test_live_states_is_reverse_reachability`` and
+``tests/test_lazy_nfa.py::test_reach_bits_is_what_a_search_from_each_state_finds``.
 
 Which states reach a target, searched backwards: the edges are counted into a CSR of
 predecessors by target, then a stack walks it from the targets. Each edge is read a
 fixed number of times, with no per-level set-up: the numpy search in ``fsm.dfa``
 pays ~50 µs of calls per level, and the NFAs of large schemas are thousands of
-levels deep (a long chain of key bytes), so it cost a tenth of their compile time.
+levels deep (a long chain of key bytes), so it would cost a tenth of their compile time.
 
 ``reach_bits`` (``fsm.nfa.NFA.reach_bits``: which ends each state of a grammar rule
 leads to) groups the same edges by source instead and runs Tarjan's algorithm.
@@ -20,6 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from . import watch_first_compile
+
+watch_first_compile()
 
 
 @njit(cache=True, nogil=True)

@@ -1,5 +1,24 @@
-"""``fsm.dfa.subset_table`` compiled with numba, and ``fsm.lazy.LazyDFA``'s rows one
-at a time (``LazySubsets``; imported only where numba is installed: the `fast` extra).
+"""The subset construction's kernels, over the NFA as arrays: ``fsm.dfa.subset_table``
+compiled (``build_rows``), ``fsm.lazy.LazyDFA``'s rows one at a time (``build_row``,
+``state_of``) and the lazy NFA's growth (``take_in``, ``paste_in``, ``paste_here``,
+``chunk_packed``). Imported only where numba is installed; the Python side (the
+arrays, their growth, the templates a walk may paste) is ``fsm.subset_arrays``.
+
+Python twins, and the tests that hold them equal (in ``tests/test_compiled_automata.py``
+unless named otherwise):
+
+- ``build_rows``, ``build_row``: ``fsm.dfa.subset_table`` and ``sweep_row``
+  (``test_compiled_table_equals_the_python_table``,
+  ``test_compiled_construction_refuses_past_the_limit_like_python``).
+- ``build_row``, ``state_of``, ``take_in``, ``members_or``, ``member_room``: ``LazyDFA``'s
+  Python construction (``LazyDFA._closure``, ``fsm.lazy._co_reachable_new``)
+  (``test_compiled_lazy_rows_equal_the_python_rows``,
+  ``test_compiled_lazy_rows_are_the_same_when_every_buffer_grows``).
+- ``paste_in``, ``paste_here``: ``NFA.paste_pending`` with ``LazySubsets.add_states``
+  (``test_compiled_lazy_construction_pastes_kept_fragments_from_their_arrays``;
+  ``tests/test_narrow_walk.py::test_walks_paste_open_values_themselves``).
+- ``chunk_packed``: ``fsm.nfa._chunk_template``'s Python build
+  (``test_middle_chunks_of_a_long_string_are_made_as_arrays``).
 
 ::
 
@@ -8,93 +27,79 @@ at a time (``LazySubsets``; imported only where numba is installed: the `fast` e
 
 The rules are the Python ones (``fsm.dfa.subset_table``, ``sweep_row``): the same
 closures, the same sweep over each subset's class intervals, new states numbered in
-the same order, so both build the same table (the tests compare them) and
-minimisation sees the same input.
+the same order, so both build the same table and minimisation sees the same input.
 
 Cost notes: the Python construction costs ~50 µs a DFA state on JSON Schema parts
 (sweeping intervals, unioning frozensets), about a quarter of compiling a large
 schema; compiled, a state costs about a microsecond. Copying the NFA costs about
 half a microsecond a state, and the byte classes come from the same copy.
 
-Lazily, a closure that meets a deferred fragment stops (``_MEETS_PENDING``) before
+Lazily, a closure that meets a deferred fragment stops (``MEETS_PENDING``) before
 the row makes any state; Python builds the fragment and ``LazySubsets.add_states``
 appends its states to the arrays (the fragment's start state gets its epsilon
 moves a new slice at the end), and the row is asked for again. A copy of a kept
 fragment (``NFA.paste_pending``) comes from the template's arrays instead
 (``LazySubsets.paste``), without Python lists: an open value's copy (~100 states)
-costs ~18 µs so, where pasting lists and reading them back cost ~75 µs (more when
-the new tuples set off a garbage collection). A one-state row
-costs ~7 µs in Python and ~2 µs compiled, the call included: on 300 MaskBench
-schemas stepped through every instance, mask time summed 7.42 -> 6.26 s and p95
-262 -> 197 µs (interleaved in one process).
+costs ~18 µs so, where pasting lists and reading them back costs ~75 µs (more when
+the new tuples set off a garbage collection). A one-state row costs ~7 µs in
+Python and ~2 µs compiled, the call included.
 
 A compiled walk pastes such copies itself (``paste_here``) where Python allowed
 it ahead (``allow_paste``: a template made, its holes' templates in slots filled
 as they are made), and logs them; Python makes the NFA's side of them
 (``NFA.paste_pending``) only before it next builds on the NFA
-(``LazyDFA._replay_pastes``). A walk that met an open value had gone back to
-Python for it: a round more and the copy taken in, ~40 µs, plus ~20 µs of lists.
+(``LazyDFA._replay_pastes``). Going back to Python for an open value would cost a
+round more and the copy taken in, ~40 µs, plus ~20 µs of lists.
 """
 
 from __future__ import annotations
 
-from itertools import chain
-
 import numpy as np
 from numba import njit
 
-from guided.errors import RegexTooLargeError
-from guided.fsm.dfa import nfa_byte_classes
-from guided.fsm.nfa import MAX_NFA_STATES, PastedOnce, pastable
+from guided.fsm.kernels import MAX_NFA_STATES, watch_first_compile
 
-# Columns per NFA state: its closure's slice of ``cl`` (-1: not known yet), its moves'
-# slice of ``mv`` (class intervals), its epsilon moves' slice of ``ep``, the DFA state
-# its closure alone is (-1: none yet), whether it has byte moves, whether it starts a
-# deferred fragment not built yet (lazy NFAs: ``LazySubsets``), its ``NFA.rooms`` (0: none);
-# for a deferred start whose copy a walk may paste itself (``LazySubsets.allow_paste``),
-# its template's number plus one (0: none) and the fragment's end.
-_CL_LO, _CL_HI, _MV_LO, _MV_HI, _EP_LO, _EP_HI, _SINGLE, _MOVES, _PENDING, _ROOM, _TPL, _LINK = range(12)
+watch_first_compile()
+
+# Columns per NFA state (``nf``): its closure's slice of ``cl`` (-1: not known yet), its
+# moves' slice of ``mv`` (class intervals), its epsilon moves' slice of ``ep``, the DFA
+# state its closure alone is (-1: none yet), whether it has byte moves, whether it starts
+# a deferred fragment not built yet (lazy NFAs: ``fsm.subset_arrays.LazySubsets``), its
+# ``NFA.rooms`` (0: none); for a deferred start whose copy a walk may paste itself
+# (``LazySubsets.allow_paste``), its template's number plus one (0: none) and the
+# fragment's end. ``fsm.subset_arrays.nfa_arrays`` fills them.
+CL_LO, CL_HI, MV_LO, MV_HI, EP_LO, EP_HI, SINGLE, MOVES, PENDING, ROOM, TPL, LINK = range(12)
 # Columns per DFA state: its subset's slice of ``sub``, whether it accepts (the
-# slice first, as for target sets: ``_rehash`` serves both).
-_SUB_LO, _SUB_HI, _ACCEPT = range(3)
+# slice first, as for target sets: ``rehash`` serves both).
+SUB_LO, SUB_HI, ACCEPT = range(3)
 # Columns per remembered target set (``sweep_row``'s ``known``): its slice of
 # ``titems``, its DFA state.
 _T_LO, _T_HI, _T_STATE = range(3)
 # Slots of ``counts``; the last ones are ``LazySubsets``': the NFA's states, the used
 # part of ``ep`` and ``mv``, the NFA size below which a walk may paste (0: it may not;
 # ``LazyDFA.growth_limit``), the pastes logged (``paste_here``).
-(_N_DFA, _N_SUB, _N_CL, _FINAL, _MAX, _NEED, _STAMP, _N_T, _N_TITEMS,
- _N_NFA, _N_EP, _N_MV, _GROWTH, _N_PASTED) = range(14)
+(N_DFA, N_SUB, N_CL, FINAL, MAX, NEED, STAMP, N_T, N_TITEMS,
+ N_NFA, N_EP, N_MV, GROWTH, N_PASTED) = range(14)
 # Columns of a template's entry (``LazySubsets.allow_paste``): its slices of the
 # packed states, of the holes and of the rooms, its size, start and end.
 (_P_LO, _P_HI, _H_LO, _H_HI, _R_LO, _R_HI, _P_N, _P_START, _P_END) = range(9)
-#: The most copies walks paste before Python follows (``LazySubsets.pasted``).
-PASTE_LOG = 256
-#: A lazy construction's buffers start with room for this many DFA states, and
-#: this many subset (closure, scratch) entries. Each growth while decoding is a
-#: round trip from a walk to Python and back (~40-80 µs); from 64 states and 1,024
-#: entries, a third of the masks over 200 µs on MaskBench grew a buffer. The room
-#: costs a fill of states x classes int32 once (~0.2 MB at 100 classes) and the
-#: zeroed entries, which are mapped only as they are touched.
-LAZY_STATES = 512
-LAZY_ITEMS = 16_384
-# Outcomes: done, or the buffer named must grow (``counts[_NEED]``: to how many), or a
-# closure met a deferred fragment (``counts[_NEED]``: its start) that must be built.
-(_DONE, _FULL_DFA, _FULL_SUB, _FULL_TABLE, _FULL_SCRATCH, _FULL_CL, _FULL_T, _FULL_TITEMS,
- _TOO_LARGE, _MEETS_PENDING) = range(10)
+# Outcomes: done, or the buffer named must grow (``counts[NEED]``: to how many), or a
+# closure met a deferred fragment (``counts[NEED]``: its start) that must be built.
+(DONE, FULL_DFA, FULL_SUB, FULL_TABLE, FULL_SCRATCH, FULL_CL, FULL_T, FULL_TITEMS,
+ TOO_LARGE, MEETS_PENDING) = range(10)
 # A sweep event: class << 42 | opens << 41 | NFA target.
 _SHIFT, _OPEN, _TARGET = 42, 1 << 41, (1 << 41) - 1
 
 
-# The helpers of ``_row`` are inlined (``inline="always"``): each call passed its
-# arrays reference-counted one by one, per target of every row (rows ~5% faster).
+# The helpers of ``build_row`` are inlined (``inline="always"``): a call would pass its
+# arrays reference-counted one by one, per target of every row (inlined, rows are ~5% faster).
 @njit(cache=True, nogil=True, inline="always")
 def _closure(t, nf, ep, cl, counts, seen, mark):
     """Record the closure of NFA state ``t`` in ``cl``: the states epsilon moves reach
     from it that have byte moves, or are the final state, sorted. Nothing is recorded
     when it meets a deferred fragment: that fragment must be built first."""
-    stamp = counts[_STAMP] + 1
-    counts[_STAMP] = stamp
+    stamp = counts[STAMP] + 1
+    counts[STAMP] = stamp
     seen[0] = t
     mark[t] = stamp
     n_seen = 1
@@ -102,30 +107,30 @@ def _closure(t, nf, ep, cl, counts, seen, mark):
     while i < n_seen:
         x = seen[i]
         i += 1
-        if nf[x, _PENDING] > 0:
-            counts[_NEED] = x
-            return _MEETS_PENDING
-        for k in range(nf[x, _EP_LO], nf[x, _EP_HI]):
+        if nf[x, PENDING] > 0:
+            counts[NEED] = x
+            return MEETS_PENDING
+        for k in range(nf[x, EP_LO], nf[x, EP_HI]):
             y = ep[k]
             if mark[y] != stamp:
                 mark[y] = stamp
                 seen[n_seen] = y
                 n_seen += 1
-    lo = counts[_N_CL]
+    lo = counts[N_CL]
     if lo + n_seen > cl.shape[0]:
-        counts[_NEED] = lo + n_seen
-        return _FULL_CL
-    final = counts[_FINAL]
+        counts[NEED] = lo + n_seen
+        return FULL_CL
+    final = counts[FINAL]
     hi = lo
     for k in range(n_seen):
         x = seen[k]
-        if nf[x, _MOVES] or x == final:
+        if nf[x, MOVES] or x == final:
             cl[hi] = x
             hi += 1
     cl[lo:hi].sort()
-    nf[t, _CL_LO], nf[t, _CL_HI] = lo, hi
-    counts[_N_CL] = hi
-    return _DONE
+    nf[t, CL_LO], nf[t, CL_HI] = lo, hi
+    counts[N_CL] = hi
+    return DONE
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -141,7 +146,7 @@ def _mix(t):
 @njit(cache=True, nogil=True, inline="always")
 def _intern(items, lo, hi, df, sub, table, counts):
     """The DFA state whose subset is ``items[lo:hi]`` (sorted), made if new; minus an
-    outcome (``-_FULL_DFA`` ...) when a buffer must grow first."""
+    outcome (``-FULL_DFA`` ...) when a buffer must grow first."""
     h = np.uint64(0)
     for i in range(lo, hi):
         h += _mix(items[i])
@@ -151,8 +156,8 @@ def _intern(items, lo, hi, df, sub, table, counts):
         j = table[pos]
         if j < 0:
             break
-        if df[j, _SUB_HI] - df[j, _SUB_LO] == hi - lo:
-            base = df[j, _SUB_LO] - lo
+        if df[j, SUB_HI] - df[j, SUB_LO] == hi - lo:
+            base = df[j, SUB_LO] - lo
             same = True
             for i in range(lo, hi):
                 if sub[base + i] != items[i]:
@@ -161,32 +166,32 @@ def _intern(items, lo, hi, df, sub, table, counts):
             if same:
                 return j
         pos = (pos + 1) & mask
-    n = counts[_N_DFA]
-    ns = counts[_N_SUB]
-    if n >= counts[_MAX]:
-        return -_TOO_LARGE
+    n = counts[N_DFA]
+    ns = counts[N_SUB]
+    if n >= counts[MAX]:
+        return -TOO_LARGE
     if n >= df.shape[0]:
-        return -_FULL_DFA
+        return -FULL_DFA
     if 2 * (n + 1) > table.shape[0]:
-        return -_FULL_TABLE
+        return -FULL_TABLE
     if ns + hi - lo > sub.shape[0]:
-        counts[_NEED] = ns + hi - lo
-        return -_FULL_SUB
-    final = counts[_FINAL]
+        counts[NEED] = ns + hi - lo
+        return -FULL_SUB
+    final = counts[FINAL]
     acc = 0
     for i in range(lo, hi):
         sub[ns + i - lo] = items[i]
         if items[i] == final:
             acc = 1
-    df[n, _SUB_LO], df[n, _SUB_HI], df[n, _ACCEPT] = ns, ns + hi - lo, acc
-    counts[_N_SUB] = ns + hi - lo
-    counts[_N_DFA] = n + 1
+    df[n, SUB_LO], df[n, SUB_HI], df[n, ACCEPT] = ns, ns + hi - lo, acc
+    counts[N_SUB] = ns + hi - lo
+    counts[N_DFA] = n + 1
     table[pos] = n
     return n
 
 
 @njit(cache=True, nogil=True)
-def _rehash(slices, items, n, table):
+def rehash(slices, items, n, table):
     """Enter sets ``0 .. n-1`` (``items[slices[k, 0]:slices[k, 1]]``: DFA states'
     subsets, or remembered target sets) into an empty ``table``."""
     mask = table.shape[0] - 1
@@ -201,24 +206,24 @@ def _rehash(slices, items, n, table):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _state_of(t, nf, ep, cl, df, sub, table, counts, seen, mark):
+def state_of(t, nf, ep, cl, df, sub, table, counts, seen, mark):
     """The DFA state of NFA state ``t``'s closure (made if new), or minus an outcome."""
-    if nf[t, _SINGLE] >= 0:
-        return nf[t, _SINGLE]
-    if nf[t, _CL_LO] < 0:
+    if nf[t, SINGLE] >= 0:
+        return nf[t, SINGLE]
+    if nf[t, CL_LO] < 0:
         outcome = _closure(t, nf, ep, cl, counts, seen, mark)
-        if outcome != _DONE:
+        if outcome != DONE:
             return -outcome
-    j = _intern(cl, nf[t, _CL_LO], nf[t, _CL_HI], df, sub, table, counts)
+    j = _intern(cl, nf[t, CL_LO], nf[t, CL_HI], df, sub, table, counts)
     if j >= 0:
-        nf[t, _SINGLE] = j
+        nf[t, SINGLE] = j
     return j
 
 
 @njit(cache=True, nogil=True)
-def _row(d, nf, ep, cl, mv, df, sub, table, trans, counts, scratch, cnt, seen, mark, tsets, titems, ttable):
+def build_row(d, nf, ep, cl, mv, df, sub, table, trans, counts, scratch, cnt, seen, mark, tsets, titems, ttable):
     """Build DFA state ``d``'s row (``fsm.dfa.sweep_row``) into ``trans[d]``; an
-    outcome other than ``_DONE`` leaves it to be built again once the buffer has
+    outcome other than ``DONE`` leaves it to be built again once the buffer has
     grown (the states it made stay). ``cnt`` (per NFA state, zero between calls):
     intervals open in the sweep. Target sets of several states are remembered with
     the state they lead to (``tsets``, ``titems``, ``ttable``), as ``sweep_row``'s
@@ -226,27 +231,27 @@ def _row(d, nf, ep, cl, mv, df, sub, table, trans, counts, scratch, cnt, seen, m
     n_classes = trans.shape[1]
     n_ev = 0
     bound = 0  # the most members a target set's union can have
-    for p in range(df[d, _SUB_LO], df[d, _SUB_HI]):
+    for p in range(df[d, SUB_LO], df[d, SUB_HI]):
         m = sub[p]
-        for q in range(nf[m, _MV_LO], nf[m, _MV_HI]):
+        for q in range(nf[m, MV_LO], nf[m, MV_HI]):
             t = mv[q, 2]
-            if nf[t, _CL_LO] < 0:
+            if nf[t, CL_LO] < 0:
                 outcome = _closure(t, nf, ep, cl, counts, seen, mark)
-                if outcome != _DONE:
+                if outcome != DONE:
                     return outcome
-            bound += nf[t, _CL_HI] - nf[t, _CL_LO]
+            bound += nf[t, CL_HI] - nf[t, CL_LO]
             n_ev += 2
     # scratch: events, then the open targets, the union, the row.
     act0 = n_ev
     uni0 = act0 + n_ev // 2
     row0 = uni0 + bound
     if row0 + n_classes > scratch.shape[0]:
-        counts[_NEED] = row0 + n_classes
-        return _FULL_SCRATCH
+        counts[NEED] = row0 + n_classes
+        return FULL_SCRATCH
     k = 0
-    for p in range(df[d, _SUB_LO], df[d, _SUB_HI]):
+    for p in range(df[d, SUB_LO], df[d, SUB_HI]):
         m = sub[p]
-        for q in range(nf[m, _MV_LO], nf[m, _MV_HI]):
+        for q in range(nf[m, MV_LO], nf[m, MV_HI]):
             t = mv[q, 2]
             scratch[k] = (mv[q, 0] << _SHIFT) | _OPEN | t
             scratch[k + 1] = ((mv[q, 1] + 1) << _SHIFT) | t
@@ -283,7 +288,7 @@ def _row(d, nf, ep, cl, mv, df, sub, table, trans, counts, scratch, cnt, seen, m
             continue
         nxt = scratch[e] >> _SHIFT  # an open interval closes later: e < n_ev
         if n_act == 1:
-            j = _state_of(scratch[act0], nf, ep, cl, df, sub, table, counts, seen, mark)
+            j = state_of(scratch[act0], nf, ep, cl, df, sub, table, counts, seen, mark)
         else:
             j = -1
             pos = np.int64(h & np.uint64(tmask))
@@ -302,7 +307,7 @@ def _row(d, nf, ep, cl, mv, df, sub, table, trans, counts, scratch, cnt, seen, m
                 u = uni0
                 for a in range(act0, act0 + n_act):
                     y = scratch[a]
-                    for i in range(nf[y, _CL_LO], nf[y, _CL_HI]):
+                    for i in range(nf[y, CL_LO], nf[y, CL_HI]):
                         scratch[u] = cl[i]
                         u += 1
                 scratch[uni0:u].sort()
@@ -313,19 +318,19 @@ def _row(d, nf, ep, cl, mv, df, sub, table, trans, counts, scratch, cnt, seen, m
                         w += 1
                 j = _intern(scratch, uni0, w, df, sub, table, counts)
                 if j >= 0:  # remember the target set (pos: the free slot found)
-                    k = counts[_N_T]
-                    ti = counts[_N_TITEMS]
+                    k = counts[N_T]
+                    ti = counts[N_TITEMS]
                     if k >= tsets.shape[0] or 2 * (k + 1) > ttable.shape[0]:
-                        j = -_FULL_T
+                        j = -FULL_T
                     elif ti + n_act > titems.shape[0]:
-                        counts[_NEED] = ti + n_act
-                        j = -_FULL_TITEMS
+                        counts[NEED] = ti + n_act
+                        j = -FULL_TITEMS
                     else:
                         titems[ti : ti + n_act] = scratch[act0 : act0 + n_act]
                         tsets[k, _T_LO], tsets[k, _T_HI], tsets[k, _T_STATE] = ti, ti + n_act, j
                         ttable[pos] = k
-                        counts[_N_T] = k + 1
-                        counts[_N_TITEMS] = ti + n_act
+                        counts[N_T] = k + 1
+                        counts[N_TITEMS] = ti + n_act
         if j < 0:
             for a in range(act0, act0 + n_act):  # leave the counters at zero
                 cnt[scratch[a]] = 0
@@ -334,73 +339,26 @@ def _row(d, nf, ep, cl, mv, df, sub, table, trans, counts, scratch, cnt, seen, m
             scratch[row0 + c] = j
     for c in range(n_classes):
         trans[d, c] = scratch[row0 + c]
-    return _DONE
+    return DONE
 
 
 @njit(cache=True, nogil=True)
-def _rows(first, start, nf, ep, cl, mv, df, sub, table, trans, counts, scratch, cnt, seen, mark, tsets, titems,
-          ttable):
+def build_rows(first, start, nf, ep, cl, mv, df, sub, table, trans, counts, scratch, cnt, seen, mark, tsets, titems,
+               ttable):
     """The rows of the states from ``first`` on, as they are made (state 0: the
     closure of ``start``): ``(outcome, the state to go on from)``."""
-    if counts[_N_DFA] == 0:
-        j = _state_of(start, nf, ep, cl, df, sub, table, counts, seen, mark)
+    if counts[N_DFA] == 0:
+        j = state_of(start, nf, ep, cl, df, sub, table, counts, seen, mark)
         if j < 0:
             return -j, 0
     d = first
-    while d < counts[_N_DFA]:
-        outcome = _row(d, nf, ep, cl, mv, df, sub, table, trans, counts, scratch, cnt, seen, mark, tsets, titems,
-                       ttable)
-        if outcome != _DONE:
+    while d < counts[N_DFA]:
+        outcome = build_row(d, nf, ep, cl, mv, df, sub, table, trans, counts, scratch, cnt, seen, mark, tsets, titems,
+                            ttable)
+        if outcome != DONE:
             return outcome, d
         d += 1
-    return _DONE, d
-
-
-def subset_table(nfa, start: int, final: int, classes: np.ndarray | None, limit: int):
-    """``fsm.dfa.subset_table`` (one final state): ``(transitions, byte classes,
-    accepting)``; the NFA must have no deferred fragments."""
-    counts, eps, moves = nfa.flat()
-    if classes is None:
-        classes = nfa_byte_classes(nfa, moves)
-    n_classes = int(classes[-1]) + 1
-    nf, ep, mv = nfa_arrays(counts, eps, moves, classes)
-    b = Buffers(nf, ep, mv, n_classes, final, limit, -1, f"pattern needs more than {limit} DFA states")
-    d = 0
-    while True:
-        outcome, d = _rows(d, start, *b.kernel_args())
-        if outcome == _DONE:
-            break
-        b.grow(outcome)
-    n_dfa = b.num_states
-    return b.trans[:n_dfa], classes, b.df[:n_dfa, _ACCEPT].astype(bool)
-
-
-def nfa_arrays(counts, eps, moves, classes, live=None, room: int = 0):
-    """The per-state table ``nf`` and the epsilon and move arrays of ``NFA.flat``'s
-    states, for the kernels (``nf`` with ``room`` rows more, for states to come).
-    With ``live`` (bool per NFA state), moves into dead states are left out
-    (``LazyDFA`` works on the NFA pruned of them); a state keeps counting as having
-    byte moves, as ``LazyDFA._closure`` counts it."""
-    n = len(counts)
-    if live is not None:
-        own = np.arange(n)
-        keep = live[eps]
-        e_counts = np.bincount(np.repeat(own, counts[:, 0])[keep], minlength=n)
-        eps = eps[keep]
-        keep = live[moves[:, 2]]
-        m_counts = np.bincount(np.repeat(own, counts[:, 1])[keep], minlength=n)
-        moves = moves[keep]
-    else:
-        e_counts, m_counts = counts[:, 0], counts[:, 1]
-    nf = np.zeros((n + room, 12), dtype=np.int64)  # (the room's pages stay untouched until used)
-    nf[:n, :_PENDING] = -1
-    nf[:n, _EP_HI] = np.cumsum(e_counts)
-    nf[:n, _EP_LO] = nf[:n, _EP_HI] - e_counts
-    nf[:n, _MV_HI] = np.cumsum(m_counts)
-    nf[:n, _MV_LO] = nf[:n, _MV_HI] - m_counts
-    nf[:n, _MOVES] = counts[:, 1] > 0
-    mv = np.stack([classes[moves[:, 0]], classes[moves[:, 1]], moves[:, 2]], axis=1).astype(np.int64)
-    return nf, eps.astype(np.int64, copy=False), mv
+    return DONE, d
 
 
 @njit(cache=True, nogil=True)
@@ -410,377 +368,17 @@ def members_or(df, sub, values, first, last, out):
     for d in range(first, last):
         for i in range(values.shape[0]):
             acc = 0
-            for j in range(df[d, _SUB_LO], df[d, _SUB_HI]):
+            for j in range(df[d, SUB_LO], df[d, SUB_HI]):
                 acc |= values[i, sub[j]]
             out[i, d] = acc
 
 
-class Buffers:
-    """The construction's arrays (the NFA's, the DFA's so far, scratch), grown when a
-    kernel says one is full. ``empty_row``: what a row holds before it is built."""
-
-    def __init__(self, nf, ep, mv, n_classes: int, final: int, limit: int, empty_row: int, too_large: str,
-                 size: int = 64, items: int = 1024):
-        self.nf, self.ep, self.mv = nf, ep, mv
-        self.empty_row, self.too_large = empty_row, too_large
-        self.df = np.zeros((size, 3), dtype=np.int64)
-        self.trans = np.full((size, n_classes), empty_row, dtype=np.int32)
-        self.table = np.full(2 * size, -1, dtype=np.int64)
-        self.cl, self.sub, self.scratch, self.titems = (np.zeros(items, dtype=np.int64) for _ in range(4))
-        self.tsets = np.zeros((size, 3), dtype=np.int64)
-        self.ttable = np.full(2 * size, -1, dtype=np.int64)
-        n = max(len(nf), 1)
-        self.cnt, self.seen, self.mark = (np.zeros(n, dtype=np.int64) for _ in range(3))
-        self.counts = np.zeros(14, dtype=np.int64)
-        self.counts[_FINAL], self.counts[_MAX] = final, limit
-        self.px = None  # what paste_here reads: a LazySubsets' (``_set_px``)
-
-    @property
-    def num_states(self) -> int:
-        return int(self.counts[_N_DFA])
-
-    def kernel_args(self) -> tuple:
-        """``_rows``' and ``_row``'s arguments after the first (the state)."""
-        return (self.nf, self.ep, self.cl, self.mv, self.df, self.sub, self.table, self.trans, self.counts,
-                self.scratch, self.cnt, self.seen, self.mark, self.tsets, self.titems, self.ttable)
-
-    def builder_args(self) -> tuple:
-        """``kernel_args`` but ``trans``, as one tuple (``fsm.kernels.narrow`` builds
-        rows with them; ``px`` is passed apart: a tuple passed to a kernel's helpers
-        has each of its arrays reference-counted at each call)."""
-        return (self.nf, self.ep, self.cl, self.mv, self.df, self.sub, self.table, self.counts, self.scratch,
-                self.cnt, self.seen, self.mark, self.tsets, self.titems, self.ttable)
-
-    def grow(self, outcome: int) -> None:
-        """Make room for what ``outcome`` (``_FULL_*``) says is missing."""
-        if outcome == _TOO_LARGE:
-            raise RegexTooLargeError(self.too_large)
-        if outcome == _FULL_DFA:
-            self.df = _grown(self.df, 2 * len(self.df), 0)
-            self.trans = _grown(self.trans, 2 * len(self.trans), self.empty_row)
-            # The hash table would be full at the next state: grown now, not after
-            # one more kernel call that says so (a round trip from a walk).
-            if 2 * (self.num_states + 1) <= len(self.table):
-                return
-            outcome = _FULL_TABLE
-        if outcome == _FULL_TABLE:
-            self.table = np.full(2 * len(self.table), -1, dtype=np.int64)
-            _rehash(self.df, self.sub, self.num_states, self.table)
-        elif outcome == _FULL_T:
-            self.tsets = _grown(self.tsets, 2 * len(self.tsets), 0)
-            self.ttable = np.full(2 * len(self.ttable), -1, dtype=np.int64)
-            _rehash(self.tsets, self.titems, int(self.counts[_N_T]), self.ttable)
-        else:
-            need = int(self.counts[_NEED])
-            if outcome == _FULL_SUB:
-                self.sub = _grown(self.sub, max(2 * len(self.sub), need), 0)
-            elif outcome == _FULL_CL:
-                self.cl = _grown(self.cl, max(2 * len(self.cl), need), 0)
-            elif outcome == _FULL_TITEMS:
-                self.titems = _grown(self.titems, max(2 * len(self.titems), need), 0)
-            elif outcome == _FULL_SCRATCH:
-                self.scratch = np.zeros(max(2 * len(self.scratch), need), dtype=np.int64)
-            else:
-                raise AssertionError(f"unexpected outcome {outcome}")
-
-
-class LazySubsets:
-    """``fsm.lazy.LazyDFA``'s subset construction, one row at a time, with the
-    kernels above: the NFA's arrays grow as its deferred fragments are built.
-
-    ``row(d)`` builds DFA state ``d``'s row into ``trans`` (``d = -1``: makes the
-    start state, DFA state 0) and returns -1, or the start of a deferred fragment a
-    closure met: the caller builds it (``NFA.materialize``, extending ``live``),
-    calls ``add_states`` and asks again. The states are those ``LazyDFA``'s Python
-    construction makes, numbered alike (tests compare the two).
-
-    Example::
-
-        >>> fast = LazySubsets(nfa, start, final, live, classes, class_starts, nfa.flat(), limit)
-        >>> fast.row(-1), fast.row(0)       # the start state, then its row
-        (-1, -1)
-    """
-
-    def __init__(self, nfa, start: int, final: int, live: list[bool], classes: np.ndarray, class_starts: list[bool],
-                 flat, limit: int):
-        counts, eps, moves = flat
-        self.start = start
-        self.classes = classes.astype(np.int64)
-        # Room for the states deferred fragments will add: as many again (a growth
-        # copies every array while decoding, ~0.2 ms a time on 1,000 MaskBench
-        # schemas, where room for an eighth more grew ~550 times). The arrays are
-        # zeroed, and zeroed pages are mapped only as they are touched: the room
-        # costs address space, not memory.
-        room = max(4096, len(live))
-        self.live = np.zeros(len(live) + room, dtype=bool)
-        self.live[: len(live)] = live
-        # byte b opens a class (256 counts as one): ranges built later must keep to them
-        self.class_starts = np.array(class_starts, dtype=bool)
-        nf, ep, mv = nfa_arrays(counts, eps, moves, self.classes, self.live[: len(live)], room)
-        nf[list(nfa.pending), _PENDING] = 1
-        if nfa.rooms:
-            nf[list(nfa.rooms), _ROOM] = list(nfa.rooms.values())
-        n_ep, n_mv = len(ep), len(mv)
-        ep, mv = _grown(ep, len(ep) + 4 * room, 0), _grown(mv, len(mv) + 2 * room, 0)
-        self.b = Buffers(nf, ep, mv, int(classes[-1]) + 1, final, limit, -2,
-                         f"automaton needs more than {limit} states", LAZY_STATES, LAZY_ITEMS)
-        counts = self.b.counts
-        counts[_N_NFA], counts[_N_EP], counts[_N_MV] = len(live), n_ep, n_mv
-        # Templates a walk may paste copies of (``allow_paste``): per template its
-        # entry (``_P_LO`` ...), and its states, holes and rooms in shared arrays.
-        self._tpl_ids: dict[int, int] = {}
-        self._tpl_kept: list = []  # (the ids above stay theirs)
-        self._meta = np.zeros((4, 9), dtype=np.int64)
-        self._data = np.zeros(1024, dtype=np.int64)
-        self._holes = np.zeros((16, 3), dtype=np.int64)  # (start, end, its slot or -1)
-        self._slot_ids: dict[tuple[int, object], int] = {}  # (id(templates), key): _slot
-        self._slot_tid = np.full(16, -1, dtype=np.int64)
-        self._rooms = np.zeros((16, 2), dtype=np.int64)
-        self._used = [0, 0, 0]  # of _data, _holes, _rooms
-        self._data_at: dict[int, list[int]] = {}  # id(packed states): their slice of _data
-        # paste_here's: (deferred start, first state), till Python follows (a full
-        # log stops walks' pastes: they go to Python, which follows first)
-        self._log = np.zeros((PASTE_LOG, 2), dtype=np.int64)
-        self._growth_limit: int | None = -1  # limit_pastes' last (-1: none yet: walks may not paste)
-        self._set_px()
-
-    def accepting(self) -> np.ndarray:
-        """Whether each DFA state made so far accepts."""
-        return self.b.df[: self.b.num_states, _ACCEPT].astype(bool)
-
-    def is_accepting(self, d: int) -> bool:
-        return bool(self.b.df[d, _ACCEPT])
-
-    def row(self, d: int) -> int:
-        b = self.b
-        while True:
-            if d < 0:
-                j = _state_of(self.start, b.nf, b.ep, b.cl, b.df, b.sub, b.table, b.counts, b.seen, b.mark)
-                outcome = _DONE if j >= 0 else -j
-            else:
-                outcome = _row(d, *b.kernel_args())
-            if outcome == _DONE:
-                return -1
-            if outcome == _MEETS_PENDING:
-                return int(b.counts[_NEED])
-            b.grow(outcome)
-
-    def closure_state(self, t: int) -> tuple[int, int]:
-        """``(the DFA state of NFA state t's closure, -1)``, made if new; or ``(-1,
-        the start of a deferred fragment the closure meets)``: the caller builds it,
-        calls ``add_states`` and asks again (as for ``row``). Several starts may share
-        one construction (a grammar rule's points)."""
-        b = self.b
-        while True:
-            j = _state_of(t, b.nf, b.ep, b.cl, b.df, b.sub, b.table, b.counts, b.seen, b.mark)
-            if j >= 0:
-                return j, -1
-            if -j == _MEETS_PENDING:
-                return -1, int(b.counts[_NEED])
-            b.grow(-j)
-
-    def members(self, d: int) -> np.ndarray:
-        """DFA state ``d``'s NFA states."""
-        b = self.b
-        return b.sub[b.df[d, _SUB_LO] : b.df[d, _SUB_HI]]
-
-    def members_or(self, values: np.ndarray, out: np.ndarray, first: int) -> None:
-        """``members_or`` of the DFA states from ``first`` on (``out`` holds them all)."""
-        b = self.b
-        members_or(b.df, b.sub, values, first, b.num_states, out)
-
-    def keep_in_closures(self, states) -> None:
-        """Keep ``states`` in the closures that reach them, as states with byte moves
-        and the final state are (a grammar rule's ends)."""
-        self.b.nf[list(states), _MOVES] = 1
-
-    def add_states(self, nfa, first: int, built: int) -> None:
-        """Take in the NFA states numbered from ``first`` on, made by building the
-        deferred fragment that starts at ``built`` (which now has an epsilon move
-        into them): their liveness, then their arrays, in one kernel call.
-
-        Their lists are read into one array by one ``fromiter`` over C-level
-        iterators (``_take_in`` unpacks it): a fragment is ~100 states, where the
-        fixed cost of each numpy call, cold between decoding steps, is what counts
-        (``NFA.flat`` and a few small arrays cost ~130 µs a fragment)."""
-        n = len(nfa)
-        eps, edges = nfa.eps[first:], nfa.edges[first:]
-        new_pending = []  # deferred fragments the build made: the newest starts
-        for s in reversed(nfa.pending):
-            if s < first:
-                break
-            new_pending.append((s, nfa.pending[s][1]))
-        built_eps = nfa.eps[built]
-        packed = np.fromiter(chain(map(len, eps), map(len, edges), chain.from_iterable(eps),
-                                   chain.from_iterable(chain.from_iterable(edges)), built_eps,
-                                   chain.from_iterable(new_pending)), dtype=np.int64)
-        self._take(first, n - first, packed, len(built_eps), len(new_pending), built, nfa._rooms_from(first))
-
-    def paste(self, template, first: int, built: int, built_eps: list[int], end: int, rooms) -> None:
-        """``add_states`` for a copy of ``template`` numbered from ``first`` on that
-        ``NFA.paste_pending`` made without Python lists: its states from the
-        template's arrays, its end linked to ``end``, its ``rooms`` ``(state,
-        room)``; ``built``'s epsilon moves are ``built_eps``. About a quarter of the
-        cost of pasting lists and reading them."""
-        rel, holes = template.packed()
-        n = template.n
-        built_eps = np.array(built_eps, dtype=np.int64)
-        self._make_room(first + n, len(rel) + 1 + len(built_eps) + 2 * len(holes))
-        b = self.b
-        # One kernel call (``_pasted`` then ``_take_in``): in the masks that paste,
-        # each call from Python cost ~5-10 µs more than its work.
-        got = _paste_in(rel, n, first, template.end, end, built_eps, holes, built, self.classes, self.class_starts,
-                        self.live, b.nf, b.ep, b.counts[_N_EP], b.mv, b.counts[_N_MV])
-        self._took(got, first + n, rooms)
-
-    def _take(self, first: int, n_new: int, packed: np.ndarray, n_built: int, n_pending: int, built: int,
-              rooms) -> None:
-        """Make room for ``n_new`` states from ``first`` on, take them in (``_take_in``)
-        and note their ``rooms`` (``(state, room)`` pairs)."""
-        self._make_room(first + n_new, len(packed))
-        b = self.b
-        got = _take_in(first, n_new, packed, n_built, n_pending, built, self.classes, self.class_starts, self.live,
-                       b.nf, b.ep, b.counts[_N_EP], b.mv, b.counts[_N_MV])
-        self._took(got, first + n_new, rooms)
-
-    def _make_room(self, n: int, packed_size: int) -> None:
-        """Room for NFA states up to ``n`` and for the moves of a ``_take_in``
-        ``packed`` of ``packed_size`` entries (at most that many of each kind)."""
-        b = self.b
-        if n > len(b.nf):
-            size = max(n, 2 * len(b.nf))
-            b.nf = _grown(b.nf, size, 0)
-            self.live = _grown(self.live, size, False)
-            b.cnt, b.seen, b.mark = (_grown(a, size, 0) for a in (b.cnt, b.seen, b.mark))
-            self._set_px()
-        n_ep, n_mv = int(b.counts[_N_EP]), int(b.counts[_N_MV])
-        if n_ep + packed_size > len(b.ep):
-            b.ep = _grown(b.ep, max(2 * len(b.ep), n_ep + packed_size), 0)
-        if n_mv + packed_size // 3 > len(b.mv):
-            b.mv = _grown(b.mv, max(2 * len(b.mv), n_mv + packed_size // 3), 0)
-
-    def _took(self, got: np.ndarray, n: int, rooms) -> None:
-        """After ``_take_in``: its new move counts, or its error; the NFA's size
-        ``n``; the ``rooms``."""
-        if got[0] < 0:
-            raise AssertionError(f"deferred fragment uses byte range {got[1]}-{got[2]} missing from its cuts")
-        b = self.b
-        b.counts[_N_EP], b.counts[_N_MV], b.counts[_N_NFA] = got[0], got[1], n
-        for s, room in rooms:
-            b.nf[s, _ROOM] = room
-
-    # -- pastes made by a walk ----------------------------------------------------------
-
-    def allow_paste(self, s: int, template, end: int) -> None:
-        """Let a walk paste the copy of ``template`` that deferred start ``s`` (its
-        fragment's end ``end``) is to be, itself (``paste_here``), as ``paste`` would."""
-        if self.b.nf[s, _TPL]:  # (a walk's copy's hole: the walk allowed it)
-            return
-        self.b.nf[s, _TPL], self.b.nf[s, _LINK] = self._template_id(template) + 1, end
-
-    def template_made(self, build) -> None:
-        """``build``'s template was just made: the holes of copies pasted from now
-        on that it builds may be pasted too."""
-        slot = self._slot_ids.get((id(build.templates), build.key))
-        if slot is not None and self._slot_tid[slot] < 0:
-            self._slot_tid[slot] = self._template_id(build.templates[build.key])
-
-    def limit_pastes(self, growth_limit: int | None) -> None:
-        """Let walks paste while the NFA has fewer than ``growth_limit`` states
-        (``LazyDFA.growth_limit``; called before each round of a walk)."""
-        if growth_limit != self._growth_limit:
-            self._growth_limit = growth_limit
-            self.b.counts[_GROWTH] = MAX_NFA_STATES if growth_limit is None else growth_limit
-
-    @property
-    def num_nfa_states(self) -> int:
-        """The NFA's states, those walks pasted included (``pasted``)."""
-        return int(self.b.counts[_N_NFA])
-
-    def pasted(self) -> list[tuple[int, int]]:
-        """The pastes walks made since the last call, in order: ``(deferred start,
-        first state of the copy)``; the NFA's lists must follow (``NFA.paste_pending``)
-        before it is built on."""
-        counts = self.b.counts
-        k = int(counts[_N_PASTED])
-        if not k:
-            return []
-        counts[_N_PASTED] = 0
-        return [tuple(x) for x in self._log[:k].tolist()]
-
-    def _template_id(self, template, ahead: bool = True) -> int:
-        tid = self._tpl_ids.get(id(template))
-        return self._add_template(template, ahead) if tid is None else tid
-
-    def _slot(self, build, ahead: bool) -> int:
-        """The slot that holds the number of ``build``'s template once it is made
-        (-1 in the slot till then; a slot of -1: never pasted by a walk). With
-        ``ahead``, a template its builder makes as arrays (``PastedOnce.make``: an
-        open value one level deeper, a few µs) is made now."""
-        if type(build) is not PastedOnce:
-            return -1
-        key = (id(build.templates), build.key)
-        slot = self._slot_ids.get(key)
-        if slot is None:
-            slot = self._slot_ids[key] = len(self._slot_ids)
-            if slot == len(self._slot_tid):
-                self._slot_tid = np.concatenate([self._slot_tid, np.full(slot, -1, dtype=np.int64)])
-                self._set_px()
-        if self._slot_tid[slot] < 0:
-            made = pastable(build, ahead)
-            if made is not None:
-                self._slot_tid[slot] = self._template_id(made, False)
-        return slot
-
-    def _add_template(self, template, ahead: bool) -> int:
-        """Enter ``template`` for ``paste_here``, and the slots of its holes'
-        templates (a copy's holes may be pasted in the same walk; with ``ahead``,
-        those made as arrays are made now, one level down); its number."""
-        tid = len(self._tpl_kept)
-        self._tpl_ids[id(template)] = tid
-        self._tpl_kept.append(template)
-        if tid == len(self._meta):
-            self._meta = _grown(self._meta, 2 * tid, 0)
-        rel, holes = template.packed()
-        rooms = np.array(template.rooms, dtype=np.int64).reshape(-1, 2)
-        slots = [self._slot(build, ahead) for _, _, build in template.holes]
-        holes = np.concatenate([holes, np.array(slots, dtype=np.int64).reshape(-1, 1)], axis=1)
-        entry = []
-        for i, (part, name) in enumerate(((rel, "_data"), (holes, "_holes"), (rooms, "_rooms"))):
-            if i == 0 and id(rel) in self._data_at:  # (open values' levels share their states)
-                entry += self._data_at[id(rel)]
-                continue
-            lo = self._used[i]
-            hi = self._used[i] = lo + len(part)
-            kept = getattr(self, name)
-            if hi > len(kept):
-                kept = _grown(kept, max(hi, 2 * len(kept)), 0)
-                setattr(self, name, kept)
-            kept[lo:hi] = part
-            entry += [lo, hi]
-            if i == 0:
-                self._data_at[id(rel)] = [lo, hi]
-        self._meta[tid] = entry + [template.n, template.start, template.end]
-        self._set_px()
-        return tid
-
-    def _set_px(self) -> None:
-        """``Buffers.px``, after one of its arrays was replaced."""
-        self.b.px = (self._meta, self._data, self._holes, self._rooms, self._slot_tid, self.live, self.classes,
-                     self.class_starts, self._log)
-
-    def member_room(self, d: int) -> int:
-        """The largest ``NFA.rooms`` among DFA state ``d``'s NFA states (0: none)."""
-        b = self.b
-        return int(_member_room(d, b.nf, b.df, b.sub))
-
-
 @njit(cache=True, nogil=True)
-def _member_room(s, nf, df, sub):
+def member_room(s, nf, df, sub):
     """The largest ``NFA.rooms`` among DFA state ``s``'s NFA states (0: none)."""
     best = 0
-    for p in range(df[s, _SUB_LO], df[s, _SUB_HI]):
-        r = nf[sub[p], _ROOM]
+    for p in range(df[s, SUB_LO], df[s, SUB_HI]):
+        r = nf[sub[p], ROOM]
         if r > best:
             best = r
     return best
@@ -791,47 +389,45 @@ def paste_here(x, nf, ep, mv, counts, px):
     """``LazySubsets.paste`` of the deferred fragment that starts at ``x``, within a
     compiled walk, where ``allow_paste`` allowed it and the arrays have room; its
     ``(x, first state)`` logged for Python to follow (``LazySubsets.pasted``). False
-    where it cannot: the walk asks Python, as for any deferred fragment.
-
-    A walk that met a copy of an open value or an other-key trie went back to
-    Python for it (~40 µs a time, a round of the walk included, besides the copy)."""
+    where it cannot: the walk asks Python, as for any deferred fragment (~40 µs a
+    time, a round of the walk included, besides the copy)."""
     meta, data, holes_all, rooms, slot_tid, live, classes, class_starts, log = px
-    tid = nf[x, _TPL] - 1
-    base = counts[_N_NFA]
-    k = counts[_N_PASTED]
-    if tid < 0 or base >= counts[_GROWTH] or k >= log.shape[0]:
+    tid = nf[x, TPL] - 1
+    base = counts[N_NFA]
+    k = counts[N_PASTED]
+    if tid < 0 or base >= counts[GROWTH] or k >= log.shape[0]:
         return False
     n = meta[tid, _P_N]
     rel = data[meta[tid, _P_LO] : meta[tid, _P_HI]]
     holes = holes_all[meta[tid, _H_LO] : meta[tid, _H_HI]]
-    n_old = nf[x, _EP_HI] - nf[x, _EP_LO]
+    n_old = nf[x, EP_HI] - nf[x, EP_LO]
     size = len(rel) + 2 + n_old + 2 * len(holes)  # (``LazySubsets._make_room``'s bound)
-    n_ep, n_mv = counts[_N_EP], counts[_N_MV]
+    n_ep, n_mv = counts[N_EP], counts[N_MV]
     if (base + n > MAX_NFA_STATES or base + n > nf.shape[0] or base + n > live.shape[0]
             or n_ep + size > ep.shape[0] or n_mv + size // 3 > mv.shape[0]):
         return False
     built_eps = np.empty(n_old + 1, dtype=np.int64)
-    built_eps[:n_old] = ep[nf[x, _EP_LO] : nf[x, _EP_HI]]
+    built_eps[:n_old] = ep[nf[x, EP_LO] : nf[x, EP_HI]]
     built_eps[n_old] = base + meta[tid, _P_START]
-    got = _paste_in(rel, n, base, meta[tid, _P_END], nf[x, _LINK], built_eps, holes, x, classes, class_starts, live,
-                    nf, ep, n_ep, mv, n_mv)
+    got = paste_in(rel, n, base, meta[tid, _P_END], nf[x, LINK], built_eps, holes, x, classes, class_starts, live,
+                   nf, ep, n_ep, mv, n_mv)
     if got[0] < 0:  # (Python raises it)
         return False
     for r in range(meta[tid, _R_LO], meta[tid, _R_HI]):
-        nf[base + rooms[r, 0], _ROOM] = rooms[r, 1]
+        nf[base + rooms[r, 0], ROOM] = rooms[r, 1]
     for h in range(len(holes)):  # (``allow_paste``)
         hole_tid = slot_tid[holes[h, 2]] if holes[h, 2] >= 0 else -1
         if hole_tid >= 0:
-            nf[base + holes[h, 0], _TPL], nf[base + holes[h, 0], _LINK] = hole_tid + 1, base + holes[h, 1]
-    nf[x, _TPL] = 0
-    counts[_N_EP], counts[_N_MV], counts[_N_NFA] = got[0], got[1], base + n
+            nf[base + holes[h, 0], TPL], nf[base + holes[h, 0], LINK] = hole_tid + 1, base + holes[h, 1]
+    nf[x, TPL] = 0
+    counts[N_EP], counts[N_MV], counts[N_NFA] = got[0], got[1], base + n
     log[k, 0], log[k, 1] = x, base
-    counts[_N_PASTED] = k + 1
+    counts[N_PASTED] = k + 1
     return True
 
 
 @njit(cache=True, nogil=True)
-def _take_in(first, n, packed, n_built, n_pending, built, classes, class_starts, live, nf, ep, n_ep, mv, n_mv):
+def take_in(first, n, packed, n_built, n_pending, built, classes, class_starts, live, nf, ep, n_ep, mv, n_mv):
     """``LazySubsets.add_states``' work: the new states' liveness (``fsm.lazy.
     _co_reachable_new``: a new state is live when a move, or its deferred fragment,
     leads to a live state), their ``nf`` rows and live moves appended to ``ep`` and
@@ -915,48 +511,48 @@ def _take_in(first, n, packed, n_built, n_pending, built, classes, class_starts,
     e = m = 0
     for i in range(n):
         s = first + i
-        nf[s, _CL_LO] = nf[s, _CL_HI] = nf[s, _SINGLE] = -1
-        nf[s, _EP_LO] = n_ep
+        nf[s, CL_LO] = nf[s, CL_HI] = nf[s, SINGLE] = -1
+        nf[s, EP_LO] = n_ep
         for k in range(e, e + e_count[i]):
             if live[eps[k]]:
                 ep[n_ep] = eps[k]
                 n_ep += 1
-        nf[s, _EP_HI] = n_ep
-        nf[s, _MV_LO] = n_mv
+        nf[s, EP_HI] = n_ep
+        nf[s, MV_LO] = n_mv
         for k in range(m, m + m_count[i]):
             if live[moves[k, 2]]:
                 mv[n_mv, 0] = classes[moves[k, 0]]
                 mv[n_mv, 1] = classes[moves[k, 1]]
                 mv[n_mv, 2] = moves[k, 2]
                 n_mv += 1
-        nf[s, _MV_HI] = n_mv
-        nf[s, _MOVES] = 1 if m_count[i] > 0 else 0
-        nf[s, _PENDING] = 1 if end_of[i] >= 0 else 0
-        nf[s, _TPL] = 0
+        nf[s, MV_HI] = n_mv
+        nf[s, MOVES] = 1 if m_count[i] > 0 else 0
+        nf[s, PENDING] = 1 if end_of[i] >= 0 else 0
+        nf[s, TPL] = 0
         e += e_count[i]
         m += m_count[i]
-    nf[built, _EP_LO] = n_ep
+    nf[built, EP_LO] = n_ep
     for k in range(n_built):
         if live[built_eps[k]]:
             ep[n_ep] = built_eps[k]
             n_ep += 1
-    nf[built, _EP_HI] = n_ep
-    nf[built, _PENDING] = nf[built, _TPL] = 0
+    nf[built, EP_HI] = n_ep
+    nf[built, PENDING] = nf[built, TPL] = 0
     out[0], out[1] = n_ep, n_mv
     return out
 
 
 @njit(cache=True, nogil=True)
-def _paste_in(rel, n, first, end, link, built_eps, holes, built, classes, class_starts, live, nf, ep, n_ep, mv, n_mv):
-    """``_take_in`` of a template's copy (``_pasted``), in one call from Python."""
+def paste_in(rel, n, first, end, link, built_eps, holes, built, classes, class_starts, live, nf, ep, n_ep, mv, n_mv):
+    """``take_in`` of a template's copy (``_pasted``), in one call from Python."""
     packed = _pasted(rel, n, first, end, link, built_eps, holes)
-    return _take_in(first, n, packed, len(built_eps), len(holes), built, classes, class_starts, live, nf, ep, n_ep,
+    return take_in(first, n, packed, len(built_eps), len(holes), built, classes, class_starts, live, nf, ep, n_ep,
                     mv, n_mv)
 
 
 @njit(cache=True, nogil=True)
 def _pasted(rel, n, first, end, link, built_eps, holes):
-    """``_take_in``'s ``packed`` for a copy of a template numbered from ``first`` on:
+    """``take_in``'s ``packed`` for a copy of a template numbered from ``first`` on:
     ``rel`` is ``Template.packed``'s (targets counted from 0), the copy's ``end``
     (counted from 0 too) gets ``link`` as its last epsilon move (as
     ``NFA.materialize`` appends it), then ``built_eps`` and the ``holes`` moved."""
@@ -1046,16 +642,3 @@ def _copied_moves(rel, n, shift, out, d, end, extra, extra2, epsilons=True, move
             out[d], out[d + 1], out[d + 2] = rel[q], rel[q + 1], rel[q + 2] + shift
             d += 3
     return d
-
-
-def _grown(a: np.ndarray, size: int, fill: int) -> np.ndarray:
-    """``a`` with room for ``size`` rows (the new ones ``fill``)."""
-    if size <= len(a):
-        return a
-    if fill == 0:  # zeroed pages are mapped as they are touched
-        grown = np.zeros((size, *a.shape[1:]), dtype=a.dtype)
-    else:  # each element written once (np.full, then the copy, wrote the old part twice)
-        grown = np.empty((size, *a.shape[1:]), dtype=a.dtype)
-        grown[len(a) :] = fill
-    grown[: len(a)] = a
-    return grown

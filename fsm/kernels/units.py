@@ -1,5 +1,22 @@
-"""``grammars.grammar_index._walk_units`` as a depth-first walk compiled with numba
-(used where it is installed: the `fast` extra).
+"""The unit walk's kernels: ``grammars.grammar_index._walk_units`` as a depth-first
+walk over a unit trie (tokens, or pieces), over the lexer's table or over one
+terminal table, and pieces read one by one. Imported only where numba is installed;
+the Python side (per-trie buffers and facts, the rounds of a walk) is
+``grammars.unit_walk.CompiledUnitWalk``.
+
+Python twins, and the tests that hold them equal:
+
+- ``walk_py`` (a round of the walk; compiled by ``fsm.kernels.compiled``):
+  ``grammars.grammar_index._walk_units`` and ``_walk_levels``
+  (``tests/test_grammar.py::test_lexer_state_walks_give_the_brute_force_masks``, and the
+  ``walk_modes`` tests of ``tests/test_json_recursive.py``, id ``byte_trie_compiled_depth_first``).
+- ``table_walk_py`` (``_table_room``, ``_table_row``): ``walk_py`` over the lexer's
+  own states (``tests/test_json_recursive.py::test_token_views_walked_over_rule_tables_are_the_lexer_walks``,
+  ``test_table_walks_read_only_the_terminals_allowed``).
+- ``read_pieces_py``: the piece view, ``GrammarIndex._build_piece_view`` and
+  ``_piece_ends`` (``tests/test_json_recursive.py::test_pieces_read_over_rule_tables_are_the_piece_views``).
+- ``live_classes``: ``grammars.lexer.Lexer.live_classes``; ``group_exits``:
+  ``grammar_index._exit_units`` then ``_Exits.of`` (both in the walk tests above).
 
 ::
 
@@ -18,44 +35,39 @@ A node whose every byte below is a self-loop of its lexer state (``fsm.narrow``'
 rule: inside an open string, most ASCII subtrees) is taken whole, without walking
 it: it has no exits, and its units all stay inside.
 
-Over a rule's table (``_table_walk_py``): a lexer state whose members all sit in
+Over a rule's table (``table_walk_py``): a lexer state whose members all sit in
 one state of one terminal table (98% of token views on recursive JSON Schemas:
 a rule's points share one compiled subset construction) is walked over that table
 itself, each pair carrying the terminals still alive as bits. The lexer makes no
-state for the pairs the walk passes (it made one, and a row in Python, per pair
-before: ~45% of a token view), and rows the table lacks are built in the kernel
-(``fsm.kernels.subsets._row``, with their accept and live bits); Python builds
+state for the pairs the walk passes (a state and a row in Python per pair would
+cost ~45% of a token view), and rows the table lacks are built in the kernel
+(``fsm.kernels.subsets.build_row``, with their accept and live bits); Python builds
 only where the construction meets a deferred fragment or a buffer must grow.
 A counted string (``maxLength``, ``{1,500}``) has no self-loop: each character
 moves on to the next count. There a node is taken whole by *room*
 (``_table_room``, the rule of ``fsm.kernels.narrow``'s rooms): when every byte below
 it leads its state alike, step after step, for at least as many bytes as any unit
-below reads (``_height``). The chain is followed only as far as a node needs, so
-rows are not built further ahead than the walk would. On o79409 (strings of
-``maxLength`` 250 in a recursive schema) its masks summed ~0.9 -> ~0.6 s.
-``read_pieces`` reads a few pieces (a token's rest after a lexeme ends) the same
-way, one by one, where a piece view walked every piece of the vocabulary.
+below reads (the trie's heights). The chain is followed only as far as a node needs,
+so rows are not built further ahead than the walk would. ``read_pieces_py`` reads a
+few pieces (a token's rest after a lexeme ends) the same way, one by one, where a
+piece view walks every piece of the vocabulary.
 
 Cost notes: a walk visits each live (node, state) pair once, and lists each dead
 child (``child_end - child_start`` checks per live pair). Inside an open string
-that was most of the ~150k nodes of the pieces' trie (~0.5 ms a lexer state); the
-self-loop rule leaves the subtrees holding non-ASCII bytes or a quote. The buffers
-hold one entry per trie node at most (a trie has one state per node in a walk),
-kept per trie and shared by its walkers (``_scratch``).
+that is most of the ~150k nodes of the pieces' trie (~0.5 ms a lexer state); the
+self-loop rule leaves the subtrees holding non-ASCII bytes or a quote.
 """
 
 from __future__ import annotations
 
-import weakref
-
 import numpy as np
 from numba import njit
 
-from guided.fsm.kernels import compiled
+from guided.fsm.kernels import watch_first_compile
 from guided.fsm.kernels.narrow import loops_cover
-from guided.fsm.kernels.subsets import _DONE, _N_DFA, _row, members_or
-from guided.fsm.narrow import below_words, class_words
-from guided.fsm.trie import subtree_heights
+from guided.fsm.kernels.subsets import DONE, N_DFA, build_row, members_or
+
+watch_first_compile()
 
 UNKNOWN = -2  # grammars.lexer: a row not built yet
 
@@ -75,7 +87,7 @@ def _takes_whole(state, node, trans, loops, loop_known, class_words, below):
     return loop_known[state] == 2 and loops_cover(loops, state, below, node)
 
 
-def _walk_py(child_start, child_end, node_class, own, trans, below, loops, loop_known, class_words, stack, sp, runs,
+def walk_py(child_start, child_end, node_class, own, trans, below, loops, loop_known, class_words, stack, sp, runs,
              n_runs, wholes, n_wholes, exits, n_exits, asks, accepting, mids):
     """One round from the (node, state, depth) triples on ``stack[:sp]``: returns
     ``(sp, n_runs, n_wholes, n_exits, n_asks)``. ``runs``: nodes where a unit ends
@@ -122,13 +134,13 @@ def _walk_py(child_start, child_end, node_class, own, trans, below, loops, loop_
 
 @njit(cache=True, nogil=True, inline="always")
 def _table_row(state, trans, bits, known, nfa_bits, b):
-    """Build table state ``state``'s row here (``fsm.kernels.subsets._row``) and
+    """Build table state ``state``'s row here (``fsm.kernels.subsets.build_row``) and
     the bits of the states it makes; False when Python must (a buffer to grow, a
     deferred fragment to build, no room for the bits)."""
-    if _row(state, b[0], b[1], b[2], b[3], b[4], b[5], b[6], trans, b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-            b[14]) != _DONE:
+    if build_row(state, b[0], b[1], b[2], b[3], b[4], b[5], b[6], trans, b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                 b[14]) != DONE:
         return False
-    n = b[7][_N_DFA]
+    n = b[7][N_DFA]
     if n > bits.shape[1]:
         return False
     members_or(b[4], b[5], nfa_bits, known[0], n, bits)
@@ -232,10 +244,10 @@ def _table_room(state, need, trans, bits, known, nfa_bits, b, sizes, probes, cla
     return min(tail - 1, need)
 
 
-def _table_walk_py(child_start, child_end, node_class, own, to_table, trans, bits, known, nfa_bits, b, below, loops,
+def table_walk_py(child_start, child_end, node_class, own, to_table, trans, bits, known, nfa_bits, b, below, loops,
                    loop_known, class_words, height, sizes, probes, rooms, chains, chain_to, path, stack, sp, runs, n_runs,
                    wholes, n_wholes, exits, n_exits, asks, mids):
-    """``_walk_py`` over one terminal table instead of the lexer: a pair's state is
+    """``walk_py`` over one terminal table instead of the lexer: a pair's state is
     (table state, terminals still alive as bits), the lexer's one-group state
     without interning it. ``to_table``: the table's class of each lexer class;
     ``bits[1]``: per table state, the terminals it still leads to; a row not built
@@ -244,7 +256,7 @@ def _table_walk_py(child_start, child_end, node_class, own, to_table, trans, bit
     the bits (they are already within the state's live ones), so loops are per
     table state. A node below which every byte is of its state's chain, and no
     deeper than the state's room (``_table_room``: a counted string, such as
-    ``maxLength``), is taken whole as well. ``mids``: as in ``_walk_py``."""
+    ``maxLength``), is taken whole as well. ``mids``: as in ``walk_py``."""
     n_asks = 0
     top = 0
     while sp > top:
@@ -293,7 +305,7 @@ def _table_walk_py(child_start, child_end, node_class, own, to_table, trans, bit
     return top, n_runs, n_wholes, n_exits, n_asks
 
 
-def _read_pieces_py(pieces, first_class, suffix, to_table, trans, bits, known, nfa_bits, b, start, alive_at_start,
+def read_pieces_py(pieces, first_class, suffix, to_table, trans, bits, known, nfa_bits, b, start, alive_at_start,
                     i0, inside, keys, rests, mid):
     """Read each of ``pieces`` (from the ``i0``-th on) from table state ``start``
     with the terminals ``alive_at_start`` (a piece: its first byte's lexer class
@@ -326,7 +338,7 @@ def _read_pieces_py(pieces, first_class, suffix, to_table, trans, bits, known, n
 
 
 @njit(cache=True, nogil=True)
-def _live_classes(trans, state, to_table, live, alive, out):
+def live_classes(trans, state, to_table, live, alive, out):
     """The lexer classes (``out[:n]``, returns n) on which table state ``state``
     with the terminals ``alive`` has a successor still alive."""
     n = 0
@@ -382,230 +394,3 @@ def group_exits(nodes, keys, depths, order, lo, hi, unit_piece, suffix):
             rests[fill[g]] = piece
             fill[g] += 1
     return distinct[:n_keys], starts, units, rests
-
-
-class CompiledUnitWalk:
-    """The compiled walks over one unit trie for one lexer (buffers: ``_scratch``).
-
-    Example::
-
-        >>> walker = CompiledUnitWalk(trie, symbol_class, own, lexer.byte_to_class)
-        >>> runs, wholes, exits = walker.walk(lexer, start)
-    """
-
-    def __init__(self, trie, symbol_class: np.ndarray, own: np.ndarray, byte_to_class: np.ndarray):
-        self._walk = compiled(_walk_py)
-        self._table_walk = compiled(_table_walk_py)
-        self._read_pieces = compiled(_read_pieces_py)
-        # walk_table's facts: per lexer table its classes, per rows' owner the loops.
-        self._to_table: dict[int, np.ndarray] = {}
-        self._facts: dict = {}
-        self.child_start, self.child_end = _children(trie)
-        self.node_class = np.ascontiguousarray(symbol_class, dtype=np.int64)
-        self.own = np.ascontiguousarray(own, dtype=np.int64)
-        self.below = _below(trie)
-        self.height = _height(trie)
-        self._cap = int(self.height.max(initial=0))  # no unit reads more bytes below a node
-        self.class_words = class_words(byte_to_class)
-        self.loops = np.zeros((0, 4), dtype=np.uint64)
-        self.loop_known = np.zeros(0, dtype=np.int64)
-        self._trie = trie
-
-    def walk(self, lexer, start: int, mids: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(runs, wholes, exits)`` from lexer state ``start``: the nodes whose own
-        units stay inside the lexeme, those whose whole subtree does, and the exits
-        as ``[k, 3]`` (node, lexer state, depth); with ``mids``, also where the
-        lexeme may end and units read on (``_walk_py``)."""
-        sc = _scratch(self._trie)
-        try:
-            sc.stack[0, :3] = (0, start, 0)
-            sp, n_runs, n_wholes, n_exits = 1, 0, 0, 0
-            while sp:
-                # (the lexer may have grown: facts for its new states)
-                self.loops, self.loop_known = _grown_loops(self.loops, self.loop_known, len(lexer.transitions))
-                sp, n_runs, n_wholes, n_exits, n_asks = self._walk(
-                    self.child_start, self.child_end, self.node_class, self.own, lexer.transitions, self.below,
-                    self.loops, self.loop_known, self.class_words, sc.stack, sp, sc.runs, n_runs, sc.wholes, n_wholes,
-                    sc.exits, n_exits, sc.asks, lexer.accept_id_array(), mids)
-                if not n_asks:
-                    break
-                lexer.ensure_rows(sc.asks[:n_asks])
-            return sc.runs[:n_runs].copy(), sc.wholes[:n_wholes].copy(), sc.exits[:n_exits, :3].copy()
-        finally:
-            _SCRATCH[self._trie].append(sc)
-
-    def read_pieces(self, lexer, k: int, start: int, bits: int, pieces: np.ndarray, first_class: np.ndarray,
-                    suffix: np.ndarray):
-        """``(inside, keys, rests, mid)`` of ``pieces`` read from the lexer's one-group
-        state ``(k, start, bits)`` over table ``k`` (``_read_pieces_py``): what a
-        piece view says of them, for a few pieces, without walking every piece."""
-        table, to_table = lexer.table(k), self._table_classes(lexer, k)
-        n = len(pieces)
-        inside, keys, rests = np.empty(n, dtype=np.bool_), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-        mid = np.empty(n, dtype=np.bool_)
-        i = 0
-        while True:
-            trans, table_bits, known, nfa_bits, builder = table.walk_builder()
-            i, ask = self._read_pieces(pieces, first_class, suffix, to_table, trans, table_bits, known, nfa_bits,
-                                       builder, start, bits, i, inside, keys, rests, mid)
-            table.build_rows((ask,) if ask >= 0 else ())
-            if i == n:
-                return inside, keys, rests, mid
-
-    def live_classes(self, lexer, k: int, start: int, bits: int) -> tuple[int, ...]:
-        """``Lexer.live_classes`` of the one-group state ``(k, start, bits)``, from
-        table ``k``'s row (built by a walk from there), without making the lexer's
-        row or its states."""
-        table, to_table = lexer.table(k), self._table_classes(lexer, k)
-        trans, table_bits = table.walk_builder()[:2]
-        if trans[start, 0] == UNKNOWN:
-            table.build_rows((start,))
-            trans, table_bits = table.walk_builder()[:2]
-        out = np.empty(len(to_table), dtype=np.int64)
-        return tuple(out[: _live_classes(trans, start, to_table, table_bits[1], bits, out)].tolist())
-
-    def _table_classes(self, lexer, k: int) -> np.ndarray:
-        to_table = self._to_table.get(k)
-        if to_table is None:
-            to_table = self._to_table[k] = np.ascontiguousarray(lexer.table_classes(k), dtype=np.int64)
-        return to_table
-
-    def walk_table(self, lexer, k: int, start: int, bits: int, mids: bool = False):
-        """``walk`` from the lexer's one-group state ``(k, start, bits)``
-        (``Lexer.table_group``), over table ``k`` itself: the lexer makes no state or
-        row for the pairs the walk passes. Exits come as ``[k, 4]`` (node, table
-        state, the terminals that accept the lexeme read before the node, depth)."""
-        table, to_table = lexer.table(k), self._table_classes(lexer, k)
-        # Tables whose rows are one construction's (a grammar rule's points) share its
-        # facts (rooms differ with ``mids``: there a chain stops where a lexeme may end).
-        facts = self._facts.get((table.rows_owner, mids))
-        if facts is None:
-            facts = self._facts[(table.rows_owner, mids)] = _TableFacts(table.byte_to_class, self._cap)
-        sc = _scratch(self._trie)
-        try:
-            sc.stack[0] = (0, start, bits, 0)
-            sp, n_runs, n_wholes, n_exits = 1, 0, 0, 0
-            while True:
-                trans, table_bits, known, nfa_bits, builder = table.walk_builder()
-                facts.grow(len(trans))  # (the table may have grown)
-                sp, n_runs, n_wholes, n_exits, n_asks = self._table_walk(
-                    self.child_start, self.child_end, self.node_class, self.own, to_table, trans, table_bits, known,
-                    nfa_bits, builder, self.below, facts.loops, facts.loop_known, facts.words, self.height,
-                    facts.sizes, facts.probes, facts.rooms, facts.chains, facts.chain_to, facts.path, sc.stack, sp,
-                    sc.runs, n_runs, sc.wholes, n_wholes, sc.exits, n_exits, sc.asks, mids)
-                # Rows asked for, or none: either way the table takes in the states made.
-                table.build_rows(np.unique(sc.asks[:n_asks]).tolist() if n_asks else ())
-                if not n_asks:
-                    return sc.runs[:n_runs].copy(), sc.wholes[:n_wholes].copy(), sc.exits[:n_exits].copy()
-        finally:
-            _SCRATCH[self._trie].append(sc)
-
-
-#: Bytes whose targets are a table state's candidate chain steps (``_chain_target``):
-#: letters, digits and a space cover counted strings and patterns of words or numbers.
-_PROBE_BYTES = b"aA0 "
-
-
-class _TableFacts:
-    """What walks over one table construction memoise per table state: the
-    self-loop bytes (``loops``, ``loop_known``), the room and chain bytes
-    (``rooms``, -1 not known; ``chains``), and the table's byte classes read as
-    sets (``words``), sizes, and the classes of ``_PROBE_BYTES``."""
-
-    __slots__ = ("words", "sizes", "probes", "loops", "loop_known", "rooms", "chains", "chain_to", "path")
-
-    def __init__(self, byte_to_class: np.ndarray, cap: int):
-        self.words = class_words(byte_to_class)
-        classes = np.asarray(byte_to_class[:256], dtype=np.int64)
-        self.sizes = np.bincount(classes, minlength=len(self.words)).astype(np.int64)
-        self.probes = np.unique(classes[list(_PROBE_BYTES)])
-        self.loops, self.loop_known = np.zeros((0, 4), np.uint64), np.zeros(0, dtype=np.int64)
-        self.rooms, self.chain_to = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        self.chains = np.zeros((0, 4), np.uint64)
-        self.path = np.zeros(cap + 1, dtype=np.int64)  # a room's chain, in the kernel
-
-    def grow(self, n: int) -> None:
-        """Room for ``n`` table states (the new ones not known)."""
-        if len(self.rooms) >= n:
-            return
-        self.loops, self.loop_known = _grown_loops(self.loops, self.loop_known, n)
-        rooms, chain_to = np.full(n, -1, dtype=np.int64), np.full(n, -2, dtype=np.int64)
-        rooms[: len(self.rooms)], chain_to[: len(self.chain_to)] = self.rooms, self.chain_to
-        chains = np.zeros((n, 4), dtype=np.uint64)
-        chains[: len(self.chains)] = self.chains
-        self.rooms, self.chain_to, self.chains = rooms, chain_to, chains
-
-
-def _grown_loops(loops: np.ndarray, loop_known: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """``loops`` and ``loop_known`` with room for ``n`` states (the new ones not known)."""
-    if len(loop_known) >= n:
-        return loops, loop_known
-    grown = np.zeros((n, 4), dtype=np.uint64)
-    grown[: len(loops)] = loops
-    known = np.zeros(n, dtype=np.int64)
-    known[: len(loop_known)] = loop_known
-    return grown, known
-
-
-class _Scratch:
-    """A walk's buffers over one trie: one entry per trie node at most (a walk has
-    one pair per node), written before they are read."""
-
-    __slots__ = ("stack", "runs", "wholes", "exits", "asks")
-
-    def __init__(self, n: int):
-        self.stack, self.exits = np.empty((n, 4), dtype=np.int64), np.empty((n, 4), dtype=np.int64)
-        self.runs, self.wholes, self.asks = (np.empty(n, dtype=np.int64) for _ in range(3))
-
-
-# Free buffers per trie, shared by the walkers of every grammar over it: a walker's
-# own (~20 MB for the pieces' trie) cost ~8-20 ms to allocate, paid in the mask of
-# each grammar that first needed it. A walk takes a set (or makes one, when other
-# threads hold them all) and gives it back.
-_SCRATCH: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def _scratch(trie) -> _Scratch:
-    free = _SCRATCH.get(trie)
-    if free is None:
-        free = _SCRATCH.setdefault(trie, [])
-    try:
-        return free.pop()
-    except IndexError:
-        return _Scratch(trie.num_nodes + 1)
-
-
-_CHILDREN: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def _children(trie) -> tuple[np.ndarray, np.ndarray]:
-    """A trie's child ranges as int64 arrays, made once per trie."""
-    got = _CHILDREN.get(trie)
-    if got is None:
-        got = _CHILDREN[trie] = (np.ascontiguousarray(trie.child_start, dtype=np.int64),
-                                 np.ascontiguousarray(trie.child_end, dtype=np.int64))
-    return got
-
-
-_BELOW: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def _below(trie) -> np.ndarray:
-    """``fsm.narrow.below_words`` of a unit trie (its first level carries bytes),
-    computed once per trie (~0.1 s for the pieces of a 49k vocabulary)."""
-    got = _BELOW.get(trie)
-    if got is None:
-        got = _BELOW[trie] = below_words(trie, first_byte_level=1)
-    return got
-
-
-_HEIGHT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def _height(trie) -> np.ndarray:
-    """Per node of a unit trie, the most bytes a unit reads below it (0 at a leaf),
-    computed once per trie."""
-    got = _HEIGHT.get(trie)
-    if got is None:
-        got = _HEIGHT[trie] = subtree_heights(trie)
-    return got

@@ -1,21 +1,22 @@
-"""JSON Schema -> minimal byte-level DFA.
+"""JSON Schema -> byte-level automaton: the compiler's core (``SchemaCompiler``, ``compile_json_schema``).
 
 ::
 
-    schema ──$ref / allOf merge──> one keyword view per node ──fragments──> NFA ──> minimal DFA
+    schema ──$ref / allOf merge──> one keyword view per node ──fragments──> NFA ──> DFA (lazy)
                                    (anyOf: union; oneOf / not / if: exact DFA algebra)
 
 The accepted texts are JSON documents valid against the schema, written with the
 chosen whitespace, object keys in ``properties`` order (optional ones may be left
 out; additional keys, where allowed, come after them), or with ``key_order="any"`` in
-any order (``json_key_order``).
+any order (``containers.key_order``).
 
 Polarity: the normal ("under") compile accepts a *subset* of the valid texts (key
 order, bounded nesting of open values, format subsets). Whatever is subtracted --
 ``not X``, the ``else`` side of ``if``, the other branches of ``oneOf`` -- is
 compiled by a partner in "over" mode, which accepts a *superset* (objects and arrays
-written member by member one level deep, ``json_superset``, deeper ones brackets
-around any text; required keys somewhere inside), so that ``under - over`` is again a subset: stricter than the schema, never looser. Where the schema asks for
+written member by member one level deep, ``superset``, deeper ones brackets around
+any text; required keys somewhere inside), so that ``under - over`` is again a
+subset: stricter than the schema, never looser. Where the schema asks for
 something an automaton cannot check exactly, the constraint is refused with a
 ``SchemaError`` naming the keyword and its JSON pointer (``strict=True``), or dropped
 with a warning (``strict=False``); it is never silently loosened. Values of
@@ -27,16 +28,17 @@ nesting is not regular, so a full DFA of it grows exponentially).
 
 Layout: this module holds the compiler's core (entry points, ``$ref``, the per-node
 keyword dispatch ``value``, DFA algebra's budget, open values); its keyword families
-are mixins in their own modules: ``json_logic`` (allOf / anyOf / oneOf / not / if),
-``json_scalars`` (enum, const, numbers, strings), ``json_arrays``, ``json_objects``;
-tables, limits and small helpers shared by all of them are in ``json_keywords``.
+are mixins in their own modules: ``logic.combinators.LogicCompiler`` (allOf / anyOf /
+oneOf / not / if), ``scalars.values.ScalarCompiler`` (enum, const, numbers, strings),
+``containers.arrays.ArrayCompiler``, ``containers.objects.ObjectCompiler``; tables,
+limits and small helpers shared by all of them are in ``keywords``.
 
 Cost notes: one NFA for the whole schema (``$ref`` targets inlined, each built once
-and deferred at its other uses: ``json_reuse``), determinised lazily (``fsm.lazy``):
+and deferred at its other uses: ``reuse``), determinised lazily (``fsm.lazy``):
 compile time grows with the schema's size, not with its DFA's, and only the states
-decoding visits are ever built. Sub-automata are built eagerly
-(and minimised) only where DFA algebra needs them: ``oneOf`` overlaps, ``not``,
-``if``, ``allOf`` parts that do not merge, several patterns on one string, keys.
+decoding visits are ever built. Sub-automata are built eagerly (and minimised) only
+where DFA algebra needs them: ``oneOf`` overlaps, ``not``, ``if``, ``allOf`` parts
+that do not merge, several patterns on one string, keys.
 """
 
 from __future__ import annotations
@@ -104,6 +106,20 @@ class Whitespace:
     followed by at most 24 spaces or tabs, between any two tokens: pretty-printing
     fits, runaway newlines do not. ``"compact"``: none. ``{"indent": n}``: exactly
     ``json.dumps(value, indent=n)``.
+
+    Args:
+        spec: ``"flexible"`` (or None), ``"compact"`` or ``{"indent": n}`` with an
+            int ``n >= 0``.
+
+    Raises:
+        ValueError: for any other ``spec``.
+
+    Example::
+
+        >>> Whitespace({"indent": 2}).key()
+        ('indent', 2)
+        >>> Whitespace("compact").depth_matters()
+        False
     """
 
     FLEXIBLE = r"[ \t]{0,2}(\r?\n[ \t]{0,24})?"
@@ -121,9 +137,11 @@ class Whitespace:
             raise ValueError(f'whitespace must be "flexible", "compact" or {{"indent": n}}, not {spec!r}')
 
     def key(self):
+        """A hashable key of this layout (caches of whitespace-dependent automata)."""
         return (self.kind, self.indent)
 
     def depth_matters(self) -> bool:
+        """Whether the text depends on the nesting depth (only with an indent)."""
         return self.kind == "indent"
 
     def brackets(self, nfa: NFA, opener: bytes, closer: bytes, depth: int, empty: bool):
@@ -138,7 +156,8 @@ class Whitespace:
         return open_, close
 
     def site(self, nfa: NFA, kind: str, depth: int) -> tuple[int, int]:
-        """``kind``: open / close / comma / colon / empty (between ``{`` and ``}``)."""
+        """The fragment of the whitespace allowed at one site of a container at ``depth``;
+        ``kind``: open / close / comma / colon / empty (between ``{`` and ``}``)."""
         if self.kind == "compact":
             return nfa.empty()
         if self.kind == "flexible":
@@ -159,7 +178,31 @@ class Whitespace:
 
 
 class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompiler):
-    """Compiles one root schema; ``compile()`` returns the DFA of valid documents.
+    """Compiles one root schema; ``compile()`` returns the automaton of valid documents.
+
+    One instance per compile: it holds the schema, the settings and the per-compile
+    caches (sub-schema DFAs, string bodies, reused values). Its keyword families are
+    the mixins it is made of (``LogicCompiler``, ``ScalarCompiler``, ``ArrayCompiler``,
+    ``ObjectCompiler``); ``value`` dispatches each sub-schema to them. DFA algebra
+    asks the partner of the other polarity (``opposite``) for what it subtracts.
+
+    Args:
+        schema: the root schema: a dict, a bool, or its JSON text.
+        whitespace: the layout (``Whitespace``'s spec).
+        strict: refuse a keyword the automaton cannot enforce (``UnsupportedSchemaError``);
+            with False it is dropped and ``compile`` warns.
+        key_order: ``"schema"`` (keys in ``properties`` order) or ``"any"``.
+        over: compile a superset of the valid texts (the partner's mode; see the
+            module docstring).
+        partner: the compiler of the other polarity, whose schema, settings and
+            bookkeeping this one shares (``opposite`` makes it); ``schema`` is then
+            ignored.
+        unique_beside: ``uniqueItems`` on arrays of open kinds may be left to a check
+            beside the automaton (``unique_site_map`` says where).
+
+    Raises:
+        SchemaError: ``schema`` is not valid JSON, or neither an object nor a boolean.
+        ValueError: an unknown ``whitespace`` or ``key_order``.
 
     Example::
 
@@ -184,7 +227,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
         self._reused = ReusedValues()  # value's sub-schemas built so far
         #: Over mode: supersets taken so far, and the cached DFAs that hold one.
         self.approximations = 0
-        #: Over mode: container levels still written member by member (``json_superset``).
+        #: Over mode: container levels still written member by member (``superset``).
         self._superset_levels = sup.SUPERSET_LEVELS
         self._flat_supersets = False
         self._inexact: set[tuple] = set()
@@ -205,11 +248,9 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
             self._deepest, self._placed = partner._deepest, partner._placed
             self._unique_sites, self.unique_checked = None, set()
             if partner.grammar is not None:
-                # Flat text supersets in grammar mode, as before member-by-member ones
-                # existed. (Made so while its lexer read by longest match, which
-                # preferred finer supersets' inline "not X" alternatives to the calls
-                # beside them. With every lexeme end kept, finer ones changed no
-                # MaskBench status on the 813 grammar and failing schemas.)
+                # Grammar mode keeps flat text supersets: with every lexeme end kept by
+                # the grammar's lexer, member-by-member ones change no MaskBench result
+                # among the grammar-mode schemas.
                 self._superset_levels = 0
                 self._flat_supersets = True
             self.grammar = None
@@ -229,20 +270,30 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
         self.strict = strict
         self.dropped: list[tuple[str, str]] = []
         self._validator = None
-        #: ``json_unique``: the arrays whose ``uniqueItems`` may be checked beside the
+        #: ``containers.unique``: the arrays whose ``uniqueItems`` may be checked beside the
         #: automaton and the ``$ref`` targets met (found when first needed), and the
         #: ids of those this compile left to that check.
         self._unique_sites: tuple[set[int], dict] | None = None
         self.unique_checked: set[int] = set()
-        #: Set by ``grammars.json_schema.compiler.recursive``: turns recursive ``$ref`` and open values
-        #: in its own NFAs into calls of grammar rules.
+        #: Set by ``recursive`` (the grammar being built): turns recursive ``$ref`` and open
+        #: values in its own NFAs into calls of grammar rules.
         self.grammar = None
 
     # -- entry points --------------------------------------------------------------
 
     def compile(self) -> LazyDFA:
         """The automaton of valid documents, determinised on demand (a large schema's
-        full DFA can have thousands of states, of which decoding visits a few)."""
+        full DFA can have thousands of states, of which decoding visits a few).
+
+        Returns:
+            The ``LazyDFA`` of the root schema; with ``strict=False`` it warns
+            (``UserWarning``) listing the keywords it dropped.
+
+        Raises:
+            SchemaError: a subclass naming the keyword and its pointer: the schema is
+                malformed, unsatisfiable, asks for what an automaton cannot enforce
+                (``strict=True``), or recurses (``RecursiveSchemaError``).
+        """
         nfa = NFA(lazy=True)
         try:
             s, e = self.value(nfa, self.root, "#", 0)
@@ -424,6 +475,8 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
     # -- problems ------------------------------------------------------------------
 
     def unsupported(self, keyword: str, path: str, why: str) -> None:
+        """Refuse ``keyword`` at ``path`` (``UnsupportedSchemaError`` saying ``why``), or
+        with ``strict=False`` note it as dropped (``compile`` warns)."""
         if self.strict:
             raise UnsupportedSchemaError(f"unsupported keyword {keyword!r} ({why})", json_pointer(path, keyword), keyword)
         self.dropped.append((keyword, json_pointer(path, keyword)))
@@ -432,7 +485,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
 
     def resolve_pointer(self, ref: str, path: str):
         """The schema ``ref`` names: a JSON pointer into the root (``#/...``), or an
-        identifier the schema declares (``json_drafts.identified_schemas``: ``#name``,
+        identifier the schema declares (``drafts.identified_schemas``: ``#name``,
         an ``$id``'s URI, with a pointer into it after ``#/``)."""
         if ref == "#" or ref == "":
             return self.root
@@ -494,6 +547,23 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
     # -- values --------------------------------------------------------------------
 
     def value(self, nfa: NFA, schema, path: str, depth: int) -> tuple[int, int]:
+        """The fragment ``(start, end)`` in ``nfa`` of the texts of ``schema``'s values.
+
+        The per-node dispatch every part calls for a sub-schema: ``$ref`` (a grammar
+        rule's call in grammar mode, refused where it recurses otherwise), booleans,
+        reuse of a sub-schema built before, then the keywords (``_value_of``).
+
+        Args:
+            nfa: the NFA being built (lazy for the top-level automaton).
+            schema: the sub-schema.
+            path: its JSON pointer in the user's schema (for errors).
+            depth: container nesting depth (the indent; open values' nesting).
+
+        Raises:
+            UnsatisfiableSchemaError: no value satisfies ``schema``.
+            RecursiveSchemaError: a ``$ref`` that recurses, outside grammar mode.
+            SchemaError: other refusals, naming the keyword and its pointer.
+        """
         # The innermost frame that meets the recursion limit notes where it stands: the
         # error then names that pointer (``too_deep``), not the root.
         try:
@@ -530,7 +600,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
                 raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", path)
             if nfa.lazy and not self.over and (self.grammar is None or not self.grammar.owns(nfa)):
                 # A sub-schema used again ($ref targets, a value in each key count's
-                # chain) is deferred after its first copy (``json_reuse``).
+                # chain) is deferred after its first copy (``reuse``).
                 at = depth if self.ws.depth_matters() else 0
                 later = self._reused.later_copy(nfa, schema, at, lambda: self._value_of(nfa, schema, path, depth))
                 if later is not None:
@@ -576,7 +646,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
             return self.one_of(nfa, schema, path, depth)
         if "not" in schema or "if" in schema:
             union = self._logic_as_union(schema, path)
-            if union is not None:  # no algebra: a union of merged schemas (json_conditional)
+            if union is not None:  # no algebra: a union of merged schemas (logic.conditional)
                 return self.union(nfa, [(b, path) for b in union], depth, "not/if/then/else leave no valid value", path)
             return embed(nfa, self.algebra(lambda: self.logic_dfa(schema, path, depth)))
         types = self.types_of(schema, path)
@@ -592,6 +662,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
         return nfa.union(frags) if len(frags) > 1 else frags[0]
 
     def check_keywords(self, schema: dict, path: str) -> None:
+        """``unsupported`` for each standard keyword of ``schema`` this compiler cannot enforce."""
         for k in schema:
             if k in STANDARD and k not in HANDLED:
                 self.unsupported(k, path, "not a keyword this compiler can enforce")
@@ -654,7 +725,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
         """``(branch, pointer)`` for each part of ``schema[keyword]`` (``anyOf`` /
         ``oneOf``), each joined with the keywords beside it (those that constrain:
         a branch left as it is stays the schema object it was, which
-        ``json_unique``'s checks beside the automaton go by)."""
+        ``containers.unique``'s checks beside the automaton go by)."""
         base = {k: v for k, v in schema.items() if k != keyword and k in STANDARD}
         first = listed_before_properties(schema, keyword)
         return [({"allOf": [b, base] if first else [base, b]} if base else b, ptr)
@@ -698,12 +769,15 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
         return items
 
     def list_of_schemas(self, schema, keyword, path):
+        """``schema[keyword]``, checked to be a non-empty list (``SchemaError`` if not)."""
         v = schema[keyword]
         if not isinstance(v, list) or not v:
             raise SchemaError(f"{keyword} must be a non-empty array of schemas", json_pointer(path, keyword), keyword)
         return v
 
     def types_of(self, schema: dict, path: str) -> list[str]:
+        """The JSON types ``schema`` allows, in ``TYPES`` order ("integer" dropped where
+        "number" is there; every type without ``type`` or with draft 3's "any")."""
         t = schema.get("type")
         if t is None:
             return list(TYPES)
@@ -720,7 +794,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
     # -- values of open type -----------------------------------------------------------
 
     def any_value(self, nfa, depth, levels):
-        """Any JSON value (over mode: ``json_superset.any_json``). In a lazy NFA it nests up to
+        """Any JSON value (over mode: ``superset.any_json``). In a lazy NFA it nests up to
         ``OPEN_DEPTH`` containers, each built when reached; elsewhere at most
         ``levels`` more containers, from a cached DFA."""
         if self.over:
@@ -749,14 +823,13 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
         """The builder of an open value ``levels`` containers from the nesting limit.
 
         Pasted after the first (at levels == 0 only scalars: _any never calls
-        child): a value's ~100 states took ~100 µs to make, in the first mask that
-        reached it. Its children are deferred values whose builders serve every
+        child): making a value's ~100 states costs ~100 µs, in the first mask that
+        reaches it. Its children are deferred values whose builders serve every
         copy (``NFA.template``'s holes). Where the indent does not depend on the
         depth, a value at any level but 0 has the same states, its children a level
         deeper: one kept for the whole process (``_ANY_SHAPES``) is pasted with
-        this level's children, so no compile builds one again (each level's first
-        build cost ~150 µs, in ~40% of the first masks past 200 µs that reached
-        an open value)."""
+        this level's children, so no compile builds one again (a level's first
+        build costs ~150 µs, in the first mask that reaches it)."""
 
         def child(n, i=0):
             return self._deferred_any(n, depth + 1, levels - 1)
@@ -797,6 +870,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
         return nfa.union(frags)
 
     def entry_any(self, nfa, inner, child):
+        """One ``"key": value`` member of an open object (any key; ``child`` builds the value)."""
         parts = [jt.quoted(nfa, jt.string_body(nfa)), self.ws.site(nfa, "empty", inner - 1),
                   nfa.byte_string(b":"), self.ws.site(nfa, "colon", inner - 1),
                   child(nfa, 0)]
@@ -814,9 +888,42 @@ _ANY_SHAPES: dict[tuple, Template] = {}
 def compile_json_schema(schema, whitespace="flexible", strict: bool = True, key_order: str = "schema", *,
                         with_unique_sites: bool = False):
     """The automaton of JSON documents valid against ``schema`` (determinised lazily).
-    ``with_unique_sites``: ``(automaton, json_unique.SiteMap or None)``, the arrays
-    whose ``uniqueItems`` the automaton leaves to a check beside it (without it,
-    such arrays are refused: the automaton alone would accept repeated items)."""
+
+    The entry point of the JSON Schema compiler (``guided.compile`` calls it for a
+    ``guided.JsonSchema``): it accepts only valid documents, in the chosen layout and
+    key order, and refuses (or with ``strict=False`` drops, with a warning) what an
+    automaton cannot enforce; see the module docstring.
+
+    Args:
+        schema: a dict, a bool, or its JSON text.
+        whitespace: ``"flexible"``, ``"compact"`` or ``{"indent": n}`` (``Whitespace``).
+        strict: refuse unenforceable keywords (True) or drop them with a warning.
+        key_order: ``"schema"`` (``properties`` order) or ``"any"``.
+        with_unique_sites: also return the ``containers.unique.SiteMap`` of the
+            arrays whose ``uniqueItems`` the automaton leaves to a check beside it
+            (None where there are none); without it such arrays are refused, since
+            the automaton alone would accept repeated items.
+
+    Returns:
+        A ``LazyDFA``, or ``(LazyDFA, SiteMap | None)`` with ``with_unique_sites``.
+
+    Raises:
+        RecursiveSchemaError: a ``$ref`` recurses (``recursive.compile_recursive_schema``
+            takes such schemas).
+        UnsatisfiableSchemaError: no value satisfies the schema.
+        UnsupportedSchemaError: a keyword this compiler cannot enforce (``strict=True``),
+            or a schema nesting past Python's recursion limit.
+        SchemaError: a malformed schema.
+        RegexTooLargeError: the automaton outgrows its size limits.
+        ValueError: an unknown ``whitespace`` or ``key_order``.
+
+    Example::
+
+        >>> dfa = compile_json_schema({"type": "object", "properties": {"a": {"type": "boolean"}},
+        ...                            "required": ["a"]}, "compact")
+        >>> dfa.matches(b'{"a":true}'), dfa.matches(b'{}')
+        (True, False)
+    """
     import_now()  # not at the first compiled call, deep in the recursion
     compiler = SchemaCompiler(schema, whitespace, strict, key_order=key_order, unique_beside=with_unique_sites)
     try:

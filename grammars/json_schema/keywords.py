@@ -1,6 +1,6 @@
 """The JSON Schema compiler's keyword tables, limits and small helpers, shared by
-its parts (``json_schema`` and the mixins ``json_logic``, ``json_scalars``,
-``json_arrays``, ``json_objects``)."""
+its parts (``compiler`` and the mixins in ``logic.combinators``, ``scalars.values``,
+``containers.arrays``, ``containers.objects``)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ EMBED_LATER_EDGES = 2_000
 #: JSON numbers written with an exponent (what the plain-decimal automata leave out).
 NUMBER_EXP = JSON_INTEGER + r"(?:\.[0-9]+)?[eE][+-]?[0-9]+"
 
-#: ``key_order``: "schema" (keys in ``properties`` order) or "any" (``json_key_order``).
+#: ``key_order``: "schema" (keys in ``properties`` order) or "any" (``containers.key_order``).
 KEY_ORDERS = ("schema", "any")
 #: With ``key_order="any"``, the sub-automata DFA algebra builds whole have objects of
 #: at most this many keys in any order, then (where one grows past its limits) this
@@ -47,9 +47,8 @@ WHOLE_ANY_ORDER_STATES = 50_000
 #: used.
 WHOLE_ANY_ORDER_WORK = 300_000
 #: A rung of the ladder whose tries failed on those limits this often in one compile
-#: is not tried again there: reaching a limit takes seconds, and the sub-automata of
-#: one schema tend to be alike (Github_hard o17529: 15 oneOf branches, each try
-#: failing after 5-7 s).
+#: is not tried again there: reaching a limit takes seconds (5-7 s a try for a schema
+#: of 15 large ``oneOf`` branches), and the sub-automata of one schema tend to be alike.
 WHOLE_RUNG_FAILURES = 2
 
 #: Formats whose regex is exactly the checker's language (the others are subsets, so
@@ -112,6 +111,13 @@ STANDARD = HANDLED | {"$dynamicRef", "$recursiveRef", "$recursiveAnchor", "disal
 
 
 def json_pointer(path: str, *parts) -> str:
+    """``path`` extended by ``parts``, each escaped as RFC 6901 says (``~0``, ``~1``).
+
+    Example::
+
+        >>> json_pointer("#/properties", "a/b", 0)
+        '#/properties/a~1b/0'
+    """
     out = path
     for p in parts:
         out += "/" + str(p).replace("~", "~0").replace("/", "~1")
@@ -119,6 +125,7 @@ def json_pointer(path: str, *parts) -> str:
 
 
 def compact_json(value) -> bytes:
+    """``value`` as compact UTF-8 JSON (no spaces, no ASCII escaping)."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
@@ -183,7 +190,7 @@ def listed_before_properties(schema: dict, keyword: str) -> bool:
     of ``{"allOf": [{"$ref": "#/$defs/base"}], "properties": {...}}`` start with the
     base's, those of ``{"properties": {...}, "oneOf": [...]}`` with its own. (But a
     part that only names keys the other names too takes the other's order:
-    ``json_merge.merge``.)
+    ``logic.merge.merge``.)
     """
     order = list(schema)
     return "properties" in schema and order.index(keyword) < order.index("properties")
@@ -256,12 +263,15 @@ def nothing_left_error(why: str, path: str, approximated: bool) -> SchemaError:
 
 
 def union_dfa(dfas, limit: int = MAX_DFA_STATES):
+    """The minimal DFA of the union of ``dfas`` (``RegexTooLargeError`` past ``limit`` states)."""
     nfa = NFA()
     s, e = nfa.union([embed(nfa, d) for d in dfas])
     return determinize(nfa, s, e, limit)
 
 
 def pattern_search(pattern: str, text: str) -> bool:
+    """Whether ``pattern`` finds a match in ``text`` by Python's ``re`` (False for a pattern
+    ``re`` cannot read): which ``patternProperties`` apply to a listed key."""
     import re
 
     try:
@@ -286,6 +296,7 @@ def number_spellings(v) -> str:
 
 
 def int_lower(lo, xlo):
+    """The least integer ``>= lo`` and ``> xlo`` (either may be None; None when both are)."""
     vals = []
     if lo is not None:
         vals.append(math.ceil(lo))
@@ -295,6 +306,7 @@ def int_lower(lo, xlo):
 
 
 def int_upper(hi, xhi):
+    """The greatest integer ``<= hi`` and ``< xhi`` (either may be None; None when both are)."""
     vals = []
     if hi is not None:
         vals.append(math.floor(hi))

@@ -19,13 +19,13 @@ passes through DFA algebra (``oneOf`` overlaps, ``not``, ``if``), the compiler s
 refuses it with a ``RecursiveSchemaError`` naming the ``$ref``. With
 ``key_order="any"`` an object is the exception: its key/value pairs are rules of
 their own and each set of written keys a nonterminal made when the parser first
-reaches it (``json_object_rules``).
+reaches it (``recursive_objects``).
 
 Lexing: a value that could be either a call or an inline alternative starting with
 the same byte (an ``anyOf`` of ``{"$ref": "#"}`` and another object) ends one
 terminal where the other reads on. Longest match would keep only the longer
-reading and refuse documents valid by the other (MaskBench wp_105, o55244 and 7
-more), so these grammars are read with every lexeme end kept
+reading and refuse documents valid by the other, so these grammars are read with
+every lexeme end kept
 (``CompiledGrammar.every_end``, ``grammars.grammar_index``).
 
 Cost notes: every plain ``$ref`` is a rule of its own (written once, however often
@@ -34,20 +34,19 @@ used), so the text between two calls stays small. Compiling costs one pass per r
 terminal nonempty?); the subset construction from the points is built a row at a
 time as the lexer reaches it, never minimised: compiled, one per rule shared by its
 points (``SharedPointTable``), else one per point in Python (``PointTable``). (Built
-whole, those tables were three quarters of the compile time of recursive MaskBench
-schemas; with rows compiled, the 12 grammar schemas holding the most slow masks
-spent 6-18% less on masks and 64% less on time to first mask.)
+whole, those tables would be about three quarters of the compile time of recursive
+schemas.)
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from guided.fsm.dfa import class_starts, nfa_byte_classes, sweep_row
+from guided.fsm.dfa import class_starts, sweep_row
 from guided.fsm.kernels import AVAILABLE as COMPILED_AVAILABLE
 from guided.fsm.kernels import import_now
 from guided.fsm.lazy import MAX_LAZY_DFA_STATES
-from guided.fsm.nfa import NFA
+from guided.fsm.nfa import NFA, nfa_byte_classes
 from guided.grammars.earley import CFG, productive_symbols, trim
 from guided.grammars.json_schema.containers.key_order import any_order_object
 from guided.grammars.lark_frontend import CompiledGrammar
@@ -132,7 +131,7 @@ class _Calls:
         return got[0]
 
     def any_order_object(self, compiler, nfa: CallNFA, shape, path: str, depth: int) -> tuple[int, int]:
-        """``{`` and a call of the object's first node (``json_object_rules``)."""
+        """``{`` and a call of the object's first node (``recursive_objects``)."""
         if not shape.entries and shape.extras is None:
             return any_order_object(compiler, nfa, shape, path, depth)  # only {}: no nodes
         family = ObjectFamily(compiler, shape, path, depth, self)
@@ -147,8 +146,8 @@ class _Calls:
 def compile_recursive_schema(schema, whitespace="flexible", strict: bool = True,
                              key_order: str = "schema", *, with_unique_sites: bool = False):
     """The grammar of JSON documents valid against a schema with recursive ``$ref``
-    (``key_order="any"``: objects' keys in any order, ``json_object_rules``).
-    ``with_unique_sites``: ``(grammar, json_unique.SiteMap or None)``, as
+    (``key_order="any"``: objects' keys in any order, ``recursive_objects``).
+    ``with_unique_sites``: ``(grammar, containers.unique.SiteMap or None)``, as
     ``json_schema.compile_json_schema`` gives.
 
     Example::
@@ -204,8 +203,14 @@ class RuleEnds:
     ``reach``, the ends it leads to by bytes (a bit each, through no call). With
     ``compiled`` (numba installed, by default), also one compiled subset
     construction from all its points (``SharedPointTable``), made when decoding
-    first needs a row of it (~0.3 ms a rule: compiling a schema of 77 rules took
-    ~15% longer when each made its own up front)."""
+    first needs a row of it (~0.3 ms a rule: made up front, they make a schema of
+    77 rules ~15% slower to compile).
+
+    Args:
+        nfa: the rule's ``CallNFA``.
+        end: its end state.
+        compiled: share one compiled construction (default: where numba is installed).
+    """
 
     def __init__(self, nfa: CallNFA, end: int, compiled: bool | None = None):
         self.nfa = nfa
@@ -289,7 +294,7 @@ class RuleEnds:
     def fast(self):
         """The compiled construction (``LazySubsets``) over the NFA as it is now."""
         if self._fast is None:
-            from guided.fsm.kernels.subsets import LazySubsets  # imports numba
+            from guided.fsm.subset_arrays import LazySubsets  # imports numba
 
             nfa, end = self.nfa, self.ends[-1]
             self._fast = LazySubsets(nfa, end, end, [r != 0 for r in self.reach], self.byte_to_class,
@@ -404,10 +409,14 @@ class SharedPointTable(TerminalTable):
     """``PointTable`` over its rule's one compiled construction (``RuleEnds.fast``):
     every point of a rule starts in that construction, whose states (and rows) the
     points share. A row costs a kernel call (~15 µs with its Python around it),
-    where ``sweep_row`` in Python cost ~30 µs and was a third of grammar mask time
-    on the slowest recursive schemas. Compiling reads only the point's closure
+    where ``sweep_row`` in Python costs ~30 µs, a third of grammar mask time on the
+    slowest recursive schemas. Compiling reads only the point's closure
     (``start_accept``, ``start_live``, ``ends_nonempty``); its start state is made
-    when a lexeme first starts here."""
+    when a lexeme first starts here.
+
+    Args:
+        rule: the rule's ``RuleEnds``; ``point``: the NFA state the terminals start at.
+    """
 
     def __init__(self, rule: RuleEnds, point: int):
         self.rule, self.point = rule, point
@@ -463,7 +472,11 @@ class SharedPointTable(TerminalTable):
 class PointTable(TerminalTable):
     """The terminals that start at one point of a rule: the subset construction from
     the point, built a row at a time when the lexer first needs it (most rows of a
-    large schema are never visited). Bit i is the terminal ending at ``ends[i]``."""
+    large schema are never visited). Bit i is the terminal ending at ``ends[i]``.
+
+    Args:
+        rule: the rule's ``RuleEnds``; ``point``: the NFA state the terminals start at.
+    """
 
     def __init__(self, rule: RuleEnds, point: int):
         self.rule = rule

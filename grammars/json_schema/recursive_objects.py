@@ -1,9 +1,9 @@
 """Objects with keys in any order inside recursive schemas: one grammar nonterminal per
 set of keys written, each given its rules when the parser first reaches it.
 
-In a regular schema, an any-order object (``json_key_order``) is a graph of NFA
+In a regular schema, an any-order object (``containers.key_order``) is a graph of NFA
 nodes, one per set of written keys, each built when decoding reaches it. A recursive
-schema's rules (``json_recursive``) are NFAs with *calls*, and the calls are fixed
+schema's rules (``recursive``) are NFAs with *calls*, and the calls are fixed
 when the grammar is made, so a node whose values make calls cannot wait, and building
 all 2^n nodes is out of reach. Here the nodes are lazy nonterminals of the Earley
 parser (``earley.LazyRules``), and each key/value pair is a rule of its own::
@@ -18,7 +18,7 @@ parser (``earley.LazyRules``), and each key/value pair is a rule of its own::
     Pair_i:  "key_i" : value_i    Extra: any other allowed key and its value
     Open, Empty, Close, Sep: the whitespace sites with "}" or ","
 
-As in ``json_key_order``, c counts keys only up to what ``minProperties`` /
+As in ``containers.key_order``, c counts keys only up to what ``minProperties`` /
 ``maxProperties`` need, and only nodes from which the object can still be finished
 are made: here a key counts as writable only if its pair rule can end (a required
 key whose value recurses forever makes the object impossible).
@@ -41,10 +41,18 @@ class ObjectFamily:
     """One any-order object of a recursive schema: its rules (compiled now, through
     ``rules.new_rule(label, build) -> rule name`` and ``rules.pair_rule(compiler, key,
     sub, ptr, depth)``, which shares a key and value's rule between objects) and the
-    counts that decide its nodes.
+    counts that decide its nodes. Optional keys with no possible value are left out.
 
-    Raises ``UnsatisfiableSchemaError`` (from the values) when a required key can
-    have no value; optional keys with no possible value are left out.
+    Args:
+        compiler: the ``SchemaCompiler`` (its values are compiled through it).
+        shape: the object's ``containers.key_order.ObjectShape``.
+        path: the object's place in the schema, for rule names and errors.
+        depth: its nesting depth (whitespace sites depend on it).
+        rules: makes the rules (``new_rule``, ``pair_rule``).
+
+    Raises:
+        UnsatisfiableSchemaError: a required key can have no value (from the
+            values), or ``minProperties`` exceeds the keys allowed.
     """
 
     def __init__(self, compiler, shape: ObjectShape, path: str, depth: int, rules):
@@ -90,7 +98,11 @@ class ObjectFamily:
 class ObjectNodes(LazyRules):
     """The nodes of every any-order object of a grammar, as lazy nonterminals
     numbered from ``first_id``; ``roots`` maps each object's first node's id (named by
-    its caller's rule) to its ``ObjectFamily``."""
+    its caller's rule) to its ``ObjectFamily``.
+
+    Args:
+        roots: each object's first node's id -> its ``ObjectFamily``.
+        first_id: the first id the nodes take."""
 
     def __init__(self, roots: dict[int, ObjectFamily], first_id: int):
         self._node_of: dict[int, tuple[ObjectFamily, frozenset, int]] = {}
@@ -114,7 +126,8 @@ class ObjectNodes(LazyRules):
 
     def productive(self, sym: int, good) -> bool:
         family, written, c = self._node_of[sym]
-        return family.shape.can_finish(written, c, family._usable(good), family.extra is not None and family.extra in good)
+        return family.shape.can_finish(written, c, family._usable(good),
+                                       family.extra is not None and family.extra in good)
 
     def keep(self, good) -> None:
         self._good = good

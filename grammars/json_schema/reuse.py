@@ -9,7 +9,7 @@ the others.
 Large real schemas (Github_ultra, JSON Schema Store) use a few definitions in many
 places, and the object chains around them repeat a property's value once per count
 of keys written: in the 200 slowest MaskBench schemas to compile, 70-90% of the NFA
-was such later copies. A later copy is a deferred fragment
+is such later copies. A later copy is a deferred fragment
 (``NFA.deferred``), built when decoding first reaches it, so compile time follows
 the schema's distinct parts.
 

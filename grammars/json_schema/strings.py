@@ -1,7 +1,7 @@
 """String-body and key automata that schemas share, and their products.
 
 A JSON string's constraints (``minLength`` / ``maxLength``, ``pattern``, ``format``)
-meet as a product of DFAs over the encoded body (``json_text``)::
+meet as a product of DFAs over the encoded body (``text``)::
 
     length counter  x  pattern  x  format  ->  body DFA, embedded between quotes
 
@@ -43,9 +43,9 @@ DEFER_PRODUCT_PAIRS = 50_000
 #: ...once a search of at most this many pairs has found a string it accepts.
 DEFER_SEARCH_PAIRS = 20_000
 #: A large string body is built level by level (``counted_body``) when its constraint
-#: has at most this many states (each use copies it once, ``fsm.levels.Instance``);
-#: on the 111 MaskBench schemas that held one deferred whole, TBM p99 fell from 2.3 to
-#: 0.75 ms and masks over 200 µs by a quarter. Larger constraints are built whole.
+#: has at most this many states (each use copies it once, ``fsm.levels.Instance``):
+#: a level costs far less to build in a mask than a whole deferred product. Larger
+#: constraints are built whole.
 LEVELLED_STATES = 5_000
 #: ...and a ``minLength`` of at most this many characters (set-up works out which
 #: states can still finish on each level below it, ~0.1 ms a level).
@@ -61,6 +61,7 @@ def minus(a: DFA, b: DFA, limit: int = MAX_PRODUCT_STATES) -> DFA | None:
 
 
 def body_dfa(build, limit: int = MAX_DFA_STATES) -> DFA:
+    """The minimal DFA of the fragment ``build(nfa)`` makes in a fresh NFA (at most ``limit`` states)."""
     nfa = NFA()
     s, e = build(nfa)
     return determinize(nfa, s, e, limit)
@@ -188,7 +189,13 @@ def always_found(pattern) -> bool:
     """Whether ``re.search(pattern, s)`` succeeds on every string ``s``, as it does
     for ``([A-Z]+)?`` or ``.*``: such a pattern constrains nothing, and left in it
     multiplies a ``maxLength`` counter (``([0-9a-zA-Z]+)?`` under ``maxLength: 4096``
-    was a 53k-state product, 1.2 s). Only patterns found in the empty string can be."""
+    makes a 53k-state product, 1.2 s). Only patterns found in the empty string can be.
+
+    Example::
+
+        >>> always_found("([A-Z]+)?"), always_found("^[A-Z]")
+        (True, False)
+    """
     if not isinstance(pattern, str):
         return False
     try:
@@ -219,8 +226,7 @@ def small_pattern_dfa(rx: str) -> DFA | None:
     as the NFA; else None. A copy of the DFA is a few times smaller than a copy of
     the NFA (each ``[A-Fa-f\\d]`` of ``^[A-Fa-f\\d]{24}$``, any Unicode digit in
     UTF-8, is ~100 NFA states; the DFA has ~22 a position), and the lazy
-    automaton's rows over it are one state each. On 200 MaskBench schemas with
-    patterns, time to first mask fell 10-12% (interleaved in one process)."""
+    automaton's rows over it are one state each."""
     nfa = NFA(lazy=True)
     s, e = jt.pattern_body(nfa, rx)
     if nfa.pending or len(nfa) > SMALL_PATTERN_STATES:

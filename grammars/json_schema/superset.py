@@ -45,6 +45,7 @@ _WS = r"[ \t\n\r]*"
 
 
 def ws(nfa: NFA) -> tuple[int, int]:
+    """Any JSON whitespace."""
     return jt.regex_fragment(nfa, _WS)
 
 
@@ -67,11 +68,13 @@ def members(nfa: NFA, entry: DFA | None, lo: int = 0, hi: int | None = None) -> 
 
 
 def member(nfa: NFA, key: tuple[int, int], value: tuple[int, int]) -> tuple[int, int]:
+    """``key : value`` (fragments of ``nfa``), any whitespace around the colon."""
     return nfa.concat([key, ws(nfa), nfa.byte_string(b":"), ws(nfa), value])
 
 
 def container(nfa: NFA, open_: bytes, close: bytes, entry: DFA | None, lo: int = 0,
               hi: int | None = None) -> tuple[int, int]:
+    """``open_`` ``members(nfa, entry, lo, hi)`` ``close``."""
     return nfa.concat([nfa.byte_string(open_), members(nfa, entry, lo, hi), nfa.byte_string(close)])
 
 
@@ -96,6 +99,7 @@ def any_json(nfa: NFA, levels: int) -> tuple[int, int]:
 
 @functools.lru_cache(maxsize=None)
 def _any_json_dfa(levels: int) -> DFA:
+    """``any_json``'s minimal DFA for ``levels`` > 0, once per process."""
     nfa = NFA()
     inner = lambda n: any_json(n, levels - 1)  # noqa: E731
     item = _dfa(inner)

@@ -70,7 +70,7 @@ def json_char(nfa: NFA, ranges) -> tuple[int, int]:
 @functools.lru_cache(maxsize=2048)
 def _json_char_dfa_of(ranges: tuple) -> DFA:
     # Keyed by the ranges as given: every string's characters ask for ANY_CHAR, and
-    # normalising them again at each of ~100k calls cost more than the copy itself.
+    # normalising them again at each of ~100k calls costs more than the copy itself.
     return json_char_dfa(tuple(normalize(list(ranges))))
 
 
@@ -121,7 +121,7 @@ def _number_dfa() -> DFA:
 def any_number(nfa: NFA) -> tuple[int, int]:
     """Fragment: any JSON number, a copy of one minimal DFA built once per process.
     Open values are built again at every place decoding reaches one, and parsing
-    the number pattern each time cost more than the rest of the value."""
+    the number pattern each time costs more than the rest of the value."""
     return embed(nfa, _number_dfa())
 
 
@@ -154,8 +154,8 @@ def key_excluding(nfa: NFA, names) -> tuple[int, int]:
         # Built once per NFA and set of names and pasted after that: with keys in
         # any order, every set of written keys is a node of its own with its own
         # copy. With numba a kernel makes the template's arrays, here and now: ~11
-        # µs as the object is built, where the first mask to reach an other key paid
-        # ~50 µs more for it (a walk's cold caches: 968 such masks in 1,000 schemas).
+        # µs as the object is built, where building it in the first mask to reach an
+        # other key would cost that mask ~50 µs more (a walk's cold caches).
         names = frozenset(names)
         key = ("key_excluding", names)
         if COMPILED_AVAILABLE and key not in nfa.templates:

@@ -1,7 +1,7 @@
 """JSON Schema arrays: ``items`` / ``prefixItems``, length bounds, ``contains``,
 ``uniqueItems`` over few known values, and the superset arrays of "over" mode.
 
-Part of ``SchemaCompiler`` (``json_schema``), as a mixin: ``self`` is the compiler."""
+Part of ``SchemaCompiler`` (``compiler``), as a mixin: ``self`` is the compiler."""
 
 from __future__ import annotations
 
@@ -60,11 +60,36 @@ def _unique_sets(n: int, hi: int | None) -> int:
 
 
 class ArrayCompiler:
-    """The arrays of ``SchemaCompiler``: see the module docstring."""
+    """The arrays of ``SchemaCompiler`` (a mixin: ``self`` is the compiler).
+
+    ``SchemaCompiler.typed`` calls ``array`` for a schema that allows arrays; the
+    open values' arrays use ``array_body``, and ``unique_site_map`` tells the caller
+    of ``compile_json_schema`` which arrays' ``uniqueItems`` were left beside the
+    automaton.
+
+    Example::
+
+        >>> from guided.grammars.json_schema import compile_json_schema
+        >>> dfa = compile_json_schema({"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True},
+        ...                           "compact")
+        >>> dfa.matches(b'["a","b"]'), dfa.matches(b'["a","a"]')
+        (True, False)
+    """
 
     # -- arrays ----------------------------------------------------------------------
 
     def array(self, nfa, schema, path, depth):
+        """The fragment of the arrays ``schema`` allows: ``items`` / ``prefixItems``
+        (or the draft 4-2019 tuple form), ``minItems`` / ``maxItems``, ``contains``
+        (by DFA algebra), ``uniqueItems`` over few known values; in over mode a
+        superset (``array_superset``).
+
+        Raises:
+            UnsatisfiableSchemaError: no array satisfies the keywords.
+            UnsupportedSchemaError: ``unevaluatedItems`` without ``items``, ``uniqueItems``
+                the automaton cannot track and no check beside it may take
+                (``strict=True``), or ``maxContains``.
+        """
         if self.over:
             if ARRAY_KEYWORDS.intersection(schema):
                 self.approximate()
@@ -83,6 +108,13 @@ class ArrayCompiler:
         elif items is not None:
             rest = items
         prefix = list(prefix or [])
+        rest_given = "additionalItems" in schema if isinstance(items, list) else items is not None
+        if schema.get("unevaluatedItems", True) not in (True, {}, None) and not rest_given:
+            # With ``items`` (or ``additionalItems``) every item is evaluated, so the
+            # keyword is idle; without, which items count as evaluated depends on
+            # in-place applicators this view no longer shows.
+            self.unsupported("unevaluatedItems", path, "items past prefixItems are checked only with items "
+                             "or additionalItems")
         if schema.get("uniqueItems") and (hi is None or hi > 1):
             choices = None if prefix or "contains" in schema else self._distinct_choices(rest)
             if choices is not None and (_unique_sets(len(choices), hi) <= MAX_UNIQUE_SETS
@@ -108,7 +140,7 @@ class ArrayCompiler:
 
     def unique_beside(self, schema) -> bool:
         """Whether ``schema``'s ``uniqueItems`` may be left to the matcher beside the
-        automaton (``json_unique``: a conjunctive array of the root schema); notes it."""
+        automaton (``unique``: a conjunctive array of the root schema); notes it."""
         if not self.unique_beside_allowed:
             return False
         if self._unique_sites is None:
@@ -278,6 +310,9 @@ class ArrayCompiler:
         return open_[0], close[1]
 
     def contains_dfa(self, schema, path, depth) -> DFA:
+        """The DFA of ``schema``'s arrays with at least ``minContains`` (default 1)
+        items valid under ``contains``: the arrays without it, intersected with a
+        counter of such items."""
         base = {k: v for k, v in schema.items() if k not in ("contains", "minContains", "maxContains")}
         main = self.dfa(base, path, depth)
         need = int(schema.get("minContains", 1))
@@ -304,7 +339,7 @@ class ArrayCompiler:
         return result
 
     def array_superset(self, nfa, schema, path, depth):
-        """``[`` items ``]`` (``json_superset``), each item a superset of what
+        """``[`` items ``]`` (``superset``), each item a superset of what
         ``items`` allows (of any value where tuple keywords are present), as many as
         ``minItems`` / ``maxItems`` allow up to ``SUPERSET_COUNT_MAX``; below
         ``SUPERSET_LEVELS`` levels, ``[`` any text ``]``."""

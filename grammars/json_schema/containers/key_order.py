@@ -18,7 +18,7 @@ is built at compile time; every other node is a deferred NFA fragment
 (an extra key's too) is deferred until its key is written. Decoding an object builds
 one node per key written (plus what the token index's look-ahead touches).
 Recursive schemas' grammar rules make their nodes lazy nonterminals instead
-(``json_object_rules``).
+(``recursive_objects``).
 
 The sub-automata built whole for ``oneOf`` / ``not`` / ``if`` algebra cannot defer:
 there every node is built at once, for objects of at most
@@ -51,12 +51,25 @@ class AnyOrderTooLarge(RegexTooLargeError):
 
 @dataclass(frozen=True)
 class ObjectShape:
-    """What an object allows, as ``SchemaCompiler.object`` worked it out.
+    """What an object allows, as ``ObjectCompiler.object`` works it out: the input of
+    ``any_order_object`` and of the grammar engine's any-order objects.
 
-    ``entries``: ``(name, value schema, required, JSON pointer)`` for the named keys;
-    ``extras``: a builder of one extra ``"key":value`` fragment in the NFA, or None;
-    ``lo`` / ``hi``: the key count bounds (``hi`` None: unbounded); ``cap``: counts are
-    tracked up to here (``hi``, or ``max(lo, 1)``: past it only "some key" matters).
+    Attributes:
+        entries: ``(name, value schema, required, JSON pointer)`` for the named keys.
+        extras: a builder of one extra ``"key":value`` fragment in the NFA
+            (``ObjectCompiler.extra_entries``), or None.
+        lo: the least key count (``minProperties``; 0 where the required keys
+            already make it).
+        hi: the most keys (``maxProperties``; None: unbounded).
+        cap: counts are tracked up to here (``hi``, or ``max(lo, 1)``: past it only
+            "some key" matters).
+
+    Example::
+
+        >>> shape = ObjectShape((("a", {}, True, "#/properties/a"), ("b", {}, False, "#/properties/b")),
+        ...                     None, 0, None, 1)
+        >>> shape.required, shape.count_after(0), shape.can_close(frozenset({1}), 1)
+        (frozenset({0}), 1, False)
     """
 
     entries: tuple
@@ -94,8 +107,22 @@ class ObjectShape:
 def any_order_object(compiler, nfa: NFA, shape: ObjectShape, path: str, depth: int) -> tuple[int, int]:
     """The fragment of ``shape``'s objects with keys in any order (see the module).
 
-    Raises ``UnsatisfiableSchemaError`` (from the values) when a required key can have
-    no value; optional keys with no possible value are left out.
+    Optional keys with no possible value are left out.
+
+    Args:
+        compiler: the ``SchemaCompiler`` (its whitespace and ``entry``).
+        nfa: the NFA being built; lazy: nodes deferred, else built whole.
+        shape: the object's keys and counts.
+        path: the object's JSON pointer (for errors).
+        depth: its nesting depth.
+
+    Returns:
+        The fragment ``(start, end)``.
+
+    Raises:
+        UnsatisfiableSchemaError: a required key can have no value, or
+            ``minProperties`` cannot be reached.
+        AnyOrderTooLarge: built whole, the object passes ``WHOLE_OBJECT_STATES``.
     """
     ws = compiler.ws
     entries = shape.entries

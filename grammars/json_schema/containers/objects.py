@@ -1,9 +1,15 @@
 """JSON Schema objects: ``properties`` in schema order (or any order, through
-``json_key_order``), ``required``, counts, ``additionalProperties`` /
+``key_order``), ``required``, counts, ``additionalProperties`` /
 ``patternProperties`` / ``propertyNames`` as extra entries, and the superset
 objects of "over" mode.
 
-Part of ``SchemaCompiler`` (``json_schema``), as a mixin: ``self`` is the compiler."""
+Schema order is a chain: the listed keys in turn (optional ones skippable), then
+extra keys in a loop. The chain runs on ``k + 1`` parallel *tracks*, track c meaning
+"c keys written so far", capped at k (``maxProperties``, else ``max(minProperties,
+1)``): a key written from track 0 has no comma before it, and the object may close
+on a track that meets ``minProperties``.
+
+Part of ``SchemaCompiler`` (``compiler``), as a mixin: ``self`` is the compiler."""
 
 from __future__ import annotations
 
@@ -44,11 +50,37 @@ from .key_order import ObjectShape, any_order_object
 
 
 class ObjectCompiler:
-    """The objects of ``SchemaCompiler``: see the module docstring."""
+    """The objects of ``SchemaCompiler`` (a mixin: ``self`` is the compiler).
+
+    ``SchemaCompiler.typed`` calls ``object`` for a schema that allows objects;
+    ``entry`` and ``extra_entries`` build members, which the grammar engine for
+    recursive schemas (``recursive``) uses too.
+
+    Example::
+
+        >>> from guided.grammars.json_schema import compile_json_schema
+        >>> schema = {"properties": {"a": {"type": "integer"}, "b": {}}, "required": ["b"],
+        ...           "additionalProperties": False}
+        >>> dfa = compile_json_schema(schema, "compact")
+        >>> dfa.matches(b'{"a":1,"b":null}'), dfa.matches(b'{"b":2,"a":1}'), dfa.matches(b'{"a":1}')
+        (True, False, False)
+        >>> compile_json_schema(schema, "compact", key_order="any").matches(b'{"b":2,"a":1}')
+        True
+    """
 
     # -- objects ---------------------------------------------------------------------
 
     def object(self, nfa, schema, path, depth):
+        """The fragment of the objects ``schema`` allows: listed keys in
+        ``properties`` order (any order with ``key_order="any"``, ``key_order``),
+        required keys, ``minProperties`` / ``maxProperties``, extra keys after the
+        listed ones (``extra_entries``); in over mode a superset (``object_superset``).
+
+        Raises:
+            UnsatisfiableSchemaError: no object satisfies the keywords.
+            UnsupportedSchemaError: counts past ``MAX_COUNTED_PROPERTIES`` or
+                ``unevaluatedProperties`` that constrains (``strict=True``).
+        """
         if self.over:
             if OBJECT_KEYWORDS.intersection(schema):
                 self.approximate()
@@ -56,9 +88,12 @@ class ObjectCompiler:
         props = schema.get("properties", {}) or {}
         if not isinstance(props, dict):
             raise SchemaError("properties must be an object", json_pointer(path, "properties"), "properties")
-        required = list(dict.fromkeys(schema.get("required", []) or []))
+        required = schema.get("required", []) or []
         if isinstance(required, bool):
-            required = []
+            required = []  # draft 3's boolean: it marks this value required in its parent
+        # Draft 3 writes required keys as ``"required": true`` in their own schemas.
+        draft3 = [k for k, sub in props.items() if isinstance(sub, dict) and sub.get("required") is True]
+        required = list(dict.fromkeys([*required, *draft3]))
         additional = schema.get("additionalProperties", True)
         patterns = schema.get("patternProperties", {}) or {}
         names_schema = schema.get("propertyNames")
@@ -215,7 +250,7 @@ class ObjectCompiler:
         nfa.epsilon(entry[1], after)
 
     def object_superset(self, nfa, schema, path, depth):
-        """``{`` members ``}`` (``json_superset``): each listed key followed by its
+        """``{`` members ``}`` (``superset``): each listed key followed by its
         value's superset (a scalar superset where it is surely a scalar: what tells
         ``oneOf`` branches of tagged unions apart), any other key, unless the object
         is closed, by any value; each required key appears somewhere in the text (in

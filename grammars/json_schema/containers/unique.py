@@ -17,8 +17,8 @@ apply to the value they name::
 
 At such an object the constraint holds whenever the instance reaches it, which is
 what the matcher beside finds by walking the same keywords down the document's keys
-and indices (``SiteMap``). An object also reached through a keyword that is not
-plain keeps the old "unsupported" error.
+and indices (``SiteMap``). On an object also reached through a keyword that is not
+plain, ``uniqueItems`` of open kinds is refused as unsupported.
 
 Cost: one pass over the schema's sub-schemas at compile time; at decoding time a
 memoised lookup per container opened.
@@ -127,7 +127,24 @@ def _may_be(schema, kind: str, resolve, legacy: bool, seen: set) -> bool:
 def conjunctive_sites(root, resolve, legacy: bool) -> tuple[set[int], dict[str, object]]:
     """The ids of the schema objects with ``uniqueItems: true`` that every route from
     ``root`` reaches through plain keywords only (a sole branch only where the value
-    is an array), and every ``$ref`` met with its target."""
+    is an array), and every ``$ref`` met with its target.
+
+    Args:
+        root: the root schema.
+        resolve: ``resolve(ref)`` is the schema a ``$ref`` names.
+        legacy: draft 4-7 rules (a ``$ref``'s siblings do not apply).
+
+    Returns:
+        ``(site ids, {ref: target})``.
+
+    Example::
+
+        >>> tags, other = {"type": "array", "uniqueItems": True}, {"uniqueItems": True}
+        >>> root = {"properties": {"tags": tags}, "anyOf": [other, {"type": "array"}]}
+        >>> sites, refs = conjunctive_sites(root, None, legacy=False)
+        >>> id(tags) in sites, id(other) in sites
+        (True, False)
+    """
     refs: dict[str, object] = {}
 
     def resolved(ref: str):
@@ -180,12 +197,24 @@ class SiteMap:
     ``index_child`` give the schemas of a member, which ``open`` makes a node once
     the member's kind is seen.
 
+    Args:
+        root: the root schema.
+        refs: every ``$ref`` that ``conjunctive_sites`` met, with its target.
+        legacy: draft 4-7 rules (a ``$ref``'s siblings do not apply).
+        checked: the ids of the array schemas whose items are checked here
+            (``SchemaCompiler.unique_checked``).
+
+    Raises:
+        UnsupportedSchemaError: a ``patternProperties`` pattern above a checked
+            array that Python's ``re`` cannot read.
+
     Example::
 
-        >>> sm = SiteMap(schema, refs, legacy=False, checked={id(schema["properties"]["tags"])})
+        >>> schema = {"properties": {"tags": {"type": "array", "uniqueItems": True}}}
+        >>> sm = SiteMap(schema, {}, legacy=False, checked={id(schema["properties"]["tags"])})
         >>> top = sm.open(sm.start(), "object")
-        >>> sm.unique(sm.open(sm.key_child(top, "tags"), "array"))
-        True
+        >>> sm.unique(sm.open(sm.key_child(top, "tags"), "array")), sm.key_child(top, "other")
+        (True, None)
     """
 
     def __init__(self, root, refs: dict[str, object], legacy: bool, checked: set[int]):
@@ -323,7 +352,13 @@ _UNSET = object()
 
 def canonical(value):
     """A hashable key equal for JSON values that ``uniqueItems`` counts as equal
-    (numbers by value, ``true`` apart from ``1``, objects whatever their key order)."""
+    (numbers by value, ``true`` apart from ``1``, objects whatever their key order).
+
+    Example::
+
+        >>> canonical({"a": 1, "b": [2.0]}) == canonical({"b": [2], "a": 1.0}), canonical(True) == canonical(1)
+        (True, False)
+    """
     if isinstance(value, bool):
         return ("b", value)
     if value is None:
@@ -338,5 +373,5 @@ def canonical(value):
 
 
 def item_key(text: bytes):
-    """``canonical`` of one item's JSON text."""
+    """``canonical`` of one item's JSON text (what ``guided.unique_items`` compares)."""
     return canonical(json.loads(text))

@@ -1,7 +1,8 @@
 """JSON Schema combinators: ``allOf`` merged or intersected, ``anyOf`` as unions,
-``oneOf`` / ``not`` / ``if`` as exact DFA algebra (``SchemaCompiler.logic_dfa``).
+``oneOf`` / ``not`` / ``if`` as unions of schemas where their negations allow
+(``conditional``), else as exact DFA algebra (``SchemaCompiler.logic_dfa``).
 
-Part of ``SchemaCompiler`` (``json_schema``), as a mixin: ``self`` is the compiler."""
+Part of ``SchemaCompiler`` (``compiler``), as a mixin: ``self`` is the compiler."""
 
 from __future__ import annotations
 
@@ -32,7 +33,21 @@ from .presence import presence_keys
 
 
 class LogicCompiler:
-    """The combinators of ``SchemaCompiler``: see the module docstring."""
+    """The combinators of ``SchemaCompiler`` (a mixin: ``self`` is the compiler).
+
+    ``SchemaCompiler.value`` calls ``all_of`` and ``one_of`` for those keywords and
+    ``logic_dfa`` for ``not`` / ``if`` left to DFA algebra; ``object_view``,
+    ``merged_all_of`` and ``_logic_as_union`` are the analyses the other parts ask.
+    Each builder takes the NFA being built, the sub-schema, its JSON pointer and the
+    nesting depth, and returns a fragment ``(start, end)`` of that NFA.
+
+    Example::
+
+        >>> from guided.grammars.json_schema import compile_json_schema
+        >>> dfa = compile_json_schema({"oneOf": [{"type": "integer"}, {"minimum": 5}]}, "compact")
+        >>> dfa.matches(b"3"), dfa.matches(b"7"), dfa.matches(b"7.5")
+        (True, False, True)
+    """
 
     # -- combinators -----------------------------------------------------------------
 
@@ -59,6 +74,14 @@ class LogicCompiler:
         return parts + [beside] if listed_before_properties(schema, "allOf") else [beside] + parts
 
     def all_of(self, nfa, schema, path, depth):
+        """``allOf``, cheapest exact form first: conditionals on one key's value as one
+        branch per value; parts merged by keywords into one schema (``merge``); choices
+        of the parts' ``anyOf`` branches, each merged; else the intersection of the
+        parts' DFAs (``algebra``).
+
+        Raises:
+            UnsatisfiableSchemaError: the parts contradict each other.
+        """
         by_value = conditionals_by_value(schema, lambda s: self.deref(s, path),
                                          lambda s: self.object_view(s, path), self.is_valid)
         if by_value is not None:  # one branch per value of the key the conditions test
@@ -100,7 +123,7 @@ class LogicCompiler:
     def _logic_as_any_of(self, merged, leftovers, path) -> tuple:
         """``(merged, leftovers)`` with each ``not`` and ``if`` / ``then`` / ``else``
         among them (the merged schema's own too) as an ``anyOf`` part, where its
-        condition negates to a union of schemas (``json_conditional``): two ``not``
+        condition negates to a union of schemas (``conditional``): two ``not``
         parts that would not merge as keywords then spread into choices of merged
         schemas (``_any_of_spread``) instead of automaton algebra."""
         deref = lambda s: self.deref(s, path)  # noqa: E731
@@ -189,7 +212,7 @@ class LogicCompiler:
         stands among the parts, not after every merged part's (``allOf [{match},
         {anyOf [{devices}, {device}]}, {platforms}]`` writes ``match``, ``devices``,
         ``platforms``). None where a branch does not merge by keywords (the caller
-        then merges them as before, the branch's keys last)."""
+        then joins them in an ``allOf``, the branch's keys last)."""
         got, order = merged, []
         for i, p in [*enumerate(parts), (None, None)]:
             branch_first = p is not None and i in placed and listed_before_properties(p, "anyOf")
@@ -213,7 +236,7 @@ class LogicCompiler:
 
         - when no value can match two branches, their plain union (lazy);
         - when the branches that overlap have negations that are unions of schemas
-          (``json_conditional.negation``), the union of each branch joined with the
+          (``conditional.negation``), the union of each branch joined with the
           negation of each branch it overlaps (merged by keywords: no algebra, the
           branch's own key order);
         - split by JSON type where some branch allows no objects;
@@ -222,7 +245,13 @@ class LogicCompiler:
           where some are.
 
         In over mode: split by JSON type where some branch allows no objects (each
-        part a superset), else the union of the branches."""
+        part a superset), else the union of the branches.
+
+        Raises:
+            UnsatisfiableSchemaError: no value satisfies exactly one branch.
+            ApproximationLimitError: every branch was emptied only by subtracting
+                supersets (valid values may exist).
+        """
         branches = self.branches(schema, "oneOf", path)
         ptr = json_pointer(path, "oneOf")
         alone = range(len(branches))  # the branches left to subtraction
@@ -289,8 +318,8 @@ class LogicCompiler:
         """``oneOf`` branch ``i`` minus (supersets of) the others it is not shown
         ``apart`` from, None when nothing is left; and whether a superset was
         subtracted (over mode: the branch itself). A branch apart from i removes
-        nothing of it, and its superset might (a list of noise modules: 45
-        branches told apart by a ``type`` pattern lost one to another's superset)."""
+        nothing of it, and its superset might (of 45 noise-module branches told apart
+        by a ``type`` pattern, one lies inside another's superset)."""
         b, ptr = branches[i]
         only, inexact = self.dfa(b, ptr, depth), False
         if not self.over:
@@ -307,8 +336,8 @@ class LogicCompiler:
         JSON type: the branches that allow that type, under ``"type": t``. A type
         only one branch allows needs no algebra there, and a part of objects only
         may be told apart by its keys. (Composer's ``package``: ``oneOf
-        [inline-package, array of them]``, where ``inline-package`` says no type, was
-        a 0.4 s subtraction of whole objects.) None when every branch allows objects
+        [inline-package, array of them]``, where ``inline-package`` says no type, is
+        otherwise a 0.4 s subtraction of whole objects.) None when every branch allows objects
         and none takes every object (the objects' part, the costly one, would keep
         every branch and the other parts only add work; where one branch takes every
         object that part is one subtraction, where two do it is empty: tye's
@@ -334,7 +363,7 @@ class LogicCompiler:
             elif len(every) == 1:
                 # A branch every value of type t satisfies (an untyped object schema,
                 # for arrays): exactly one holds where none of the others does. One
-                # subtraction, not one per branch (composer's package: 46 ms less).
+                # subtraction, not one per branch.
                 rest = [(b, bptr) for b, bptr in these if b is not every[0]]
                 parts.append(({"type": t, "not": {"anyOf": self.placed(rest)}}, path))
             elif these and not every:
@@ -431,13 +460,13 @@ class LogicCompiler:
         return types, set(required), props, other
 
     def _defined_deref(self, path: str):
-        """``$ref`` following for ``json_conditional``: the schema referred to, without
+        """``$ref`` following for ``conditional``: the schema referred to, without
         keywords no draft defines."""
         return lambda s: defined_keywords(self.deref(s, path))
 
     def _logic_as_union(self, schema, path) -> list | None:
         """A schema whose first logic keyword is ``not`` or ``if``, as the schemas of
-        a union (see ``json_conditional``; errors inside them point at ``path``), or
+        a union (see ``conditional``; errors inside them point at ``path``), or
         None when it is not one or its condition cannot be negated that way."""
         if not isinstance(schema, dict) or not ("not" in schema or "if" in schema):
             return None
@@ -502,7 +531,7 @@ def _merged_parts(parts: list) -> tuple:
 
 def _key_order_with(order: list, part) -> list:
     """The key order after merging ``part`` into keys listed in ``order``, as
-    ``json_merge.merge`` orders ``properties``."""
+    ``merge.merge`` orders ``properties``."""
     names = list(part["properties"]) if isinstance(part, dict) and isinstance(part.get("properties"), dict) else []
     known = set(order)
     if known < set(names):

@@ -9,7 +9,7 @@ Real schemas branch on a property's value::
 Automaton algebra (the condition's automaton intersected with the object, or its
 superset subtracted) needs the condition's object in the same key order as the
 object's own, and the subtracted superset of an object ignores optional keys: the
-"else" side came out empty and the compiler called such schemas unsatisfiable.
+"else" side comes out empty, and such a schema reads as unsatisfiable.
 
 When the condition only says ``type: object``, ``required`` and ``properties``, its
 negation is a short union of schemas too: a value fails it when it is not an object
@@ -57,14 +57,30 @@ def negation(schema, deref=None, keys: list | None = None) -> list | None:
     ``schema`` is not an object schema of ``type``, ``required`` and ``properties``,
     an array schema of ``type``, ``minItems`` and ``maxItems`` (``items`` only
     ``true`` or ``false``), or (given ``deref``, which follows ``$ref`` and drops
-    keywords no draft defines) a ``oneOf`` with a branch that every value satisfies;
-    or a ``not`` of one of these. ``[]`` means nothing fails it.
+    keywords no draft defines) a ``oneOf`` with a branch that every value satisfies
+    or an ``anyOf`` / ``allOf`` of such schemas; or a ``not`` of one of these.
 
-    ``keys``: the only keys an object may have where the negation will be used (a
-    closed object: ``additionalProperties: false``). There an object schema may be
-    closed too: an object fails it by having one of those keys that it does not
-    list. (Without such a list, "some key not listed" is no union of schemas.)
-    Given ``deref``, an ``anyOf`` or ``allOf`` of such schemas too."""
+    Args:
+        schema: the schema to negate.
+        deref: follows a ``$ref`` (and drops undefined keywords); without it
+            ``oneOf`` / ``anyOf`` / ``allOf`` are not read.
+        keys: the only keys an object may have where the negation will be used (a
+            closed object: ``additionalProperties: false``). There an object schema
+            may be closed too: an object fails it by having one of those keys that
+            it does not list. (Without such a list, "some key not listed" is no
+            union of schemas.)
+
+    Returns:
+        The schemas of the union (``[]``: nothing fails ``schema``), or None.
+
+    Example::
+
+        >>> missing_r, bad_k = negation({"required": ["r"], "properties": {"k": {"type": "string"}}})
+        >>> missing_r
+        {'type': 'object', 'properties': {'r': False}}
+        >>> bad_k
+        {'type': 'object', 'required': ['k'], 'properties': {'k': {'not': {'type': 'string'}}}}
+    """
     if schema is True:
         return []
     if schema is False:
@@ -102,8 +118,8 @@ def _combined_negation(schema, word: str, deref, keys) -> list | None:
     a negation part per branch, all holding: ``not {"anyOf": [{"required": ["a"]},
     {"required": ["b"]}]}`` is the objects with neither key). Over-mode supersets of
     such an ``anyOf`` hold required keys found anywhere inside, so the algebra's
-    ``not`` refused ``{"a": {"ref": 1}}`` under ``not {"anyOf": [{"required":
-    ["ref"]}]}`` (o83286)."""
+    ``not`` would refuse ``{"a": {"ref": 1}}`` under ``not {"anyOf": [{"required":
+    ["ref"]}]}``."""
     if not schema[word]:
         return None
     parts = []
@@ -129,7 +145,21 @@ def choices_with(choices: list[dict], parts: list) -> list[dict]:
     part of another is dropped. The union of the choices is the same; there are far
     fewer of them where the negations share parts (GeoJSON's geometries: "no
     ``coordinates``" fails every shape at once, so a GeometryCollection's 256
-    choices against four shapes become 18)."""
+    choices against four shapes become 18).
+
+    Args:
+        choices: dicts from each part's JSON text (``sort_keys``) to the part.
+        parts: the schemas of which one must hold.
+
+    Returns:
+        The grown choices, in the same form.
+
+    Example::
+
+        >>> a, b = {"required": ["a"]}, {"required": ["b"]}
+        >>> [list(c.values()) for c in choices_with(choices_with([{}], [a, b]), [a])]
+        [[{'required': ['a']}]]
+    """
     named = {json.dumps(p, sort_keys=True): p for p in parts}
     grown: dict[frozenset, dict] = {}
     for c in choices:
@@ -170,7 +200,7 @@ def _array_negation(schema) -> list | None:
     ``items: false``, not empty); a value that is no array fails it only if
     ``type`` says array. Arrays with an ``items`` schema are left to the algebra:
     as a union, "some item fails it" is a ``contains`` of a negated schema, which
-    made compiling up to 40x slower on MaskBench's ``oneOf`` schemas."""
+    makes compiling up to 40x slower on MaskBench's ``oneOf`` schemas."""
     items = schema.get("items", True)
     lo, hi = schema.get("minItems", 0), schema.get("maxItems")
     if items not in (True, False, {}):
@@ -216,7 +246,17 @@ def _negated(schema):
 def conditional_as_union(schema: dict, deref) -> dict | None:
     """``schema`` (which has no ``anyOf`` of its own) with its ``if`` / ``then`` /
     ``else`` as an ``anyOf``, or None when the condition's negation is not a union of
-    schemas. ``deref`` follows ``$ref``."""
+    schemas. ``deref`` follows ``$ref``.
+
+    Example::
+
+        >>> holds, fails = conditional_as_union({"if": {"required": ["a"]}, "then": {"required": ["b"]}},
+        ...                                     lambda s: s)["anyOf"]
+        >>> holds
+        {'allOf': [{'required': ['a']}, {'required': ['b']}]}
+        >>> fails
+        {'allOf': [{'type': 'object', 'properties': {'a': False}}, True]}
+    """
     cond = deref(schema["if"])
     then, otherwise = schema.get("then", True), schema.get("else", True)
     negated = negation(cond, deref)
@@ -277,9 +317,17 @@ def conditionals_by_value(schema: dict, deref, view, holds) -> dict | None:
     the value ``"a"`` gets ``A`` and every other part's ``else``, and so on: one branch
     per listed value, one for any other value (when the key's own schema does not
     list its values; conditions must then list theirs) and one for the key's absence
-    (when it is optional). ``deref`` follows ``$ref``; ``view(schema)`` gives the
-    ``(types, required, properties)`` every value of a schema has (or None);
-    ``holds(value, schema)`` is the reference validator.
+    (when it is optional).
+
+    Args:
+        schema: the schema with the ``allOf``.
+        deref: follows a ``$ref``.
+        view: ``view(schema)`` gives the ``(types, required, properties, ...)`` every
+            value of a schema has, or None (``LogicCompiler.object_view``).
+        holds: ``holds(value, schema)``, the reference validator.
+
+    Returns:
+        ``{"anyOf": [...]}``, one branch per case, or None.
     """
     parts = [deref(p) for p in schema.get("allOf", [])]
     conds = [p for p in parts if isinstance(p, dict) and "if" in p]

@@ -39,7 +39,24 @@ def disjoint_pairs(c, branches, depth) -> set[tuple[int, int]]:
     both, each tried in the order of the module docstring: by types or keys
     (``"kind": {"const": "a"}`` against ``{"const": "b"}``, a string against an
     object), unless a sampled value shows an overlap, and last by disjoint
-    supersets of the whole branches."""
+    supersets of the whole branches.
+
+    Args:
+        c: the ``SchemaCompiler`` whose branches these are.
+        branches: ``(schema, pointer)`` per branch (``SchemaCompiler.branches``).
+        depth: the nesting depth of the ``oneOf``.
+
+    Returns:
+        The pairs shown apart; a pair left out may still be disjoint.
+
+    Example::
+
+        >>> from guided.grammars.json_schema import SchemaCompiler
+        >>> c = SchemaCompiler({}, "compact")
+        >>> schema = {"oneOf": [{"type": "string"}, {"type": "integer"}, {"type": "number", "minimum": 0}]}
+        >>> sorted(disjoint_pairs(c, c.branches(schema, "oneOf", "#"), 0))
+        [(1, 0), (2, 0)]
+    """
     views = [c.object_view(b, ptr) for b, ptr in branches]
     supersets: dict[int, DFA | None] = {}
 
@@ -71,7 +88,7 @@ def _apart_by_keys(c, a, b, view_a, view_b, depth, budget: list | None = None, n
     key (``_discriminated``), or, where one is itself a union (``anyOf`` /
     ``oneOf``), by each of its branches being apart from the other. (Composer's
     ``oneOf [repository, {"additionalProperties": false-only}]``, where
-    ``repository`` is six kinds of object, each with its own ``type`` tag, took
+    ``repository`` is six kinds of object, each with its own ``type`` tag, takes
     0.6 s to tell apart by supersets.) ``budget`` bounds the pairs looked at, and
     ``nest`` counts the key values this looks into (``_discriminated``)."""
     budget = [MAX_APART_PAIRS] if budget is None else budget
@@ -114,7 +131,7 @@ def _discriminated(c, a, b, depth, budget: list, nest: int = 0) -> bool:
     Values that are objects are told apart by their own keys the same way, up to
     ``MAX_APART_NESTING`` levels down, before any superset automaton: two rule
     kinds whose ``to`` objects differ by a key one requires and the other's
-    ``additionalProperties: false`` forbids (dependency-cruiser's rules, 0.13 s of
+    ``additionalProperties: false`` forbids (dependency-cruiser's rules: 0.13 s by
     supersets)."""
 
     # Values of both are objects when one side allows objects only (the other's key
@@ -173,7 +190,7 @@ def _presence_apart(c, a, b, view_a, view_b) -> bool:
     return True
 
 def _presence_nodes(c, schema, depth: int = 0) -> list:
-    """The presence conditions ``schema`` imposes on objects, as ``json_presence``
+    """The presence conditions ``schema`` imposes on objects, as ``presence``
     nodes (``holds`` reads them), gathered through ``allOf`` and ``$ref``."""
     try:
         schema = c.deref(schema, "#")
@@ -214,7 +231,7 @@ def _objects_apart(c, a, b, depth, budget: list, nest: int) -> bool:
     return _apart_by_keys(c, (a, "#"), (b, "#"), c.object_view(a, "#"), c.object_view(b, "#"), depth + 1, budget, nest)
 
 def _overlap_shown(c, a, b) -> bool:
-    """Whether a sampled value of either schema (``json_witness.sample``) or a small
+    """Whether a sampled value of either schema (``witness.sample``) or a small
     value of a simple kind (branches without ``type`` take any scalar) is valid under
     both, by the reference validator: then they overlap, and no superset automaton
     needs to show it."""
@@ -240,7 +257,7 @@ def _values_apart(c, a, b) -> bool | None:
     values is valid there (by the reference validator); any two schemas are not
     apart when a small witness (an empty container, a number, a string of a
     length both bounds name...) is valid under both. A ``maxLength: 1024``
-    string's superset, a long counter, took ~0.1 s to build."""
+    string's superset, a long counter, takes ~0.1 s to build."""
     try:
         a, b = c.deref(a, "#"), c.deref(b, "#")
     except SchemaError:

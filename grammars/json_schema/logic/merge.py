@@ -8,6 +8,7 @@ automata instead.
 
 from __future__ import annotations
 
+#: Keywords that constrain no value (annotations, and the stores of sub-schemas).
 ANNOTATIONS = {
     "title", "description", "default", "examples", "example", "$comment", "$schema", "$id",
     "id", "readOnly", "writeOnly", "deprecated", "contentMediaType", "contentEncoding",
@@ -16,7 +17,7 @@ ANNOTATIONS = {
 
 
 def json_equal(a, b) -> bool:
-    """JSON equality: ``true`` is not ``1``."""
+    """JSON equality: ``true`` is not ``1`` (but ``1`` is ``1.0``)."""
     if isinstance(a, bool) or isinstance(b, bool):
         return a is b
     return a == b
@@ -25,7 +26,22 @@ def json_equal(a, b) -> bool:
 
 def merge(a, b):
     """The keyword-level conjunction of two schemas, or None when that is not exact
-    (the caller then intersects automata instead)."""
+    (the caller then intersects automata instead).
+
+    Keys of ``properties`` follow ``a``'s order, then ``b``'s new ones (unless ``a``
+    names only keys ``b`` names too: then ``b``'s order); bounds take the tighter
+    value, ``required`` lists join, a key named on both sides gets an ``allOf`` of
+    its two schemas. ``False`` where the types cannot meet.
+
+    Example::
+
+        >>> merge({"properties": {"a": {}}, "required": ["a"]}, {"properties": {"b": {}}, "maxLength": 3})
+        {'properties': {'a': {}, 'b': {}}, 'required': ['a'], 'maxLength': 3}
+        >>> merge({"type": "string"}, {"type": "integer"})
+        False
+        >>> merge({"anyOf": [{}]}, {"anyOf": [{"type": "null"}]}) is None
+        True
+    """
     if a is True or a == {}:
         return b
     if b is True or b == {}:

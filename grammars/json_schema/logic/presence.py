@@ -27,13 +27,22 @@ from __future__ import annotations
 
 from .merge import ANNOTATIONS
 
+#: The logic keywords read here.
 LOGIC = ("allOf", "anyOf", "oneOf", "not")
+#: Most keys whose combinations of presence are enumerated (2 ** n evaluations).
 MAX_PRESENCE_KEYS = 8
 
 
 def presence_keys(schema: dict) -> list[str] | None:
     """The keys named by ``schema``'s logic keywords when every branch speaks only of
-    ``required`` (in properties order), else None."""
+    ``required`` (in properties order), else None (also where the logic needs no
+    algebra, names a key outside ``properties`` or more than ``MAX_PRESENCE_KEYS``).
+
+    Example::
+
+        >>> presence_keys({"properties": {"a": {}, "b": {}}, "not": {"required": ["b", "a"]}})
+        ['a', 'b']
+    """
     if not any(k in schema for k in LOGIC):
         return None
     named: list[str] = []
@@ -100,7 +109,14 @@ def presence_variants(schema: dict, keys: list[str]) -> list[dict]:
     """``schema`` without its logic keywords, once per implicant of the combinations
     of ``keys`` that satisfy them (``_cover``): the keys it has present required, those
     it has absent forbidden, the others as ``schema`` has them. Non-object types the
-    schema allows come as one more variant when the logic holds for them."""
+    schema allows come as one more variant when the logic holds for them.
+
+    Example::
+
+        >>> schema = {"type": "object", "properties": {"a": {}, "b": {}}, "not": {"required": ["a", "b"]}}
+        >>> [v["properties"] for v in presence_variants(schema, ["a", "b"])]
+        [{'a': False, 'b': {}}, {'a': {}, 'b': False}]
+    """
     logic = {k: schema[k] for k in LOGIC if k in schema}
     base = {k: v for k, v in schema.items() if k not in LOGIC}
     required = list(base.get("required", []) or [])

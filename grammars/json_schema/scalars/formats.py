@@ -1,7 +1,7 @@
 """Regexes for JSON Schema ``format`` values.
 
 Each regex describes the *decoded* string value (not its JSON-escaped text), in the
-Python ``re`` syntax that :func:`fsm.compile_regex` understands (``re.fullmatch``
+Python ``re`` syntax that :func:`guided.fsm.compile_regex` understands (``re.fullmatch``
 semantics, no lookarounds, ASCII classes spelled out: ``\\d`` / ``\\w`` would be
 Unicode).
 
@@ -229,12 +229,14 @@ def format_regex(name: str) -> str | None:
     value as an unconstrained string (JSON Schema makes ``format`` an annotation
     by default).
 
-    >>> import re
-    >>> bool(re.fullmatch(format_regex("date"), "2024-02-29"))
-    True
-    >>> bool(re.fullmatch(format_regex("date"), "2023-02-29"))
-    False
-    >>> format_regex("no-such-format") is None
-    True
+    Example::
+
+        >>> import re
+        >>> bool(re.fullmatch(format_regex("date"), "2024-02-29"))
+        True
+        >>> bool(re.fullmatch(format_regex("date"), "2023-02-29"))
+        False
+        >>> format_regex("no-such-format") is None
+        True
     """
     return FORMATS.get(name)

@@ -39,7 +39,17 @@ _OTHER, _MINUS, _DOT = 0, 1, 2  # byte classes; digit d is class 3 + d
 
 
 def exact_step(step) -> Fraction:
-    """The step as written in the schema: ``0.1`` is 1/10, not the float nearest it."""
+    """The step as written in the schema: ``0.1`` is 1/10, not the float nearest it.
+
+    Raises:
+        TypeError: ``step`` is not a number.
+        ValueError: ``step`` is not positive.
+
+    Example::
+
+        >>> exact_step(0.1), exact_step(3)
+        (Fraction(1, 10), Fraction(3, 1))
+    """
     if isinstance(step, bool) or not isinstance(step, (int, float)):
         raise TypeError(f"multipleOf must be a number, not {type(step).__name__}")
     value = Fraction(step) if isinstance(step, int) else Fraction(Decimal(repr(step)))
@@ -53,9 +63,14 @@ def multiple_of_dfa(step) -> DFA | None:
     whose value is an exact multiple of ``step``; None when it would need more than
     ``MAX_STATES`` states.
 
-    >>> d = multiple_of_dfa(0.25)
-    >>> [t for t in ("1", "1.5", "1.75", "1.750", "-2.25", "1.3", "0.125") if d.matches(t.encode())]
-    ['1', '1.5', '1.75', '1.750', '-2.25']
+    Raises:
+        TypeError, ValueError: as ``exact_step``.
+
+    Example::
+
+        >>> d = multiple_of_dfa(0.25)
+        >>> [t for t in ("1", "1.5", "1.75", "1.750", "-2.25", "1.3", "0.125") if d.matches(t.encode())]
+        ['1', '1.5', '1.75', '1.750', '-2.25']
     """
     value = exact_step(step)
     k = 0

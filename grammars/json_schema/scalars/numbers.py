@@ -1,6 +1,6 @@
 """Regexes for JSON numbers and integers within bounds, and integer multiples.
 
-All regexes are in the Python ``re`` syntax that :func:`fsm.compile_regex` accepts
+All regexes are in the Python ``re`` syntax that :func:`guided.fsm.compile_regex` accepts
 (``re.fullmatch`` semantics; only ASCII digit classes), and describe JSON number
 *text*:
 
@@ -217,13 +217,18 @@ def integer_range_regex(minimum: int | None = None, maximum: int | None = None) 
     """JSON integer texts whose value v satisfies ``minimum <= v <= maximum``.
 
     Exact for any Python ints (huge and negative bounds included); ``None`` is
-    unbounded. No leading zeros and no ``-0``. Raises ``ValueError`` when the range
-    is empty.
+    unbounded. No leading zeros and no ``-0``.
 
-    >>> import re
-    >>> p = integer_range_regex(-5, 120)
-    >>> [bool(re.fullmatch(p, s)) for s in ("-5", "-6", "0", "-0", "120", "121", "007")]
-    [True, False, True, False, True, False, False]
+    Raises:
+        ValueError: the range is empty.
+        TypeError: a bound is not an int (or None).
+
+    Example::
+
+        >>> import re
+        >>> p = integer_range_regex(-5, 120)
+        >>> [bool(re.fullmatch(p, s)) for s in ("-5", "-6", "0", "-0", "120", "121", "007")]
+        [True, False, True, False, True, False, False]
     """
     _check_int_bound("minimum", minimum)
     _check_int_bound("maximum", maximum)
@@ -419,13 +424,18 @@ def number_range_regex(
     Without any bound: the whole JSON number grammar (exponents and ``-0``
     included). With a bound: integer and ``int.frac`` texts, no negative zero, and
     exponent texts only under ``minimum=0`` or ``maximum=0`` alone; see the module
-    docstring for exactly which texts. Raises
-    ``ValueError`` when no number text can satisfy the bounds.
+    docstring for exactly which texts.
 
-    >>> import re
-    >>> p = number_range_regex(exclusive_minimum=0, maximum=1.5)
-    >>> [bool(re.fullmatch(p, s)) for s in ("0", "0.0", "0.001", "1", "1.5", "1.50", "1.51", "1e0")]
-    [False, False, True, True, True, True, False, False]
+    Raises:
+        ValueError: no number text can satisfy the bounds, or a bound is not finite.
+        TypeError: a bound is not an int or a float (or None).
+
+    Example::
+
+        >>> import re
+        >>> p = number_range_regex(exclusive_minimum=0, maximum=1.5)
+        >>> [bool(re.fullmatch(p, s)) for s in ("0", "0.0", "0.001", "1", "1.5", "1.50", "1.51", "1e0")]
+        [False, False, True, True, True, True, False, False]
     """
     lows = []
     highs = []
@@ -688,13 +698,19 @@ def integer_multiple_of_regex(
     most 256 of them; without bounds, a regex is derived from the mod-k automaton
     by state elimination for k <= ``MAX_MOD_K`` and kept if it stays within
     ``MAX_MULTIPLE_OF_REGEX`` characters (k = 3 and 6 fit; 7, 9, 11, 13... do not).
-    Otherwise ``None``: the caller should fall back to plain integers. Raises
-    ``ValueError`` for k <= 0 or when no multiple lies in the bounds.
+    Otherwise ``None``: the caller falls back to plain integers and
+    ``multiple_of.multiple_of_dfa``.
 
-    >>> import re
-    >>> p = integer_multiple_of_regex(5, minimum=-12, maximum=40)
-    >>> [s for s in ("-15", "-10", "-0", "0", "3", "35", "40", "45") if re.fullmatch(p, s)]
-    ['-10', '0', '35', '40']
+    Raises:
+        ValueError: k <= 0, or no multiple lies in the bounds.
+        TypeError: k or a bound is not an int.
+
+    Example::
+
+        >>> import re
+        >>> p = integer_multiple_of_regex(5, minimum=-12, maximum=40)
+        >>> [s for s in ("-15", "-10", "-0", "0", "3", "35", "40", "45") if re.fullmatch(p, s)]
+        ['-10', '0', '35', '40']
     """
     _check_int_bound("minimum", minimum)
     _check_int_bound("maximum", maximum)

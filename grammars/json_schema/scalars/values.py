@@ -1,7 +1,7 @@
 """JSON Schema scalars: ``enum`` / ``const``, the per-type dispatch (``typed``), numbers
 (exact range and ``multipleOf`` automata) and strings (length, ``pattern``, ``format``).
 
-Part of ``SchemaCompiler`` (``json_schema``), as a mixin: ``self`` is the compiler."""
+Part of ``SchemaCompiler`` (``compiler``), as a mixin: ``self`` is the compiler."""
 
 from __future__ import annotations
 
@@ -66,11 +66,30 @@ from .numbers import (
 
 
 class ScalarCompiler:
-    """The scalar values of ``SchemaCompiler``: see the module docstring."""
+    """The scalar values of ``SchemaCompiler`` (a mixin: ``self`` is the compiler).
+
+    ``SchemaCompiler.value`` calls ``enum`` for ``enum`` / ``const`` and ``typed``
+    once per JSON type a schema allows; ``is_valid`` (the reference validator) and
+    ``valid_texts`` serve the other parts' analyses.
+
+    Example::
+
+        >>> from guided.grammars.json_schema import compile_json_schema
+        >>> dfa = compile_json_schema({"type": "string", "maxLength": 3, "pattern": "^[a-z]+$"}, "compact")
+        >>> dfa.matches(b'"abc"'), dfa.matches(b'"abcd"'), dfa.matches(b'"ab1"')
+        (True, False, False)
+    """
 
     # -- enum / const ----------------------------------------------------------------
 
     def enum(self, nfa, schema, path):
+        """The compact texts of the listed values that satisfy the keywords beside
+        them (checked by the reference validator); in over mode every spelling of
+        them (``value_superset``).
+
+        Raises:
+            UnsatisfiableSchemaError: no listed value satisfies the other keywords.
+        """
         if "const" in schema:
             values = [schema["const"]]
         else:
@@ -139,6 +158,7 @@ class ScalarCompiler:
     # -- typed values ----------------------------------------------------------------
 
     def typed(self, nfa, t, schema, path, depth):
+        """The fragment of ``schema``'s values of JSON type ``t`` (a ``TYPES`` name)."""
         if t == "null":
             return nfa.byte_string(b"null")
         if t == "boolean":
@@ -154,6 +174,9 @@ class ScalarCompiler:
         return self.object(nfa, schema, path, depth)
 
     def number_dfa(self, t, schema, path) -> DFA:
+        """The DFA of the numbers (``t``: "integer" or "number") ``schema``'s bounds and
+        ``multipleOf`` allow; in over mode a superset (exponent forms and ``n.0``
+        integers kept)."""
         if self.over:
             # Superset: exponent forms and integer-valued decimals are never excluded
             # (both may hold integers); other decimals only from a number's bounds.
@@ -220,6 +243,15 @@ class ScalarCompiler:
     # -- strings ---------------------------------------------------------------------
 
     def string(self, nfa, schema, path):
+        """The fragment of the quoted strings ``schema`` allows: length bounds,
+        ``pattern`` (one, or a list from a merge), ``format``; each product built once
+        per compile, and large ones deferred until decoding reaches them.
+
+        Raises:
+            UnsatisfiableSchemaError: the constraints contradict each other.
+            UnsupportedSchemaError: a pattern this compiler cannot read, or a format
+                validators check but this compiler cannot enforce (``strict=True``).
+        """
         lo = schema.get("minLength", 0)
         hi = schema.get("maxLength")
         for k, v in (("minLength", lo), ("maxLength", hi)):
@@ -320,7 +352,7 @@ class ScalarCompiler:
         return body
 
     def _pattern_fragment(self, nfa, rx: str) -> tuple[int, int]:
-        """``json_text.pattern_body``, parsed and built once per compile and copied at
+        """``text.pattern_body``, parsed and built once per compile and copied at
         its other uses (schemas repeat their patterns: copying is several times
         cheaper than parsing the regex and building its Unicode classes again)."""
         small = small_pattern_dfa(rx)
