@@ -82,7 +82,8 @@ def main() -> None:
 
     print(f"Part 1: continuing neutral openings (temperature 1, top-p 0.9; top_k {TOP_K}, weight {WEIGHT})")
     for i, opening in enumerate(OPENINGS):
-        base = prompt_ids(tokenizer, "Continue this movie review.") + tokenizer(opening, add_special_tokens=False)["input_ids"]
+        base = (prompt_ids(tokenizer, "Continue this movie review.")
+                + tokenizer(opening, add_special_tokens=False)["input_ids"])
         print(f"\n=== opening {i + 1}: {opening!r}")
         for seed in SEEDS:
             for name, proc in arms.items():

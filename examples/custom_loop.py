@@ -1,5 +1,10 @@
 """Your own decoding loop with the matcher contract (what an inference engine does).
 
+Greedy decoding with a KV cache, written out: each step fills the matcher's bitmask,
+applies it to the logits in place, takes the argmax and accepts it, until the matcher
+is terminated or EOS comes. Then ``rollback`` undoes a token, as speculative decoding
+and beam search do.
+
     python examples/custom_loop.py
 """
 

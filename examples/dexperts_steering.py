@@ -90,7 +90,8 @@ def main() -> None:
                 scores[name].append(c)
                 if processors:  # one processor call per sampled token, EOS included
                     steered_steps += len(r.token_ids) + (r.finish_reason == "eos")
-                print(f"  seed {seed} {name:12s} VADER {c:+.3f}  {r.stats.tokens_per_s:4.1f} tok/s | ...{r.text.strip()!r}")
+                print(f"  seed {seed} {name:12s} VADER {c:+.3f}  {r.stats.tokens_per_s:4.1f} tok/s"
+                      f" | ...{r.text.strip()!r}")
         fp = (positive.forward_passes, negative.forward_passes)
         print(f"  (helper forward passes, positive / negative prompt: {fp[0]} / {fp[1]} "
               f"for {steered_steps} steered steps: one per step each)")

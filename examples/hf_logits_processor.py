@@ -1,5 +1,8 @@
 """Plug the guide into Hugging Face ``model.generate``: batched, sampled.
 
+``guided.LogitsProcessor(guide)`` in ``logits_processor=`` constrains two left-padded
+prompts, two samples each, to ISO dates (one fresh processor per ``generate`` call).
+
     python examples/hf_logits_processor.py
 """
 

@@ -10,9 +10,9 @@ so the large model gets most of the tuning's effect without its weights being to
 (e.g. Llama-2-70B base steered by Llama-2-7B-chat minus Llama-2-7B base).
 
 What exists offline here is one model, SmolLM2-135M-Instruct; no base / tuned pair of
-different sizes shares its vocabulary (see ../shared/MODELS.md). So this script only
-shows the arithmetic and the plumbing, with the *same* model in all three roles and
-"tuning" stood in for by the chat template:
+different sizes shares its vocabulary. So this script only shows the arithmetic and
+the plumbing, with the *same* model in all three roles and "tuning" stood in for by
+the chat template:
 
 - base:        the model reading the instruction as plain text, then a newline
                (``chat=False``: no chat template)

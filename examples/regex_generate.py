@@ -1,5 +1,9 @@
 """Regex-constrained generation with the default offline model.
 
+Four prompts, each with a regex its answer must match (a phone number, a fixed
+sentence with a free word, a rating, a JSON-shaped string); every output is checked
+with ``re.fullmatch`` and printed with its speed and mask cost per token.
+
     python examples/regex_generate.py
 """
 

@@ -11,6 +11,12 @@ Example::
     >>> result = guided.generate(model, tokenizer, "Give a date.", guided.Regex(r"\\d{4}-\\d{2}-\\d{2}"))
     >>> result.text, result.stats.tokens_per_s
 
+Beyond the names exported here: ``guided.steering`` (bias, penalties, DExperts,
+proxy-tuning, classifier guidance), ``guided.decoding.speculative`` (drafters),
+``guided.watermark`` (watermark and detection) and ``guided.models`` (the default
+model). The guide and matcher classes ``guided.compile`` returns (``FSMGuide``,
+``GrammarGuide``, ...) are internal: code against ``Guide`` and ``Matcher``.
+
 Layers, bottom to top (a module imports only from its own layer or below)::
 
     guided.errors                    the error types (imports nothing)

@@ -18,11 +18,26 @@ _SHIFTS: dict[torch.device, torch.Tensor] = {}
 
 
 def bitmask_words(vocab_size: int) -> int:
+    """The int32 words a bitmask row needs for ``vocab_size`` tokens."""
     return (vocab_size + 31) // 32
 
 
 def allocate_token_bitmask(batch_size: int, vocab_size: int, device="cpu") -> torch.Tensor:
     """A bitmask with every token allowed (all bits set), ready for ``fill_next_token_bitmask``.
+
+    Allocate it once and refill it every step. For decoding on an accelerator, a
+    host bitmask (the default) is filled by the matchers and copied by
+    ``apply_token_bitmask_``; pinning it (``.pin_memory()``) makes that copy
+    asynchronous.
+
+    Args:
+        batch_size: rows, one per sequence.
+        vocab_size: tokens to cover: the guide's ``vocab_size`` or the model's logits
+            width (bits past the vocabulary are cleared when a row is filled).
+        device: where the tensor lives.
+
+    Returns:
+        An int32 tensor ``[batch_size, ceil(vocab_size / 32)]`` of ``-1`` (all ones).
 
     Example::
 
@@ -36,10 +51,9 @@ def allocate_token_bitmask(batch_size: int, vocab_size: int, device="cpu") -> to
 class _HostView:
     """The numpy view of the last CPU bitmask tensor written: one slot.
 
-    ``Tensor.numpy()`` costs ~1 µs warm, but in a mask that has just walked a large
-    automaton (a first visit) it measured 10-160 µs in 1,600 of 3,100 such masks on a
-    MaskBench sample (400 schemas): the call goes through torch's dispatcher (a
-    ``detach`` and a new tensor), cold after the walk. A generation loop fills the
+    ``Tensor.numpy()`` costs ~1 µs warm, but right after a mask has walked a large
+    automaton (a first visit) it often costs 10-160 µs: the call goes through torch's
+    dispatcher (a ``detach`` and a new tensor), cold after the walk. A generation loop fills the
     same bitmask every step, so its view is kept. The view is taken again when the
     tensor, its storage or its shape is not the one seen last. The slot (one tuple,
     replaced whole, so threads filling rows at once never see half of one) keeps
@@ -90,9 +104,22 @@ def host_row(bitmask, index: int) -> np.ndarray | None:
 
 
 def unpack_token_bitmask(bitmask: torch.Tensor, vocab_size: int, *, invert: bool = False) -> torch.Tensor:
-    """bool ``[..., vocab_size]`` (True = allowed, or = disallowed with ``invert``).
+    """A bitmask as booleans, one per token.
 
-    Tokens past the bitmask's width are disallowed.
+    Args:
+        bitmask: int32 ``[..., words]``, on any device.
+        vocab_size: the width of the result; tokens past the bitmask's width are
+            disallowed.
+        invert: True marks the disallowed tokens instead.
+
+    Returns:
+        bool ``[..., vocab_size]`` on the bitmask's device: True = allowed (or, with
+        ``invert``, disallowed).
+
+    Example::
+
+        >>> unpack_token_bitmask(torch.tensor([[0b101]], dtype=torch.int32), 4)
+        tensor([[ True, False,  True, False]])
     """
     device = bitmask.device
     if device.type == "cpu":
@@ -118,10 +145,18 @@ def unpack_token_bitmask(bitmask: torch.Tensor, vocab_size: int, *, invert: bool
 def apply_token_bitmask_(logits: torch.Tensor, bitmask: torch.Tensor, indices=None) -> torch.Tensor:
     """Set disallowed logits to ``-inf`` in place; returns ``logits``.
 
-    ``logits`` is ``[batch, V]`` or ``[V]``; ``bitmask`` the matching ``[batch, W]`` or
-    ``[W]`` (moved to the logits' device if needed, asynchronously). ``indices``
-    (optional) lists the rows to mask, as in XGrammar: bitmask row ``r`` masks logits
-    row ``r``; other rows are left as they are.
+    Runs on the logits' device with tensor operations only (no host synchronisation).
+    Logits past the bitmask's width (a model's padded vocabulary) are disallowed.
+
+    Args:
+        logits: ``[batch, V]`` or ``[V]``, any float dtype and device.
+        bitmask: the matching int32 ``[batch, W]`` or ``[W]`` (moved to the logits'
+            device if needed, asynchronously).
+        indices: optional, the rows to mask, as in XGrammar: bitmask row ``r`` masks
+            logits row ``r``; other rows are left as they are.
+
+    Returns:
+        ``logits``, masked.
 
     Example::
 

@@ -14,7 +14,9 @@
     guided serve --key-file wm.key --port 8000         (POST /v1/watermark/detect)
     guided demo
 
-Generated text goes alone to stdout; progress and timing go to stderr.
+Generated text goes alone to stdout; progress and timing go to stderr. A spec that
+cannot be compiled (or a bad key file) fails with exit status 2 and a one-line
+message, before the model loads. ``guided <command> --help`` lists every option.
 """
 
 from __future__ import annotations
@@ -44,12 +46,13 @@ def _build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--lenient", action="store_true",
                      help="drop JSON Schema keywords that cannot be enforced (with a warning) instead of failing")
     gen.add_argument("prompt", help="the prompt ('-' reads it from stdin)")
-    gen.add_argument("--model", default=None, help="local Hugging Face model folder (default: SmolLM2-135M-Instruct)")
-    gen.add_argument("--max-tokens", type=int, default=256)
-    gen.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
-    gen.add_argument("--top-k", type=int, default=None)
-    gen.add_argument("--top-p", type=float, default=None)
-    gen.add_argument("--seed", type=int, default=None)
+    gen.add_argument("--model", default=None,
+                     help="local Hugging Face model folder or .gguf file (default: SmolLM2-135M-Instruct)")
+    gen.add_argument("--max-tokens", type=int, default=256, help="most new tokens (default 256)")
+    gen.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); above 0, sampling")
+    gen.add_argument("--top-k", type=int, default=None, help="sampling: keep the K best tokens")
+    gen.add_argument("--top-p", type=float, default=None, help="sampling: nucleus of probability P")
+    gen.add_argument("--seed", type=int, default=None, help="sampling: random seed (reproducible output)")
     gen.add_argument("--system", default=None, help="system message for the chat template")
     gen.add_argument("--no-chat", action="store_true", help="send the prompt raw, without the chat template")
     gen.add_argument("--threads", type=int, default=None, help="torch CPU threads")
@@ -59,14 +62,15 @@ def _build_parser() -> argparse.ArgumentParser:
                           "list of forced, lookup, early-exit[:LAYERS]")
     gen.add_argument("--num-draft-tokens", type=int, default=8, help="most tokens drafted per pass")
     gen.add_argument("--watermark-key-file", metavar="K", default=None,
-                     help="watermark the output with this key (red-green, gamma 0.25, delta 2)")
+                     help="watermark the output with this key (red-green, gamma 0.25, delta 2; with a spec, "
+                          "among its allowed tokens: detect with the same --schema)")
     gen.add_argument("--watermark-spelling", choices=("soft", "hard"), default=None,
                      help="with a spec: 'hard' (the default) keeps only green splits of fixed text "
                           "(stronger detection from token ids, none from text); 'soft' only biases them")
     gen.set_defaults(func=_cmd_generate)
 
     det = sub.add_parser("detect", help="test a text for the watermark; prints a JSON result")
-    det.add_argument("file", help="text file ('-' reads stdin)")
+    det.add_argument("file", help="text file ('-' reads stdin), tokenized with --tokenizer")
     _add_detector_options(det)
     det.add_argument("--schema", metavar="FILE.json", default=None,
                      help="the JSON Schema the text was generated under: grammar-aware detection")
@@ -78,13 +82,15 @@ def _build_parser() -> argparse.ArgumentParser:
 
     srv = sub.add_parser("serve", help="HTTP detection service (POST /v1/watermark/detect, GET /healthz, /docs)")
     _add_detector_options(srv)
-    srv.add_argument("--host", default="127.0.0.1")
-    srv.add_argument("--port", type=int, default=8000)
-    srv.add_argument("--max-body-bytes", type=int, default=2_000_000)
+    srv.add_argument("--host", default="127.0.0.1",
+                     help="interface to listen on (default 127.0.0.1: this machine only)")
+    srv.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
+    srv.add_argument("--max-body-bytes", type=int, default=2_000_000,
+                     help="larger request bodies get 413 (default 2000000)")
     srv.set_defaults(func=_cmd_serve)
 
     demo = sub.add_parser("demo", help="regex-constrained generation with the default model, with timing")
-    demo.add_argument("--threads", type=int, default=1)
+    demo.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     demo.set_defaults(func=_cmd_demo)
     return parser
 
@@ -94,11 +100,12 @@ def _add_detector_options(p) -> None:
     key.add_argument("--key-file", metavar="K", help="file holding the watermark key (at least 16 bytes)")
     key.add_argument("--key-env", metavar="VAR", help="environment variable holding the key")
     p.add_argument("--tokenizer", default=None, help="local tokenizer / model folder (default: SmolLM2's)")
-    p.add_argument("--gamma", type=float, default=0.25)
-    p.add_argument("--delta", type=float, default=2.0)
-    p.add_argument("--seeding", choices=("lefthash", "selfhash"), default="lefthash")
-    p.add_argument("--context-width", type=int, default=1)
-    p.add_argument("--z-threshold", type=float, default=4.0)
+    p.add_argument("--gamma", type=float, default=0.25, help="green fraction generation used (default 0.25)")
+    p.add_argument("--delta", type=float, default=2.0, help="bias generation used (default 2; not used by the test)")
+    p.add_argument("--seeding", choices=("lefthash", "selfhash"), default="lefthash",
+                   help="green-list seeding generation used (default lefthash)")
+    p.add_argument("--context-width", type=int, default=1, help="context tokens generation used (default 1)")
+    p.add_argument("--z-threshold", type=float, default=4.0, help="z-score from which text is watermarked (default 4)")
     p.add_argument("--count-repeats", action="store_true", help="score repeated n-grams every time")
 
 
@@ -314,7 +321,8 @@ def _watermark_processor(spec, tokenizer, key, spelling: str | None = None):
 
 DEMO_TASKS = [
     ("Give me a US phone number for a pizza place.", r"\(\d{3}\) \d{3}-\d{4}"),
-    ("When did Apollo 11 land on the moon? Answer with the date.", r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"),
+    ("When did Apollo 11 land on the moon? Answer with the date.",
+     r"(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"),
     ("Is the sky blue on a clear day? Answer yes or no.", r"(yes|no)"),
     ("Write an email address for Ada Lovelace.", r"[a-z]+(\.[a-z]+)?@[a-z]+\.(com|org|net)"),
     ("Give a JSON object with a person's name and age.", r'\{"name": "[A-Z][a-z]{1,15}", "age": [1-9][0-9]?\}'),

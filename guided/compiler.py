@@ -1,4 +1,4 @@
-"""``guided.compile``: a spec plus a tokenizer (or Vocabulary) gives a Guide."""
+"""``guided.compile``: a spec plus a tokenizer (or ``Vocabulary``) gives a ``Guide``, cached."""
 
 from __future__ import annotations
 
@@ -18,22 +18,45 @@ _lock = threading.Lock()
 
 
 def as_vocabulary(tokenizer_or_vocab) -> Vocabulary:
+    """A ``Vocabulary`` as given, or read from a Hugging Face tokenizer."""
     if isinstance(tokenizer_or_vocab, Vocabulary):
         return tokenizer_or_vocab
     return Vocabulary.from_tokenizer(tokenizer_or_vocab)
 
 
 def compile(spec, tokenizer_or_vocab, *, eager: bool | None = None) -> Guide:  # noqa: A001
-    """Compile ``spec`` for a tokenizer's vocabulary; the result is cached.
+    """Compile ``spec`` for a tokenizer's vocabulary into a ``Guide``.
 
-    ``spec`` is a ``guided.Regex``, a ``guided.JsonSchema``, a ``guided.Grammar``, or a JSON Schema given
-    directly as a dict or a pydantic model class. ``eager=True`` computes every
-    state's mask now, ``False`` on first visit, ``None`` decides by automaton size.
+    Results are cached (the 64 most recent, keyed by the spec, the vocabulary's
+    fingerprint and ``eager``), so compiling the same spec again is a lookup. One
+    guide serves every sequence under the spec, each with its own matcher. A regex or
+    a JSON Schema becomes a byte-level automaton whose states' token masks are
+    computed on demand (``FSMGuide``); a lark grammar or a recursive JSON Schema
+    becomes an Earley parser over a lexer (``GrammarGuide``); ``uniqueItems`` that
+    the automaton leaves open is checked beside it (``UniqueItemsGuide``).
+
+    Args:
+        spec: a ``guided.Regex``, ``guided.JsonSchema`` or ``guided.Grammar``, or a
+            JSON Schema given directly as a dict, a bool or a pydantic model class.
+        tokenizer_or_vocab: a Hugging Face tokenizer, or a ``guided.Vocabulary``.
+        eager: automaton guides only: ``True`` computes every state's mask now,
+            ``False`` on first visit, ``None`` decides by the automaton's size.
+
+    Returns:
+        The ``Guide``; its ``spec`` attribute is the spec it was compiled from.
+
+    Raises:
+        SpecError: the spec cannot be compiled (``RegexError``, ``SchemaError``,
+            ``GrammarError``, each naming where).
+        TypeError: ``spec`` is not a spec (a bare pattern string, say: wrap it as
+            ``guided.Regex(pattern)``).
 
     Example::
 
         >>> guide = guided.compile(guided.Regex(r"[0-9]{3}"), tokenizer)
         >>> matcher = guide.matcher()
+        >>> guided.compile({"type": "integer"}, tokenizer).spec
+        JsonSchema({'type': 'integer'}, whitespace='flexible', strict=True, key_order='schema')
     """
     vocab = as_vocabulary(tokenizer_or_vocab)
     spec = as_spec(spec)
@@ -54,6 +77,7 @@ def compile(spec, tokenizer_or_vocab, *, eager: bool | None = None) -> Guide:  #
 
 
 def _spec_key(spec):
+    """The spec's part of the cache key; a TypeError for what is not a spec."""
     if isinstance(spec, Regex):
         return ("regex", spec.pattern, spec.flags)
     if isinstance(spec, (JsonSchema, Grammar)):
@@ -66,6 +90,7 @@ def _spec_key(spec):
 
 
 def _compile_uncached(spec, vocab: Vocabulary, eager) -> Guide:
+    """The guide for one spec: an automaton, or the grammar engine where the spec needs it."""
     if isinstance(spec, Regex):
         return FSMGuide(compile_regex(spec.pattern, spec.flags), vocab, eager=eager)
     if isinstance(spec, JsonSchema):

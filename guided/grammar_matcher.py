@@ -24,7 +24,15 @@ _EOS_ACCEPTED = None  # history entry after EOS; nothing may follow it
 
 
 class GrammarGuide(Guide):
-    """A compiled lark grammar over one vocabulary. Make a ``matcher()`` per sequence.
+    """A compiled lark grammar (or recursive JSON Schema) over one vocabulary.
+
+    Internal: ``guided.compile`` returns one for a ``Grammar`` and for a
+    ``JsonSchema`` whose ``$ref`` recurses. Masks come from a ``GrammarIndex`` and are
+    cached per parser state. Make a ``matcher()`` per sequence.
+
+    Args:
+        grammar: the ``CompiledGrammar`` (terminal DFAs, CFG, ignored terminals).
+        vocab: the ``guided.Vocabulary``.
 
     Example::
 
@@ -42,6 +50,7 @@ class GrammarGuide(Guide):
         self._eos_row = self.index.eos_row
 
     def matcher(self) -> "GrammarMatcher":
+        """A fresh ``GrammarMatcher`` at the grammar's start."""
         return GrammarMatcher(self)
 
     def row(self, state) -> np.ndarray:
@@ -53,7 +62,10 @@ class GrammarGuide(Guide):
 
 
 class GrammarMatcher(StackMatcher):
-    """Sequence state under a ``GrammarGuide``: a stack of parse states (for rollback)."""
+    """Sequence state under a ``GrammarGuide``: a stack of parse states (for rollback).
+
+    Internal: made by ``GrammarGuide.matcher()``; see ``Matcher`` for the contract.
+    """
 
     __slots__ = ("guide", "_states")
 
@@ -63,7 +75,7 @@ class GrammarMatcher(StackMatcher):
 
     def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:
         """Write the allowed tokens into row ``index`` of ``bitmask`` (computed on the
-        CPU, copied to the bitmask's device); returns True."""
+        CPU, copied to the bitmask's device); returns True (see ``Matcher``)."""
         row = self.guide.row(self._states[-1])
         if write_host_row(bitmask, index, row):
             return True
@@ -73,6 +85,7 @@ class GrammarMatcher(StackMatcher):
         return True
 
     def accept_token(self, token_id: int) -> bool:
+        """Advance by one token; False (state unchanged) if not allowed (see ``Matcher``)."""
         state = self._states[-1]
         if state is _EOS_ACCEPTED:
             return False
@@ -89,6 +102,7 @@ class GrammarMatcher(StackMatcher):
         return True
 
     def is_accepting(self) -> bool:
+        """The text so far is a sentence of the grammar, or EOS was accepted."""
         state = self._states[-1]
         return state is _EOS_ACCEPTED or self.guide.index.can_end(state)
 

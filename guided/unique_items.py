@@ -262,13 +262,21 @@ def _candidates(vocab) -> _Candidates:
 
 class UniqueItemsGuide(Guide):
     """A JSON Schema guide whose ``uniqueItems`` on open kinds of items is checked
-    beside the automaton; ``guided.compile`` makes one where the schema needs it.
+    beside the automaton (see the module docstring).
+
+    Internal: ``guided.compile`` wraps the schema's guide in one where the schema
+    needs it.
+
+    Args:
+        base: the guide of everything but those ``uniqueItems`` (an ``FSMGuide`` or a
+            ``GrammarGuide``).
+        sites: where the checked arrays stand in a document (``SiteMap``).
 
     Example::
 
         >>> guide = guided.compile({"type": "array", "items": {"type": "string"}, "uniqueItems": True}, tok)
         >>> m = guide.matcher()
-        >>> [m.accept_token(t) for t in tok.encode('["a","a"]', add_special_tokens=False)][-1]
+        >>> m.accept_tokens(tok.encode('["a","a"]', add_special_tokens=False))   # '"]' completes a repeat
         False
     """
 
@@ -279,6 +287,7 @@ class UniqueItemsGuide(Guide):
         self.candidates = _candidates(base.vocab)
 
     def matcher(self) -> "UniqueItemsMatcher":
+        """A fresh ``UniqueItemsMatcher`` at the start of the document."""
         return UniqueItemsMatcher(self, self.base.matcher())
 
     def needs(self, state) -> np.ndarray | None:
@@ -327,7 +336,10 @@ class UniqueItemsGuide(Guide):
 
 
 class UniqueItemsMatcher(Matcher):
-    """A base matcher and the tracker's state after each token (for ``rollback``)."""
+    """A base matcher and the tracker's state after each token (for ``rollback``).
+
+    Internal: made by ``UniqueItemsGuide.matcher()``; see ``Matcher`` for the contract.
+    """
 
     __slots__ = ("guide", "base", "_states", "_text")
 
@@ -338,6 +350,7 @@ class UniqueItemsMatcher(Matcher):
         self._text = bytearray(text)
 
     def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:
+        """The base mask less the tokens that would complete a repeated item; returns True."""
         self.base.fill_next_token_bitmask(bitmask, index)
         state, pos = self._states[-1]
         need = self.guide.needs(state)
@@ -365,6 +378,7 @@ class UniqueItemsMatcher(Matcher):
         return True
 
     def accept_token(self, token_id: int) -> bool:
+        """Advance base and tracker; False (state unchanged) if either refuses the token."""
         if not self.base.accept_token(token_id):
             return False
         state, pos = self._states[-1]
@@ -386,18 +400,22 @@ class UniqueItemsMatcher(Matcher):
 
     @property
     def num_tokens(self) -> int:
+        """How many tokens were accepted (EOS included)."""
         return len(self._states) - 1
 
     def rollback(self, num_tokens: int = 1) -> None:
+        """Undo the last ``num_tokens`` tokens in both (see ``Matcher``)."""
         self.base.rollback(num_tokens)  # (checks the count)
         if num_tokens:
             del self._states[-num_tokens:]
             del self._text[self._states[-1][1] :]
 
     def fork(self) -> "UniqueItemsMatcher":
+        """An independent copy: the base forked, the tracker states and text copied."""
         return UniqueItemsMatcher(self.guide, self.base.fork(), self._states, self._text)
 
     def reset(self) -> None:
+        """Back to the start of the document."""
         self.base.reset()
         del self._states[1:]
         self._text.clear()

@@ -6,13 +6,22 @@
 scored, each position uses its true null probability), with exact p-values and a
 windowed search for watermarked spans in mixed text.
 
+With ``guided.generate`` the processor goes in the ``watermark=`` argument, applied
+last, after the grammar mask, the processors and the sampling warpers (never in
+``processors=``); with ``model.generate`` it is a plain logits processor.
+
 Example::
 
+    import guided
     from guided.watermark import WatermarkDetector, WatermarkLogitsProcessor, load_key
+
     key = load_key("wm.key")
+    r = guided.generate(model, tokenizer, "Write a haiku.", temperature=1.0,
+                        watermark=WatermarkLogitsProcessor(len(tokenizer), key))
+    WatermarkDetector(tokenizer, key).detect(r.token_ids).z_score
+
     out = model.generate(**inputs, do_sample=True,
                          logits_processor=[WatermarkLogitsProcessor(len(tokenizer), key)])
-    WatermarkDetector(tokenizer, key).detect(text).z_score
 """
 
 from .config import WatermarkConfig, load_key

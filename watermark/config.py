@@ -18,6 +18,20 @@ PRFS = ("blake2", "hf")
 class WatermarkConfig:
     """What generation and detection must agree on (the key aside).
 
+    Attributes:
+        gamma: the green fraction of the vocabulary, strictly between 0 and 1.
+        delta: the bias added to green logits, at least 0.
+        seeding: ``"lefthash"`` (the green list depends on the previous
+            ``context_width`` tokens) or ``"selfhash"`` (on the candidate too: one
+            edited context token changes it less).
+        context_width: how many previous tokens seed the green list, at least 1.
+        hard: green tokens only (red ones get ``-inf``) instead of a ``delta`` bias.
+        prf: ``"blake2"`` (our keyed PRF) or ``"hf"`` (Hugging Face's green lists,
+            lefthash only, to detect text transformers watermarked).
+
+    Raises:
+        ValueError: a value out of range, or ``prf="hf"`` with ``"selfhash"``.
+
     Example::
 
         >>> WatermarkConfig(gamma=0.25, delta=2.0).seeding
@@ -63,7 +77,27 @@ def as_key(key) -> bytes:
 
 
 def load_key(path: str | None = None, env: str | None = None) -> bytes:
-    """Read a key from a file (surrounding whitespace stripped) or an environment variable."""
+    """Read a watermark key from a file or an environment variable.
+
+    Keys are secret bytes, at least 16 of them; surrounding whitespace (a trailing
+    newline) is stripped, so generate and detect with keys read the same way.
+
+    Args:
+        path: a file holding the key (tried first).
+        env: the name of an environment variable holding it.
+
+    Returns:
+        The key bytes (keys over 64 bytes are hashed down to 64).
+
+    Raises:
+        ValueError: neither given, the file unreadable, the variable unset, or the
+            key shorter than 16 bytes.
+
+    Example::
+
+        >>> key = load_key("wm.key")                 # head -c 32 /dev/urandom | base64 > wm.key
+        >>> key = load_key(env="GUIDED_WATERMARK_KEY")
+    """
     if path:
         try:
             with open(path, "rb") as f:

@@ -42,6 +42,31 @@ class DetectionResult:
     times the number of spans tried (Bonferroni), and ``span`` gives the span in
     token indices. ``is_watermarked``: ``z_score >= threshold``, or in windowed mode
     the corrected p-value at most the normal tail at ``threshold``.
+
+    Attributes:
+        z_score: the z-statistic of the green count against its null mean.
+        p_value: the exact one-sided p-value (Bonferroni-corrected in windowed mode).
+        num_tokens_scored: the positions scored (in the span, in windowed mode).
+        num_green: the green ones among them.
+        green_fraction: ``num_green / num_tokens_scored`` (0 when none scored).
+        is_watermarked: the verdict at ``threshold``.
+        threshold: the z threshold.
+        green_flags: per token, True / False / None (not scored).
+        config: the detector's public fingerprint (settings, tokenizer hash, key id).
+        mode: ``"naive"`` or ``"grammar"``.
+        num_tokens: the tokens read.
+        num_forced: positions the grammar left no real choice at.
+        span: windowed mode: ``(start, end)`` token indices of the best span.
+        windows_searched: windowed mode: the spans tried.
+        grammar_mismatch_at: the first token the grammar refused (the rest was
+            scored naively), or None.
+        extra: free for callers.
+
+    Example::
+
+        >>> r = detector.detect(text)
+        >>> r.is_watermarked, r.z_score, r.p_value
+        >>> json.dumps(r.as_dict())
     """
 
     z_score: float
@@ -62,6 +87,7 @@ class DetectionResult:
     extra: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
+        """Every field as plain data (``span`` a list), for JSON."""
         d = asdict(self)
         d["span"] = list(self.span) if self.span is not None else None
         return d
@@ -70,15 +96,35 @@ class DetectionResult:
 class WatermarkDetector:
     """Detect this key's red-green watermark in a text or a list of token ids.
 
+    The settings must be those generation used (``WatermarkLogitsProcessor``);
+    ``delta`` and ``hard`` do not change the test, but go into the fingerprint.
     ``prf="hf"`` scores with Hugging Face's green lists instead (an integer key, as
     transformers' ``WatermarkingConfig.hashing_key``; lefthash only), for text
-    watermarked by ``model.generate(watermarking_config=...)``.
+    watermarked by ``model.generate(watermarking_config=...)``. Read-only once built:
+    one detector may serve several threads.
+
+    Args:
+        tokenizer: the generating model's tokenizer (None: token ids only).
+        key: the secret key (bytes or str, ``load_key``), or an int with ``prf="hf"``.
+        gamma: as in ``WatermarkConfig``.
+        delta: as in ``WatermarkConfig``.
+        seeding: as in ``WatermarkConfig``.
+        context_width: as in ``WatermarkConfig``.
+        hard: as in ``WatermarkConfig``.
+        prf: ``"blake2"`` or ``"hf"``.
+        z_threshold: the z-score from which a text is called watermarked.
+        ignore_repeated_ngrams: score each (context, token) n-gram once.
+        vocab_size: the processor's ``vocab_size``; None: ``len(tokenizer)``.
+
+    Raises:
+        ValueError: a setting out of range, or a key shorter than 16 bytes.
 
     Example::
 
-        >>> det = WatermarkDetector(tokenizer, key=open("wm.key", "rb").read())
+        >>> det = WatermarkDetector(tokenizer, load_key("wm.key"))
         >>> r = det.detect("some text")
         >>> r.z_score, r.p_value, r.is_watermarked
+        >>> det.detect(result.token_ids, guide=guide).is_watermarked     # grammar-aware
     """
 
     def __init__(
@@ -113,16 +159,51 @@ class WatermarkDetector:
     # -- public API --------------------------------------------------------------------
 
     def tokenize(self, text: str) -> list[int]:
+        """The ids detection scores for ``text`` (no special tokens added).
+
+        Raises:
+            ValueError: the detector has no tokenizer.
+        """
         if self.tokenizer is None:
             raise ValueError("this detector has no tokenizer: pass token ids")
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def detect(self, text_or_ids, guide=None, *, window: bool = False, min_window: int = 32,
                from_text: bool | None = None) -> DetectionResult:
-        """Score one text (str) or token id list; ``guide`` (a compiled guide or a spec:
-        schema dict, pydantic class, ``guided.Regex``) makes detection grammar-aware.
-        ``from_text=True`` says the ids are ``tokenize(text)``, not the model's own ids
-        (the default: True for a str, False for ids)."""
+        """Test one text, or one sequence of token ids, for the watermark.
+
+        Token ids (``GenerationResult.token_ids``) are best: the model's own split
+        carries signal that re-tokenised text loses. Grammar-aware detection replays
+        the spec's matcher: forced positions are not scored, and each scored one has
+        its true null probability; where the text leaves the grammar, the rest is
+        scored naively (``grammar_mismatch_at``).
+
+        Args:
+            text_or_ids: a str (tokenized with ``tokenize``), or token ids (a list or
+                a tensor).
+            guide: None (naive), or the guide or spec generation used: a compiled
+                guide, a ``guided.JsonSchema`` / ``Regex`` / ``Grammar``, a schema
+                dict or a pydantic class (with the same whitespace and key order).
+            window: find the most watermarked span instead of testing the whole.
+            min_window: the shortest span tried, in scored tokens.
+            from_text: whether the ids are ``tokenize(text)`` rather than the
+                model's own (then positions where only the split was open are not
+                scored); None: True for a str, False for ids.
+
+        Returns:
+            A ``DetectionResult``.
+
+        Raises:
+            ValueError: negative or nested ids, a str or spec without a tokenizer,
+                or a guide with ``prf="hf"``.
+            SpecError: ``guide`` is a spec that cannot be compiled.
+
+        Example::
+
+            >>> detector.detect(r.token_ids).z_score
+            >>> detector.detect(r.text, guide=guided.JsonSchema(schema, whitespace="compact"))
+            >>> detector.detect(mixed_text, window=True).span
+        """
         ids = self._ids(text_or_ids)
         if guide is not None:
             # Text is re-tokenised canonically: where only the split was open, the
@@ -136,12 +217,19 @@ class WatermarkDetector:
         return self._result(ids, green, scored, probs, mode, forced, mismatch, window, min_window)
 
     def detect_batch(self, texts_or_ids) -> list[DetectionResult]:
-        """Naive detection of many texts, vectorised across all of them."""
+        """Naive detection of many texts (or id lists), vectorised across all of them.
+
+        Returns:
+            One ``DetectionResult`` per input, as ``detect`` (naive, no window) gives.
+        """
         all_ids = [self._ids(t) for t in texts_or_ids]
         if not all_ids:
             return []
         lengths = np.array([len(a) for a in all_ids])
-        flat = np.concatenate([np.asarray(a, dtype=np.int64) for a in all_ids]) if lengths.sum() else np.zeros(0, np.int64)
+        if lengths.sum():
+            flat = np.concatenate([np.asarray(a, dtype=np.int64) for a in all_ids])
+        else:
+            flat = np.zeros(0, np.int64)
         doc = np.repeat(np.arange(len(all_ids)), lengths)
         green, scored, probs = self._score(flat, doc)
         out, start = [], 0
@@ -240,7 +328,8 @@ class WatermarkDetector:
                     seen.add(ngram)
                     ctx = ids[i - w : i][None, :] % self.vocab_size
                     k = green_count_among(len(allowed), self.config.gamma)
-                    keys = rank_keys(values(ctx_table, cand_table, ctx, allowed[None, :], self.config.seeding)[0], allowed)
+                    vals = values(ctx_table, cand_table, ctx, allowed[None, :], self.config.seeding)[0]
+                    keys = rank_keys(vals, allowed)
                     green[i] = int((keys < keys[j]).sum()) < k
                     scored[i] = True
                     probs[i] = k / len(allowed)

@@ -32,7 +32,10 @@ class WatermarkLogitsProcessor:
     the tokenisation, never the text: signal that token ids keep and re-tokenised text
     loses (see ``watermark.spelling``). ``WatermarkDetector.detect(..., guide=...)``
     replays the same rule, so every real choice carries signal and forced tokens are
-    not scored. Use it instead of (not after) ``guided.LogitsProcessor``.
+    not scored. Use it instead of (not after) ``guided.LogitsProcessor`` in
+    ``model.generate``; in ``guided.generate``, pass it as ``watermark=`` (it then runs
+    last, after the mask, the processors and the sampling warpers), with the same
+    guide as the spec.
 
     With a guide, ``spelling="hard"`` (the default there) goes further at those
     positions: only green tokens may be chosen. The text is the same whatever the split,
@@ -42,10 +45,35 @@ class WatermarkLogitsProcessor:
     ``spelling="soft"`` only biases the split, like any other position. Without a guide
     there are no such positions and the spelling is "soft".
 
+    A processor with a guide follows one generation at a time (the guide's matchers):
+    ``guided.generate`` calls ``reset()`` at the start of each call; with
+    ``model.generate``, call ``reset()`` (or make a new one) before each call.
+
+    Args:
+        vocab_size: the tokenizer's size (``len(tokenizer)``); the detector must use
+            the same.
+        key: the secret key, bytes or str, at least 16 bytes (``load_key``).
+        gamma: the green fraction, strictly between 0 and 1.
+        delta: the bias added to green logits.
+        seeding: ``"lefthash"`` or ``"selfhash"`` (``WatermarkConfig``).
+        context_width: previous tokens that seed the green list.
+        hard: red tokens get ``-inf`` instead of green ones ``+delta``.
+        guide: a compiled guide: grammar-aware green lists (see above).
+        spelling: ``"hard"`` or ``"soft"``, with a guide only; None: ``"hard"`` with a
+            guide, ``"soft"`` without.
+
+    Raises:
+        ValueError: a setting out of range, an unknown ``spelling``, or
+            ``spelling="hard"`` without a guide.
+
     Example::
 
-        >>> wm = WatermarkLogitsProcessor(len(tokenizer), key=open("wm.key", "rb").read())
+        >>> key = load_key("wm.key")
+        >>> wm = WatermarkLogitsProcessor(len(tokenizer), key)
         >>> out = model.generate(**inputs, do_sample=True, logits_processor=[wm])
+        >>> guide = guided.compile(spec, tokenizer)
+        >>> r = guided.generate(model, tokenizer, prompt, guide, temperature=1.0,
+        ...                     watermark=WatermarkLogitsProcessor(len(tokenizer), key, guide=guide))
     """
 
     def __init__(
@@ -93,7 +121,17 @@ class WatermarkLogitsProcessor:
         return got
 
     def green_mask(self, input_ids: torch.Tensor, width: int, allowed: torch.Tensor | None = None) -> torch.Tensor:
-        """bool ``[batch, width]``: the green tokens for each row's next position."""
+        """The green tokens for each row's next position.
+
+        Args:
+            input_ids: ``[batch, T]``; the last ``context_width`` ids seed the list.
+            width: the scores' width (ids past ``vocab_size`` are never green).
+            allowed: bool ``[batch, >= vocab_size]``, the grammar's allowed tokens:
+                the green list is drawn among them; None: over the whole vocabulary.
+
+        Returns:
+            bool ``[batch, width]`` on ``input_ids``' device.
+        """
         device = input_ids.device
         ctx_table, cand_table = self._device_tables(device)
         w = self.config.context_width
@@ -120,6 +158,7 @@ class WatermarkLogitsProcessor:
         return green
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """The watermarked scores: with a guide, masked first, then ``bias``."""
         bitmask = None
         if self._mask is not None:
             scores = self._mask(input_ids, scores)

@@ -38,7 +38,8 @@ class DetectRequest(BaseModel):
     json_schema: dict | bool | None = Field(
         None, alias="schema", description="JSON Schema the text was generated under: grammar-aware detection")
     whitespace: str | dict = Field(
-        "flexible", description='with schema: the JSON whitespace generation used ("flexible", "compact", {"indent": n})')
+        "flexible",
+        description='with schema: the JSON whitespace generation used ("flexible", "compact", {"indent": n})')
     key_order: str = Field("schema", description='with schema: the key order generation used ("schema" or "any")')
     window: bool = Field(False, description="find the most watermarked span (p-value corrected for the search)")
     min_window: int = Field(32, ge=4, le=100_000, description="shortest span tried in window mode (tokens)")
@@ -97,13 +98,23 @@ async def _too_large(send, limit: int) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def create_app(detector: WatermarkDetector, *, max_body_bytes: int = MAX_BODY_BYTES, max_tokens: int = MAX_TOKENS) -> FastAPI:
-    """The FastAPI app serving ``detector``.
+def create_app(detector: WatermarkDetector, *, max_body_bytes: int = MAX_BODY_BYTES,
+               max_tokens: int = MAX_TOKENS) -> FastAPI:
+    """The FastAPI app serving ``detector`` (endpoints and errors: the module docstring).
+
+    Args:
+        detector: the detector; its key never leaves it.
+        max_body_bytes: larger request bodies are refused with 413 (0: no limit).
+        max_tokens: requests with more tokens are refused with 413.
+
+    Returns:
+        The ``FastAPI`` app, for any ASGI server (or ``fastapi.testclient``).
 
     Example::
 
         >>> app = create_app(WatermarkDetector(tokenizer, load_key("wm.key")))
         >>> uvicorn.run(app, host="127.0.0.1", port=8000)
+        >>> httpx.post("http://127.0.0.1:8000/v1/watermark/detect", json={"text": "..."}).json()["z_score"]
     """
     app = FastAPI(
         title="guided watermark detection",
@@ -149,7 +160,20 @@ def _compile_schema(detector: WatermarkDetector, request: DetectRequest):
 
 
 def serve(detector: WatermarkDetector, host: str = "127.0.0.1", port: int = 8000, **limits) -> None:
-    """Run the service until interrupted (uvicorn; access logs carry no bodies)."""
+    """Run the service until interrupted (uvicorn; access logs carry no bodies).
+
+    ``guided serve --key-file K`` calls it.
+
+    Args:
+        detector: the detector to serve.
+        host: the interface to listen on (``127.0.0.1``: this machine only).
+        port: the TCP port.
+        **limits: ``max_body_bytes`` and ``max_tokens``, as for ``create_app``.
+
+    Example::
+
+        >>> serve(WatermarkDetector(load_tokenizer(), load_key("wm.key")), port=8000)
+    """
     import uvicorn
 
     uvicorn.run(create_app(detector, **limits), host=host, port=port, log_level="info")

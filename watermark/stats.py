@@ -34,7 +34,8 @@ def binomial_sf(g: int, t: int, p: float) -> float:
         return 1.0
     if g > t:
         return 0.0
-    first = math.lgamma(t + 1) - math.lgamma(g + 1) - math.lgamma(t - g + 1) + g * math.log(p) + (t - g) * math.log1p(-p)
+    first = (math.lgamma(t + 1) - math.lgamma(g + 1) - math.lgamma(t - g + 1)
+             + g * math.log(p) + (t - g) * math.log1p(-p))
     k = np.arange(g, t, dtype=np.float64)  # pmf(k + 1) / pmf(k) = (t - k) / (k + 1) * p / (1 - p)
     steps = np.log((t - k) / (k + 1)) + (math.log(p) - math.log1p(-p))
     log_pmf = first + np.concatenate([[0.0], np.cumsum(steps)])

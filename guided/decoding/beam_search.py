@@ -26,8 +26,28 @@ from .step import next_token_scores
 
 def beam_search(model, prompt_ids, guide, eos_ids, num_beams: int, max_new_tokens: int,
                 processors=(), length_penalty: float = 1.0):
-    """Returns ``(token ids, finish reason)`` of the best hypothesis; see the module
-    docstring. ``guide`` may be None (unconstrained beam search)."""
+    """Constrained beam search (see the module docstring); ``generate(...,
+    num_beams=k)`` calls it.
+
+    Args:
+        model: a Hugging Face causal LM whose cache has ``reorder_cache``.
+        prompt_ids: the prompt's token ids.
+        guide: a compiled ``Guide``, or None (unconstrained beam search).
+        eos_ids: the ids that end a hypothesis.
+        num_beams: k, the live beams kept.
+        max_new_tokens: the most tokens a hypothesis may have.
+        processors: as for ``generate``, run between the two masks on every beam.
+        length_penalty: finished hypotheses rank by ``score / length ** length_penalty``.
+
+    Returns:
+        ``(token ids, finish reason)`` of the best hypothesis; the reason is
+        ``"eos"``, ``"complete"`` or ``"length"``, as in ``GenerationResult``.
+
+    Example::
+
+        >>> r = guided.generate(model, tokenizer, "Capital of France?", guided.Regex(r"[A-Z][a-z]+"), num_beams=4)
+        >>> r.text, r.finish_reason
+    """
 
     device = model.device
     prompt = torch.tensor([prompt_ids], dtype=torch.long, device=device)

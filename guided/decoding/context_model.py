@@ -25,6 +25,13 @@ class ContextModel:
     model generated after its prompt (contrastive prompts for DExperts). The base
     prompt's length is taken at the first call; ``reset()`` starts over.
 
+    Args:
+        model: a causal LM over the base model's vocabulary, on any device.
+        prompt_ids: its own prompt's token ids, or None to read the base model's ids.
+
+    Attributes:
+        forward_passes: the model's forward passes so far (one per step).
+
     Example::
 
         >>> positive = ContextModel(model, tokenizer("Write a happy review:")["input_ids"])
@@ -39,12 +46,14 @@ class ContextModel:
         self.reset()
 
     def reset(self) -> None:
+        """Forget the sequence read so far (cache, base prompt length)."""
         self._base_start: int | None = None
         self._cache = None
         self._ids: torch.Tensor | None = None  # what the cache holds, [batch, n]
         self._last: torch.Tensor | None = None
 
     def _own_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """What this model reads: its own prompt (if any), then the base model's output."""
         if self._base_start is None:
             self._base_start = input_ids.shape[-1]
         if self.prompt_ids is None:
@@ -54,7 +63,15 @@ class ContextModel:
 
     @torch.inference_mode()
     def logits(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Next-token logits after ``input_ids`` (the base model's ids), ``[batch, vocab]``."""
+        """Next-token logits after ``input_ids`` (the base model's ids).
+
+        Args:
+            input_ids: ``[batch, T]``, the base model's prompt and output so far.
+
+        Returns:
+            float32 ``[batch, vocab]`` on the model's device; the same tensor again
+            when asked twice for the same ids.
+        """
         own = self._own_ids(input_ids).to(self.model.device)
         shared = self._shared_prefix(own)
         if shared == own.shape[1] and self._last is not None:

@@ -3,7 +3,8 @@
 One step::
 
     logits = model(last token, cache)          # [1, V_model]
-    mask (spec) -> user processors -> temperature / top-k / top-p -> sample
+    scores = next_token_scores(...)            # mask -> processors -> mask -> warpers -> watermark
+    token = argmax or sample
     matcher.accept_token(token)                # stop on EOS or when nothing can follow
     matcher.fill_next_token_bitmask(...)       # next step's mask, before the next forward
 """
@@ -28,6 +29,29 @@ from .step import next_token_scores
 
 @dataclass
 class GenerationStats:
+    """Counts and timings of one ``generate`` call (seconds, ``time.perf_counter``).
+
+    Attributes:
+        prompt_tokens: tokens in the prompt (after the chat template).
+        new_tokens: tokens generated (EOS not counted).
+        compile_s: spec -> guide (0 when a compiled guide was given, or a cached one).
+        prefill_s: the prompt's forward pass (inside ``decode_s`` for beam search and
+            speculative decoding).
+        decode_s: every later step, forward passes included.
+        mask_s: filling masks and advancing matchers (applying them is part of the step).
+        total_s: the whole call.
+        target_forward_passes: speculative decoding: the model's forward passes.
+        draft_tokens: speculative decoding: tokens proposed by the drafters.
+        accepted_draft_tokens: speculative decoding: drafted tokens kept after
+            verification.
+
+    Example::
+
+        >>> s = guided.generate(model, tokenizer, "Hi", guided.Regex("Hello[.!]")).stats
+        >>> s.tokens_per_s, s.mask_us_per_token, s["new_tokens"]
+        >>> s.as_dict()
+    """
+
     prompt_tokens: int = 0
     new_tokens: int = 0
     compile_s: float = 0.0      # spec -> guide (0 when a compiled guide was given or cached)
@@ -51,9 +75,11 @@ class GenerationStats:
 
     @property
     def mask_us_per_token(self) -> float:
+        """Microseconds of mask work (``mask_s``) per new token."""
         return 1e6 * self.mask_s / self.new_tokens if self.new_tokens else 0.0
 
     def as_dict(self) -> dict:
+        """Every field, plus ``tokens_per_s`` and ``mask_us_per_token`` (rounded)."""
         d = asdict(self)
         d["tokens_per_s"] = round(self.tokens_per_s, 2)
         d["mask_us_per_token"] = round(self.mask_us_per_token, 1)
@@ -64,11 +90,22 @@ class GenerationStats:
 class GenerationResult:
     """What ``generate`` returns: the text, its value, the tokens and timing.
 
-    ``finish_reason`` is ``"eos"`` (the model ended, where the spec allows),
-    ``"complete"`` (the spec admits nothing more), or ``"length"`` (``max_new_tokens``
-    ran out; the text may then be an unfinished match). ``value`` is the parsed JSON
-    for a JSON Schema (a validated model instance for a pydantic class; ``None`` when
-    generation stopped at the length limit), and the text for other specs.
+    Attributes:
+        text: the generated text (EOS not included), decoded from the token bytes.
+        value: for a JSON Schema, the parsed JSON (a validated model instance for a
+            pydantic class; ``None`` when generation stopped at the length limit);
+            for other specs and for unconstrained text, the text.
+        token_ids: the generated tokens, EOS not included.
+        finish_reason: ``"eos"`` (the model ended, where the spec allows),
+            ``"complete"`` (the spec admits nothing more), or ``"length"``
+            (``max_new_tokens`` ran out; the text may then be an unfinished match).
+        stats: the ``GenerationStats``.
+
+    Example::
+
+        >>> r = guided.generate(model, tokenizer, "Age of Ada Lovelace?", {"type": "integer"})
+        >>> r.value, r.finish_reason, len(r.token_ids)
+        >>> json.dumps(r.as_dict())
     """
 
     text: str
@@ -78,6 +115,8 @@ class GenerationResult:
     stats: GenerationStats = field(default_factory=GenerationStats)
 
     def as_dict(self) -> dict:
+        """The result as plain data (``stats`` through ``GenerationStats.as_dict``);
+        ``value`` is left as it is (a pydantic instance stays one)."""
         return {
             "text": self.text,
             "value": self.value,
@@ -88,8 +127,25 @@ class GenerationResult:
 
 
 def prompt_ids(tokenizer, prompt, chat: bool = True, system: str | None = None) -> list[int]:
-    """Token ids for a prompt: a string goes through the chat template when the
-    tokenizer has one (unless ``chat=False``); a list of ids is used as it is."""
+    """Token ids for a prompt, as ``generate`` reads it.
+
+    Args:
+        tokenizer: a Hugging Face tokenizer.
+        prompt: a string, or token ids (any iterable of ints, used as they are).
+        chat: put a string through the tokenizer's chat template (as the user's
+            message, with the generation prompt after it) when it has one; False
+            tokenizes it plainly, with the tokenizer's special tokens.
+        system: a system message for the chat template.
+
+    Returns:
+        The token ids.
+
+    Example::
+
+        >>> opening = tokenizer("The film", add_special_tokens=False)["input_ids"]
+        >>> ids = prompt_ids(tokenizer, "Continue this review.") + opening
+        >>> guided.generate(model, tokenizer, ids, max_new_tokens=20).text
+    """
     if not isinstance(prompt, str):
         return [int(t) for t in prompt]
     if chat and getattr(tokenizer, "chat_template", None):
@@ -126,25 +182,57 @@ def generate(
 ) -> GenerationResult:
     """Generate from ``model`` so that the output satisfies ``spec``.
 
-    ``spec`` is a ``guided.Regex`` (or any spec ``guided.compile`` takes), an already
-    compiled ``Guide``, or ``None`` for unconstrained text. ``temperature=0`` is
-    greedy; otherwise sampling with optional ``top_k`` / ``top_p`` / ``min_p``.
-    ``processors`` are HF-style ``(input_ids, scores) -> scores`` callables
-    (``guided.steering.bias``, ``guided.steering.ensemble``, your own); ``watermark`` a
-    ``watermark.WatermarkLogitsProcessor``. They run in the order of
-    ``next_token_scores``: mask, processors, mask, sampling warpers, watermark.
-    ``num_beams > 1``
-    runs constrained beam search (``guided.decoding.beam_search``; greedy, so
-    ``temperature=0``), one matcher per beam. ``speculative="auto"`` (or a list of
-    drafters from ``guided.decoding.speculative``) verifies up to ``num_draft_tokens`` drafted
-    tokens per forward pass; the output distribution is unchanged (greedy output
-    identical), and ``stats["target_forward_passes"]`` counts the passes.
+    One sequence, with the model's KV cache. Each token is drawn from the scores of
+    ``next_token_scores``, in this order: grammar mask, ``processors``, mask again,
+    temperature / top-k / top-p / min-p, ``watermark``. Generation stops at EOS, when
+    the spec admits nothing more, or after ``max_new_tokens``.
+
+    Args:
+        model: a Hugging Face causal LM (``model(input_ids=..., past_key_values=...,
+            use_cache=True)``), on any device.
+        tokenizer: its tokenizer (or a ``guided.Vocabulary``, with token-id prompts).
+        prompt: a string (through the chat template, see ``chat``) or token ids.
+        spec: a ``guided.Regex`` / ``guided.JsonSchema`` / ``guided.Grammar``, a JSON
+            Schema as a dict or pydantic class, an already compiled ``Guide``, or
+            ``None`` for unconstrained text.
+        max_new_tokens: the most tokens to generate.
+        temperature: 0 is greedy; above 0, sampling.
+        top_k: sampling: keep the ``top_k`` best tokens.
+        top_p: sampling: keep the smallest set of tokens with probability ``top_p``.
+        min_p: sampling: keep tokens at least ``min_p`` times as likely as the best.
+        seed: seeds a ``torch.Generator`` for sampling (reproducible output).
+        chat: put a string prompt through the tokenizer's chat template, if any.
+        system: a system message for the chat template.
+        processors: Hugging Face style ``(input_ids, scores) -> scores`` callables
+            (``guided.steering``, your own), run in order between the two masks;
+            each one's ``reset()``, where it has one, is called first.
+        watermark: a ``guided.watermark.WatermarkLogitsProcessor``, applied last
+            (never put it in ``processors``); its ``reset()`` is called first, so one
+            processor serves call after call.
+        num_beams: above 1, constrained beam search (``guided.decoding.beam_search``),
+            one matcher per beam; greedy, so ``temperature=0`` and no watermark.
+        speculative: ``"auto"`` (``default_drafters``: forced tokens, then prompt
+            lookup) or a list of drafters from ``guided.decoding.speculative``:
+            drafted tokens are verified in one forward pass; the output distribution
+            is unchanged (greedy output identical).
+        num_draft_tokens: speculative decoding: the most tokens drafted per pass.
+
+    Returns:
+        A ``GenerationResult`` (text, value, token ids, finish reason, stats).
+
+    Raises:
+        SpecError: ``spec`` cannot be compiled.
+        ValueError: a negative ``temperature``, or ``num_beams > 1`` with sampling or
+            a watermark.
+        RuntimeError: the token chosen is one the spec forbids (a processor left
+            every score at ``-inf``, say).
 
     Example::
 
         >>> model, tok = guided.models.load_default_model()
         >>> r = guided.generate(model, tok, "A US phone number:", guided.Regex(r"\\(\\d{3}\\) \\d{3}-\\d{4}"))
-        >>> r.text, r.stats.tokens_per_s
+        >>> r.text, r.finish_reason, r.stats.tokens_per_s
+        >>> guided.generate(model, tok, "Describe a cat as JSON.", {"type": "object"}, speculative="auto").value
     """
     t_start = time.perf_counter()
     stats = GenerationStats()
@@ -155,10 +243,12 @@ def generate(
         guide = spec if isinstance(spec, Guide) else compile(spec, vocab)
         stats.compile_s = time.perf_counter() - t
     matcher = guide.matcher() if guide is not None else None
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0 (0 is greedy), not {temperature}")
     processors = list(processors)
-    for proc in processors:
+    for proc in (*processors, watermark):
         if hasattr(proc, "reset"):
-            proc.reset()  # a new prompt: penalties and helper models start over
+            proc.reset()  # a new prompt: penalties, helper models and the watermark's matcher start over
     eos = set(vocab.eos_token_ids)
     generator = None
     if seed is not None:
@@ -236,10 +326,12 @@ def generate(
 
 
 def _result(vocab, guide, tokens, finish, stats, t_start) -> GenerationResult:
+    """The ``GenerationResult`` of a finished loop (fills the counts and total time)."""
     stats.new_tokens = len(tokens)
     stats.total_s = time.perf_counter() - t_start
     text = vocab.decode(tokens).decode("utf-8", errors="replace")
-    return GenerationResult(text=text, value=_value(guide, text, finish), token_ids=tokens, finish_reason=finish, stats=stats)
+    return GenerationResult(text=text, value=_value(guide, text, finish), token_ids=tokens, finish_reason=finish,
+                            stats=stats)
 
 
 def _value(guide, text: str, finish: str):

@@ -18,8 +18,29 @@ def warp(
     top_p: float | None = None,
     min_p: float | None = None,
 ) -> torch.Tensor:
-    """Temperature, then top-k, then top-p (nucleus), then min-p (keep tokens whose
-    probability is at least ``min_p`` times the top one's), as in Hugging Face."""
+    """The sampling warpers: temperature, then top-k, then top-p (nucleus), then
+    min-p, as in Hugging Face. Tokens cut are set to ``-inf``.
+
+    Args:
+        logits: ``[batch, V]`` scores, already masked.
+        temperature: the divisor, above 0.
+        top_k: keep the ``top_k`` best tokens (ties with the k-th kept); None or 0: all.
+        top_p: keep the smallest set of best tokens whose probability reaches
+            ``top_p`` (the best token always stays); None or 1: all.
+        min_p: keep tokens whose probability is at least ``min_p`` times the best
+            one's; None or 0: all.
+
+    Returns:
+        New warped scores (``logits`` is not modified).
+
+    Raises:
+        ValueError: ``temperature <= 0`` (greedy decoding does not warp).
+
+    Example::
+
+        >>> warp(torch.tensor([[2.0, 1.0, 0.0, -1.0]]), temperature=1.0, top_k=2)
+        tensor([[2., 1., -inf, -inf]])
+    """
     if temperature <= 0:
         raise ValueError("temperature must be > 0 for sampling (use temperature=0 for greedy)")
     logits = logits / temperature

@@ -62,10 +62,20 @@ class ForcedTokens:
     The memory is shared by the drafters of one vocabulary (pass ``splits={}`` for a
     private one); it only changes what is drafted, never what is generated.
 
+    Args:
+        tokenizer: the tokenizer, to spell forced byte strings; without it only
+            tokens allowed alone are drafted.
+        splits: the memory of splits (canonical first token -> the token the target
+            wrote instead); None shares one per vocabulary.
+
     Example::
 
-        >>> ForcedTokens(tokenizer).propose(context, matcher.fork(), 8)
-        [90, 1, 1463, 2352]          # '{"', 'name', '":' ...
+        >>> spec = guided.JsonSchema({"type": "object", "properties": {"name": {"type": "string"}},
+        ...                           "required": ["name"]}, whitespace="compact")
+        >>> matcher = guided.compile(spec, tokenizer).matcher()
+        >>> [tokenizer.decode([t]) for t in ForcedTokens(tokenizer).propose(context, matcher.fork(), 8)]
+        ['{"', 'name', '":"']
+        >>> guided.generate(model, tokenizer, prompt, spec, speculative=[ForcedTokens(tokenizer)])
     """
 
     def __init__(self, tokenizer=None, splits: dict | None = None):
@@ -75,6 +85,17 @@ class ForcedTokens:
         self._last: tuple | None = None
 
     def propose(self, context: list[int], matcher, k: int) -> list[int]:
+        """Up to ``k`` forced tokens from ``matcher``'s state, each accepted by it.
+
+        Args:
+            context: every token so far (prompt and output): the drafter learns from
+                what the target kept after its last proposal.
+            matcher: a fork of the sequence's matcher; it is advanced.
+            k: the most tokens to propose.
+
+        Returns:
+            The drafted tokens (EOS never among them), possibly none.
+        """
         vocab = matcher.guide.vocab
         if self.splits is None:
             self.splits = _SHARED_SPLITS.setdefault(vocab.fingerprint, {})
@@ -160,15 +181,25 @@ class PromptLookup:
     """Propose the tokens that followed the latest earlier occurrence of the context's
     last n-gram (prompt-lookup decoding), cut at the first the matcher refuses.
 
+    Copying pays where the output repeats the prompt (extraction, JSON records of
+    a given text). Needs no model and no automaton (works unconstrained too).
+
+    Args:
+        max_ngram: the longest n-gram looked up (tried first).
+        min_ngram: the shortest.
+
     Example::
 
         >>> PromptLookup(max_ngram=3).propose(prompt_and_output_ids, matcher.fork(), 8)
+        >>> guided.generate(model, tokenizer, prompt, spec, speculative=[ForcedTokens(tokenizer), PromptLookup()])
     """
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1):
         self.max_ngram, self.min_ngram = max_ngram, min_ngram
 
     def propose(self, context: list[int], matcher, k: int) -> list[int]:
+        """Up to ``k`` tokens copied from ``context``; ``matcher`` (a fork, advanced;
+        None when unconstrained) cuts them at the first it refuses, and at EOS."""
         eos = set(matcher.guide.eos_token_ids) if matcher is not None else set()
         arr = np.asarray(context)
         for n in range(self.max_ngram, self.min_ngram - 1, -1):
@@ -196,6 +227,10 @@ class DraftModel:
     probability min(1, p~/q~). Runs in a ``ContextModel`` (KV-cached, cut back after
     rejections): one forward per drafted token.
 
+    Args:
+        model: a small causal LM with the target's vocabulary (the same logits width;
+            another width is a ``ValueError`` when sampling).
+
     Example::
 
         >>> guided.generate(model, tok, prompt, spec, speculative=[ForcedTokens(tok), DraftModel(small)])
@@ -210,9 +245,13 @@ class DraftModel:
         self.last_q: list = []  # q~ of each token of the last proposal (None: greedy)
 
     def reset(self) -> None:
+        """Forget the last sequence (the loop calls it at the start of each)."""
         self.context.reset()
 
     def propose(self, context: list[int], matcher, k: int) -> list[int]:
+        """Up to ``k`` tokens from the model's own masked distribution; ``last_q``
+        then holds each one's q~ (None when greedy). ``matcher``: a fork, advanced,
+        or None when unconstrained."""
         self.last_q = []
         out: list[int] = []
         eos = set(matcher.guide.eos_token_ids) if matcher is not None else set()
@@ -246,6 +285,15 @@ class EarlyExit(DraftModel):
     Without training for it, an early exit predicts the full model's token less often
     than a separate small model would (measured in ``benchmarks/speculative.py``).
 
+    Args:
+        model: the target model (a Llama-, GPT-2- or GPT-NeoX-style causal LM, whose
+            decoder layers are ``model.layers``, ``transformer.h`` or ``gpt_neox.layers``).
+        num_layers: the layers the draft runs, ``1 <= num_layers < total``; None: a
+            quarter of them (at least one).
+
+    Raises:
+        ValueError: ``num_layers`` out of range, or no decoder layers found.
+
     Example::
 
         >>> guided.generate(model, tok, prompt, spec, speculative=[ForcedTokens(tok), EarlyExit(model, 12)])
@@ -257,7 +305,8 @@ class EarlyExit(DraftModel):
         if num_layers is None:
             num_layers = max(1, total // 4)
         if not 1 <= num_layers < total:
-            raise ValueError(f"EarlyExit needs 1 <= num_layers < {total} (the target's decoder layers), got {num_layers}")
+            raise ValueError(f"EarlyExit needs 1 <= num_layers < {total} (the target's decoder layers), "
+                             f"got {num_layers}")
         self.num_layers = num_layers
         super().__init__(truncated_model(model, num_layers))
 
@@ -297,7 +346,19 @@ def truncated_model(model, num_layers: int):
 
 
 def default_drafters(tokenizer) -> list:
-    """``speculative="auto"``: forced tokens first, then prompt lookup."""
+    """The drafters of ``speculative="auto"``: forced tokens first, then prompt lookup.
+
+    Args:
+        tokenizer: the tokenizer (``ForcedTokens`` spells forced text with it).
+
+    Returns:
+        ``[ForcedTokens(tokenizer), PromptLookup()]``, new ones at each call.
+
+    Example::
+
+        >>> drafters = default_drafters(tokenizer) + [EarlyExit(model, 7)]
+        >>> guided.generate(model, tokenizer, prompt, spec, speculative=drafters)
+    """
     return [ForcedTokens(tokenizer), PromptLookup()]
 
 
@@ -442,7 +503,8 @@ def _verify(scores: torch.Tensor, draft: int | None, q, temperature: float, gene
     p = scores.softmax(dim=-1)[0]
     if draft is not None:
         if q is not None and q.shape != p.shape:
-            raise ValueError(f"the draft model has {q.shape[-1]} logits, the target {p.shape[-1]}: they must share a vocabulary")
+            raise ValueError(f"the draft model has {q.shape[-1]} logits, the target {p.shape[-1]}: "
+                             "they must share a vocabulary")
         q_draft = 1.0 if q is None else float(q[draft])
         if float(torch.rand((), generator=generator, device=p.device)) * q_draft < float(p[draft]):
             return draft

@@ -33,7 +33,14 @@ class LogitBias:
 
     ``bias`` maps token ids to additive values; OpenAI's range is -100 .. 100, where
     -100 in practice bans the token and +100 forces it among those allowed. A masked
-    token stays masked (-inf plus a bias is still -inf).
+    token stays masked (-inf plus a bias is still -inf). Stateless.
+
+    Args:
+        bias: ``{token_id: value}``, added to those tokens' logits in every row.
+
+    Raises:
+        TypeError: ``bias`` is not a mapping.
+        ValueError: a negative token id; when called, an id outside the scores' width.
 
     Example::
 
@@ -50,10 +57,12 @@ class LogitBias:
             raise ValueError("LogitBias: token ids must be >= 0")
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """The biased scores (a new tensor)."""
         if not len(self.token_ids):
             return scores
         if int(self.token_ids.max()) >= scores.shape[-1]:
-            raise ValueError(f"LogitBias: token id {int(self.token_ids.max())} is outside the vocabulary ({scores.shape[-1]})")
+            raise ValueError(f"LogitBias: token id {int(self.token_ids.max())} is outside the vocabulary "
+                             f"({scores.shape[-1]})")
         ids = self.token_ids.to(scores.device)
         scores = scores.clone()
         scores[:, ids] += self.values.to(scores.device, scores.dtype)
@@ -73,6 +82,7 @@ class _GeneratedCounts:
         self._start = prompt_length
 
     def reset(self) -> None:
+        """Forget the prompt length taken at the first call (a new prompt)."""
         self._start = self.prompt_length
 
     def counts(self, input_ids: torch.Tensor, vocab_size: int, dtype) -> torch.Tensor:
@@ -89,6 +99,11 @@ class PresencePenalty(_GeneratedCounts):
     """Subtract ``penalty`` once from every token already generated (OpenAI
     ``presence_penalty``: ``logit[j] -= penalty * (count[j] > 0)``). Prompt tokens do
     not count. Typical values 0.1 .. 1; negative values encourage repeats.
+
+    Args:
+        penalty: subtracted once per token already generated.
+        prompt_length: the prompt's length in ``input_ids``; None takes the length
+            at the first call (``guided.generate`` resets it for each prompt).
 
     Example::
 
@@ -109,6 +124,10 @@ class FrequencyPenalty(_GeneratedCounts):
     ``frequency_penalty``: ``logit[j] -= penalty * count[j]``). Prompt tokens do not
     count.
 
+    Args:
+        penalty: subtracted once per earlier occurrence.
+        prompt_length: as for ``PresencePenalty``.
+
     Example::
 
         >>> guided.generate(model, tokenizer, prompt, processors=[FrequencyPenalty(0.5)])
@@ -126,6 +145,13 @@ class RepetitionPenalty:
     """The CTRL / Hugging Face repetition penalty over every token in ``input_ids``
     (prompt included): a positive logit is divided by ``penalty``, a negative one
     multiplied by it, once per distinct token. ``penalty > 1`` discourages repeats.
+    Stateless.
+
+    Args:
+        penalty: the divisor / factor, above 0 (1 changes nothing).
+
+    Raises:
+        ValueError: ``penalty <= 0``.
 
     Example::
 

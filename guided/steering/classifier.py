@@ -26,6 +26,20 @@ class ClassifierGuidance:
     prompt, whose length is taken at the first call; ``reset()`` forgets it) plus each
     candidate. Keeps no other state: ``fork`` / ``rollback`` are supported.
 
+    Args:
+        scorer: ``texts -> log p(attribute | text)``, one float per text.
+        tokenizer: decodes the generated ids and each candidate.
+        top_k: the candidates re-scored per row, at least 1.
+        weight: the classifier's log-probability scale.
+        prompt_length: the prompt's length in ``input_ids``; None takes it at the
+            first call.
+
+    Attributes:
+        calls: scorer calls so far (one per step).
+
+    Raises:
+        ValueError: ``top_k < 1``.
+
     Example::
 
         >>> import math
@@ -46,11 +60,27 @@ class ClassifierGuidance:
         self.calls = 0  # classifier calls, one per step
 
     def reset(self) -> None:
+        """Forget the prompt length taken at the first call (a new prompt)."""
         self._start = self.prompt_length
 
     @classmethod
     def from_model(cls, model, model_tokenizer, label: int, tokenizer, **kw) -> "ClassifierGuidance":
-        """Guidance by a sequence-classification model's ``label`` (its log-softmax)."""
+        """Guidance by a Hugging Face sequence-classification model's ``label``.
+
+        Args:
+            model: the classifier (``AutoModelForSequenceClassification``).
+            model_tokenizer: the classifier's tokenizer.
+            label: the index of the attribute's class; its log-softmax is the score.
+            tokenizer: the generating model's tokenizer.
+            **kw: ``top_k``, ``weight``, ``prompt_length``.
+
+        Returns:
+            A ``ClassifierGuidance`` whose scorer runs the classifier on a batch of texts.
+
+        Example::
+
+            >>> proc = ClassifierGuidance.from_model(clf, clf_tok, label=1, tokenizer=tokenizer, top_k=10)
+        """
 
         @torch.inference_mode()
         def scorer(texts):
@@ -60,6 +90,7 @@ class ClassifierGuidance:
         return cls(scorer, tokenizer, **kw)
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """The re-scored candidates; every other token ``-inf`` (a new tensor)."""
         if self._start is None:
             self._start = input_ids.shape[-1]
         k = min(self.top_k, scores.shape[-1])

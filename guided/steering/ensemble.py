@@ -34,6 +34,14 @@ class DExperts:
     masked (-inf plus a finite number). Supports ``fork`` / ``rollback`` (see the
     module docstring). One forward per helper model per step.
 
+    Args:
+        expert: the model (or ``ContextModel``) to steer toward.
+        anti_expert: the model (or ``ContextModel``) to steer away from.
+        alpha: the scale; None: ``default_alpha`` (2.0; 1.0 for ``ProxyTuning``).
+
+    Raises:
+        ValueError: when called, a helper's logits width differs from the base model's.
+
     Example::
 
         >>> happy = ContextModel(model, tok("A glowing review:")["input_ids"])
@@ -49,6 +57,7 @@ class DExperts:
         self.alpha = float(self.default_alpha if alpha is None else alpha)
 
     def reset(self) -> None:
+        """Start both helpers over (``guided.generate`` calls it for each prompt)."""
         self.expert.reset()
         self.anti_expert.reset()
 
@@ -70,6 +79,11 @@ class ProxyTuning(DExperts):
 
     The same arithmetic as ``DExperts``; the models read the base model's own ids
     (same prompt) unless wrapped in ``ContextModel`` with a prompt of their own.
+
+    Args:
+        expert: the small tuned model (or ``ContextModel``).
+        anti_expert: the same small model before tuning (or ``ContextModel``).
+        alpha: the scale; None: 1.0.
 
     Example::
 
