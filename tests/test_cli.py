@@ -54,6 +54,7 @@ def test_unknown_grammar_name(capsys):
     assert "no shipped grammar named 'nope'" in capsys.readouterr().err
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_generate_with_a_grammar_file(tmp_path):
     import lark
@@ -77,6 +78,7 @@ def test_missing_model_path(capsys, tmp_path):
         main(["generate", "--regex", "a", "--model", str(tmp_path / "nope"), "hi"])
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_generate_json_with_default_model():
     pattern = r"\d{4}-\d{2}-\d{2}"
@@ -92,6 +94,7 @@ def test_generate_json_with_default_model():
     assert "tokens in" in proc.stderr  # timing goes to stderr
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_generate_plain_text_on_stdout():
     proc = subprocess.run(
@@ -103,6 +106,7 @@ def test_generate_plain_text_on_stdout():
     assert proc.stdout.strip() in ("yes", "no")
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_watermarked_generation_is_detected_by_the_cli(tmp_path):
     key = tmp_path / "wm.key"
@@ -137,6 +141,7 @@ def test_unknown_drafter_is_refused_before_loading_a_model(capsys):
         main(["generate", "--regex", "a", "--speculative", "lookup:3", "--model", "/nonexistent", "hi"])
 
 
+@pytest.mark.subprocess
 @pytest.mark.slow
 def test_speculative_generation_from_the_cli_matches_plain():
     args = [sys.executable, "-m", "guided.cli", "generate", "--regex", r"The answer is (yes|no)\. Because [a-z ]{5,30}\.",

@@ -17,7 +17,7 @@ from guided.fsm.kernels import AVAILABLE
 from guided.fsm.nfa import NFA
 from guided.fsm.regex import regex_to_nfa
 
-pytestmark = pytest.mark.skipif(not AVAILABLE, reason="numba is not installed (the `fast` extra)")
+pytestmark = pytest.mark.skipif(not AVAILABLE, reason="numba is not installed")
 
 PATTERNS = [
     r'"([^"\\]|\\.)*"',                        # a JSON string: escapes, a loop
@@ -33,7 +33,7 @@ PATTERNS = [
 
 
 def _python_and_compiled(pattern: str, limit: int = 10**6):
-    from guided.fsm.kernels import subsets as subsets_compiled
+    from guided.fsm import subset_arrays as subsets_compiled
 
     nfa = NFA()
     start, end = regex_to_nfa(pattern, nfa)
@@ -125,7 +125,7 @@ def test_compiled_determinize_matches_like_python():
 def test_compiled_construction_refuses_past_the_limit_like_python():
     with pytest.raises(RegexTooLargeError) as python_error:
         _python_and_compiled(r"(a|b)*a(a|b){9}", limit=1000)
-    from guided.fsm.kernels import subsets as subsets_compiled
+    from guided.fsm import subset_arrays as subsets_compiled
 
     nfa = NFA()
     start, end = regex_to_nfa(r"(a|b)*a(a|b){9}", nfa)
@@ -241,7 +241,7 @@ def test_compiled_lazy_rows_are_the_same_when_every_buffer_grows(spec, monkeypat
     """From room for 4 states and 8 entries, each of the construction's buffers
     grows many times while rows are built (the DFA table with its hash table in one
     step): the rows stay the Python construction's."""
-    from guided.fsm.kernels import subsets as subsets_compiled
+    from guided.fsm import subset_arrays as subsets_compiled
 
     monkeypatch.setattr(subsets_compiled, "LAZY_STATES", 4)
     monkeypatch.setattr(subsets_compiled, "LAZY_ITEMS", 8)
@@ -255,7 +255,7 @@ def test_compiled_lazy_rows_are_the_same_when_every_buffer_grows(spec, monkeypat
     assert n == fast.num_states and n > 32
     assert np.array_equal(slow.transitions[:n], fast.transitions[:n])
     assert np.array_equal(slow.accepting, fast.accepting)
-    assert subsets_compiled._FULL_DFA in grown and subsets_compiled._FULL_CL in grown
+    assert subsets_compiled.FULL_DFA in grown and subsets_compiled.FULL_CL in grown
 
 
 def test_compiled_lazy_construction_pastes_kept_fragments_from_their_arrays(monkeypatch):

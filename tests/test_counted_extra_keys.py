@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_json_schema import _validator
+from json_helpers import reference_validator
 
 import guided
 from guided.grammar_matcher import GrammarGuide
@@ -47,7 +47,7 @@ CASES = {
 def test_counted_extra_keys_agree_with_jsonschema(name, whitespace):
     schema, docs = CASES[name]
     dfa = compile_json_schema(schema, whitespace)
-    validator = _validator(schema)
+    validator = reference_validator(schema)
     verdicts = [validator.is_valid(d) for d in docs]
     assert True in verdicts and False in verdicts  # both kinds are tried
     for doc, text, valid in zip(docs, _texts(docs, whitespace), verdicts):
@@ -57,7 +57,7 @@ def test_counted_extra_keys_agree_with_jsonschema(name, whitespace):
 def test_counted_extra_keys_with_keys_in_any_order():
     schema, docs = CASES["max"]
     dfa = compile_json_schema(schema, "compact", key_order="any")
-    validator = _validator(schema)
+    validator = reference_validator(schema)
     for doc, text in zip(docs, _texts(docs, "compact")):
         assert dfa.matches(text) == validator.is_valid(doc)
 
@@ -71,7 +71,7 @@ def test_counted_extra_keys_inside_a_recursive_schema(smollm2_vocab):
                                 "additionalProperties": {"oneOf": [{"type": "string"}, {"type": "number"}]}},
                        "children": {"type": "array", "items": {"$ref": "#/$defs/shape"}}}}}}
     guide = GrammarGuide(compile_recursive_schema(schema, "compact"), smollm2_vocab)
-    validator = _validator(schema)
+    validator = reference_validator(schema)
     docs = [{"name": "a", "attr": attr, "children": [{"name": "b", "attr": attr}]}
             for attr in _objects("v", [0, 3, HI, HI + 1]) + [{"x": None}]]
     index = guide.index

@@ -153,3 +153,20 @@ def test_processor_forces_eos_at_dead_end(smollm2_vocab):
 def test_processor_rejects_uncompiled_spec():
     with pytest.raises(TypeError, match="compile"):
         guided.LogitsProcessor(guided.Regex("a"))
+
+
+def test_a_negative_temperature_is_refused(tiny_model, smollm2_tokenizer):
+    with pytest.raises(ValueError, match="temperature must be >= 0"):
+        guided.generate(tiny_model, smollm2_tokenizer, "x", guided.Regex("(yes|no)"), temperature=-0.5, chat=False)
+
+
+def test_one_watermark_processor_serves_call_after_call(tiny_model, smollm2_tokenizer):
+    """``generate`` resets the watermark (its guide's matchers) as it resets the processors."""
+    from guided.watermark import WatermarkLogitsProcessor
+
+    guide = guided.compile(guided.Regex(r"(yes|no|maybe)( (yes|no|maybe)){0,3}"), smollm2_tokenizer)
+    wm = WatermarkLogitsProcessor(len(smollm2_tokenizer), b"a key of sixteen bytes or more", guide=guide)
+    for seed in (0, 1, 2):
+        r = guided.generate(tiny_model, smollm2_tokenizer, "Answer:", guide, temperature=1.0, seed=seed, chat=False,
+                            max_new_tokens=12, watermark=wm)
+        assert re.fullmatch(r"(yes|no|maybe)( (yes|no|maybe)){0,3}", r.text) or r.finish_reason == "length"

@@ -202,7 +202,7 @@ def test_lexer_state_walks_give_the_brute_force_masks(smollm2_vocab, smollm2_tok
     from guided.fsm.kernels import AVAILABLE
 
     if compiled and not AVAILABLE:
-        pytest.skip("numba is not installed (the `fast` extra)")
+        pytest.skip("numba is not installed")
     monkeypatch.setattr(gi, "CLASS_TRIE_MAX_CLASSES", class_trie_max)
     monkeypatch.setattr(gi, "_DENSE_FROM", dense_from)
     monkeypatch.setattr(gi, "COMPILED_AVAILABLE", compiled)

@@ -1,11 +1,12 @@
-"""Tests for grammars.json_schema.compiler.scalars.formats: JSON Schema ``format`` regexes.
+"""JSON Schema ``format`` regexes (``guided.grammars.json_schema.scalars.formats``).
 
 Soundness (never accept what the format checker rejects) is checked against
-``jsonschema``'s draft 2020-12 format checker for the formats it checks in this
-environment; ``hostname``, ``uri``, ``uri-reference`` and ``duration`` need optional
-packages (fqdn, rfc3987, isoduration): when they are missing, hostname is checked
-against a copy of fqdn's rule and the others only against the hand-picked lists
-(which were verified against the real packages).
+``jsonschema``'s draft 2020-12 format checker, with the checkers the ``test`` extra
+installs: rfc3339-validator (``date-time``, ``time``), isoduration (``duration``) and
+rfc3986-validator (``uri``, ``uri-reference``). ``hostname`` is checked against a copy
+of fqdn's rule (jsonschema checks it only with fqdn installed). Where a checker is
+missing, its format is checked only against the hand-picked lists (verified against
+the real packages) and its sampled strings are skipped.
 """
 
 from __future__ import annotations

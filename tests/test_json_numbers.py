@@ -1,4 +1,4 @@
-"""Tests for grammars.json_schema.compiler.scalars.numbers: bounded JSON numbers and integer multiples."""
+"""Tests for guided.grammars.json_schema.scalars.numbers: bounded JSON numbers and integer multiples."""
 
 from __future__ import annotations
 

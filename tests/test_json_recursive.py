@@ -7,7 +7,7 @@ import random
 
 import numpy as np
 import pytest
-from test_json_schema import _validator, compact, mutations, ordered
+from json_helpers import compact, mutations, ordered, reference_validator
 
 import guided
 from guided.grammar_matcher import GrammarGuide
@@ -92,7 +92,7 @@ def guides(smollm2_vocab, request):
     from guided.grammars.json_schema import recursive as json_recursive
 
     if request.param == "shared" and not AVAILABLE:
-        pytest.skip("numba is not installed (the `fast` extra)")
+        pytest.skip("numba is not installed")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(json_recursive, "COMPILED_AVAILABLE", request.param == "shared")
         # Not through guided.compile: its cache would hand the second param the first's guides.
@@ -107,7 +107,7 @@ def guides(smollm2_vocab, request):
 def test_agrees_with_jsonschema(guides, name):
     schema, guide = SCHEMAS[name], guides[name]
     assert isinstance(guide, GrammarGuide)
-    validator = _validator(schema)
+    validator = reference_validator(schema)
     rng = random.Random(name)
     for value in VALID[name]:
         assert validator.is_valid(value)
@@ -143,7 +143,7 @@ def test_one_of_with_disjoint_branches_is_a_union(smollm2_vocab):
     schema = {"$defs": {"n": {"oneOf": [{"type": "object", "properties": {"x": {"$ref": "#/$defs/n"}}}, {"type": "string"}]}},
               "$ref": "#/$defs/n"}
     guide = guided.compile(guided.JsonSchema(schema, whitespace="compact"), smollm2_vocab)
-    validator = _validator(schema)
+    validator = reference_validator(schema)
     for value in ["s", {}, {"x": {"x": "deep"}}, {"x": 1}, [], {"x": {"x": {"x": None}}}]:
         assert matches(guide, compact(value)) == validator.is_valid(value), value
 
@@ -180,7 +180,7 @@ def _walk_mode(monkeypatch, class_trie_max, dense_from, compiled):
     from guided.fsm.kernels import AVAILABLE
 
     if compiled and not AVAILABLE:
-        pytest.skip("numba is not installed (the `fast` extra)")
+        pytest.skip("numba is not installed")
     monkeypatch.setattr(gi, "CLASS_TRIE_MAX_CLASSES", class_trie_max)
     monkeypatch.setattr(gi, "_DENSE_FROM", dense_from)
     monkeypatch.setattr(gi, "COMPILED_AVAILABLE", compiled)
@@ -196,7 +196,7 @@ def test_a_lexeme_that_may_end_or_read_on_is_read_both_ways(smollm2_vocab, name,
     schema, values, _ = ENDS_AT_A_CALL[name]
     guide = guided.compile(guided.JsonSchema(schema, whitespace="compact", key_order=key_order), smollm2_vocab)
     assert isinstance(guide, GrammarGuide)
-    validator = _validator(schema)
+    validator = reference_validator(schema)
     rng = random.Random(name)
     for value in values:
         assert validator.is_valid(value)
@@ -285,7 +285,7 @@ def test_recursion_in_the_one_of_branch_that_negates_the_others_as_schemas(smoll
                                         {"type": "object", "required": ["y"]}]}},
               "$ref": "#/$defs/n"}
     guide = guided.compile(guided.JsonSchema(schema, whitespace="compact"), smollm2_vocab)
-    validator = _validator(schema)
+    validator = reference_validator(schema)
     for doc in ({"x": {"z": 1}}, {"x": {"x": {"z": 1}}}, {"z": 1}):
         assert validator.is_valid(doc) and matches(guide, compact(doc)), doc
     for doc in ({}, {"y": 1}, {"x": {"y": 1}}, {"x": {}}, {"x": 5, "y": 1}, {"x": 5}):
@@ -301,7 +301,7 @@ def test_recursion_inside_overlapping_one_of_of_plain_objects(smollm2_vocab):
                                         {"type": "object", "required": ["y"]}]}},
               "$ref": "#/$defs/n"}
     guide = guided.compile(guided.JsonSchema(schema, whitespace="compact"), smollm2_vocab)
-    validator = _validator(schema)
+    validator = reference_validator(schema)
     for doc in ({}, {"x": {}}, {"x": {"x": {}}}, {"x": 5, "y": 1}):
         assert validator.is_valid(doc) and matches(guide, compact(doc)), doc
     for doc in ({"y": 1}, {"x": {"y": 1}}, {"x": {}, "y": 1}, {"x": {"x": {"y": 1}}}, {"x": 5}):
@@ -320,7 +320,7 @@ def test_indented_layout_is_refused_with_a_reason(smollm2_vocab):
 
 
 def test_generation_outputs_validate(tiny_model, smollm2_tokenizer):
-    validator = _validator(EXPR)
+    validator = reference_validator(EXPR)
     finished = 0
     for seed in range(20):
         r = guided.generate(tiny_model, smollm2_tokenizer, "JSON:", guided.JsonSchema(EXPR, whitespace="compact"),
@@ -362,7 +362,7 @@ def test_terminal_tables_are_built_as_the_text_reaches_them(smollm2_vocab):
     tables = {id(t.table): t.table for t in grammar.terminal_dfas}
     assert sum(t.rows_built for t in tables.values()) <= len(tables)
     guide = GrammarGuide(grammar, smollm2_vocab)
-    validator = _validator(schema)
+    validator = reference_validator(schema)
     for value in [{"id": "a"}, {"id": "a" * 120}, {"id": "a" * 121}, {"id": "a-b", "kids": [{"id": "x9", "kids": []}]},
                   {"id": "9"}, {"id": "a", "kids": [{"id": "B"}]}, {"id": "q", "kids": [{"id": "r" * 121}]}]:
         assert matches(guide, compact(value)) == validator.is_valid(value), value
@@ -389,7 +389,7 @@ def test_large_counted_arrays_in_a_rule_are_built_as_reached(smollm2_vocab):
     assert compiled < 10_000  # 200 whole copies of the id are ~80k states
     assert nfa.pending
     guide = GrammarGuide(grammar, smollm2_vocab)
-    validator = _validator(schema)
+    validator = reference_validator(schema)
     one = "0123456789abcdef01234567"
     for value in [{}, {"ids": [one] * 3}, {"ids": [one] * 200}, {"ids": [one] * 201}, {"ids": [one[:-1]]},
                   {"kids": [{"ids": [one] * 150}, {}] * 150}, {"kids": [{}] * 301}, {"kids": [{"ids": [one] * 201}]},
@@ -432,7 +432,7 @@ def test_any_key_order_in_recursive_schemas_agrees_with_jsonschema(smollm2_vocab
     guide = guided.compile(guided.JsonSchema(schema, whitespace=whitespace, key_order="any"), smollm2_vocab)
     ordered_only = guided.compile(guided.JsonSchema(schema, whitespace=whitespace), smollm2_vocab)
     assert isinstance(guide, GrammarGuide)
-    validator = _validator(schema)
+    validator = reference_validator(schema)
     dump = compact if whitespace == "compact" else (lambda v: json.dumps(v).encode())
     values = {"name": "ab", "size": 3, "kids": [{"size": 1, "name": "c"}], "x1": True, "never": 0}
     docs = [{k: values[k] for k in keys} for n in range(5) for keys in itertools.permutations(values, n)]
@@ -533,7 +533,7 @@ def test_returns_of_alternative_calls_share_one_nonterminal(smollm2_vocab):
     counts = [len(compile_recursive_schema(schema(k), "compact").terminal_names) for k in (4, 8, 16)]
     assert counts[2] - counts[1] <= 2.5 * (counts[1] - counts[0]), counts  # linear: 37, 65, 121
     guide = guided.compile(guided.JsonSchema(schema(6), whitespace="compact"), smollm2_vocab)
-    validator = _validator(schema(6))
+    validator = reference_validator(schema(6))
     for text in ['[]', '[{}]', '[{"k0":[{"k5":[]}]},{"k3":[]}]', '[{"k0":[{"k5":{}}]}]', '[{"k6":[]}]',
                  '[{"k1":[],"k2":[]}]', '[{},]', '[{"k0":[]}{}]']:
         try:
@@ -565,7 +565,7 @@ def test_any_key_order_pairs_repeated_across_objects_are_compiled_once(smollm2_v
     guide = GrammarGuide(compile_recursive_schema(schema, "compact", key_order="any"), smollm2_vocab)
     repeated = [p for p in entries if p.rsplit("/", 1)[-1] in ("name", "size", "kids")]
     assert len(repeated) <= 6  # base's keys: in base's own rule, and once for the 30 merged objects
-    validator = _validator(schema)
+    validator = reference_validator(schema)
     rng = random.Random(3)
     kid = {"size": 2, "name": "k", "kids": [{"name": "abcd"}]}
     for doc in [{"p29": {"name": "ab", "size": 1, "kids": [kid]}}, {"p0": {"size": 1}}, {"p3": {"name": "abcde"}},
@@ -607,11 +607,11 @@ def test_token_views_walked_over_rule_tables_are_the_lexer_walks(smollm2_vocab, 
     along, the table's rows built in the kernel), not over lexer states made for
     each pair; every mask along the documents is the one the lexer walk gives."""
     from guided.fsm.kernels import AVAILABLE
-    from guided.fsm.kernels import units as units_compiled
+    from guided.grammars import unit_walk as units_compiled
     from guided.grammars.lexer import Lexer
 
     if not AVAILABLE:
-        pytest.skip("numba is not installed (the `fast` extra)")
+        pytest.skip("numba is not installed")
 
     def masks():
         guide = GrammarGuide(compile_recursive_schema(TABLE_WALKED, "compact"), smollm2_vocab)
@@ -646,7 +646,7 @@ def test_table_walks_read_only_the_terminals_allowed(smollm2_vocab, monkeypatch)
     from guided.grammars.lexer import Lexer
 
     if not AVAILABLE:
-        pytest.skip("numba is not installed (the `fast` extra)")
+        pytest.skip("numba is not installed")
     index = GrammarGuide(compile_recursive_schema(TABLE_WALKED, "compact"), smollm2_vocab).index
     lexer = index.lexer
     by_table: dict[int, list[int]] = {}
@@ -680,7 +680,7 @@ def test_pieces_read_over_rule_tables_are_the_piece_views(smollm2_vocab, monkeyp
     from guided.grammars.lexer import Lexer
 
     if not AVAILABLE:
-        pytest.skip("numba is not installed (the `fast` extra)")
+        pytest.skip("numba is not installed")
     index = GrammarGuide(compile_recursive_schema(TABLE_WALKED, "compact"), smollm2_vocab).index
     lexer, pieces = index.lexer, index.pieces
     every = np.arange(pieces.size)

@@ -1,5 +1,5 @@
 """Sub-schemas used more than once: built at the first use, deferred at the others
-(``grammars.json_schema.reuse``)."""
+(``guided.grammars.json_schema.reuse``)."""
 
 import json
 

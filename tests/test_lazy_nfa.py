@@ -487,7 +487,7 @@ def test_reach_bits_is_what_a_search_from_each_state_finds(seed, compiled):
     from guided.fsm.kernels import AVAILABLE
 
     if compiled and not AVAILABLE:
-        pytest.skip("numba is not installed (the `fast` extra)")
+        pytest.skip("numba is not installed")
 
     rng = random.Random(seed)
     nfa = NFA(lazy=True)

@@ -328,6 +328,7 @@ def test_tbm_tail_names_the_schemas_that_hold_the_slowest_masks():
 # --------------------------------------------------------------------------- worker pool
 
 
+@pytest.mark.subprocess
 def test_pool_timeout_crash_and_restart():
     tasks = [({"sleep": 0}, TESTS), ({"sleep": 30}, TESTS), ({}, TESTS)]
     t0 = time.monotonic()
@@ -343,6 +344,7 @@ def test_pool_timeout_crash_and_restart():
     assert "exit code 3" in res[1]["message"] and sorted(seen) == [0, 1, 2, 3]
 
 
+@pytest.mark.subprocess
 def test_pool_init_error_is_reported():
     with pytest.raises(mb.WorkerInitError, match="no such engine here"):
         mb.run_pool(f"{THIS}:broken_engine", [({}, TESTS)], workers=1, timeout=5)
@@ -459,6 +461,7 @@ def test_recheck_key_order_splits_validation_errors(tmp_path, capsys, monkeypatc
                    "Handwritten---fine.json": ("passing", None)}
 
 
+@pytest.mark.data
 def test_real_data_sample_is_stratified():
     if not os.path.exists(mb.DEFAULT_DATA):
         pytest.skip(f"MaskBench data not found at {mb.DEFAULT_DATA}")

@@ -14,6 +14,8 @@ import pytest
 
 from guided.grammars.json_schema.compiler import compile_json_schema
 
+pytestmark = pytest.mark.data
+
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "bench" / "maskbench.jsonl.gz"
 
 MASKBENCH_IDS = [

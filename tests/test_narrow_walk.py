@@ -1,5 +1,5 @@
 """Rows from the narrow walk (``fsm.narrow``) equal the batched walk's and brute force,
-walked in Python and compiled (``fsm.narrow_compiled``, where numba is installed).
+walked in Python and compiled (``guided.fsm.narrow_compiled``).
 
 The narrow walk takes whole subtrees of the split trie where a state stays alive on
 any plain text or any text characters (``TokenIndex._plain_run`` / ``_text_run``),
@@ -36,7 +36,7 @@ PATTERNS = [
 
 
 @pytest.fixture(params=["python", pytest.param("compiled", marks=pytest.mark.skipif(
-    not COMPILED_AVAILABLE, reason="numba is not installed (the `fast` extra)"))])
+    not COMPILED_AVAILABLE, reason="numba is not installed"))])
 def compiled(request) -> bool:
     """Each narrow-walk test runs with the Python walk and the compiled one."""
     return request.param == "compiled"
@@ -98,7 +98,7 @@ def test_narrow_rows_match_brute_force(smollm2_vocab, pattern, compiled):
         _assert_brute_force(index, vocab, s, pattern)
 
 
-@pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed (the `fast` extra)")
+@pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed")
 @pytest.mark.parametrize("pattern", [PATTERNS[0], PATTERNS[2], PATTERNS[3], PATTERNS[6]])
 def test_compiled_walk_over_rows_built_in_python(smollm2_vocab, pattern):
     """The compiled walk builds a lazy DFA's rows itself where its construction is
@@ -185,7 +185,7 @@ def test_narrow_rows_equal_batched_rows_json(smollm2_vocab, schema, compiled, mo
         assert (batched.mask(s) == narrow_rows[s]).all(), s
 
 
-@pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed (the `fast` extra)")
+@pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed")
 @pytest.mark.parametrize("pattern, written, by_length", [
     (r'"[^"\\]{32}"', 21, True), (r'"[^"\\]{32}"', 26, True), (r'"[^"\\]{32}"', 32, True),
     (r'"[^"\\]{0,40}"x', 33, True),
@@ -209,7 +209,7 @@ def test_plain_tokens_that_fit_near_the_end_of_a_counted_string(smollm2_vocab, p
         assert index._walker.walk(index.dfa, state, budget=2_000) is None
 
 
-@pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed (the `fast` extra)")
+@pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed")
 @pytest.mark.parametrize("pattern, written, fits", [
     (r'"[0-9A-Za-z]{12}"', '"', True), (r'"[0-9A-Za-z]{12}"', '"0000000', True),
     (r'"[0-9A-Za-z]{12}"', '"00000000000', True), (r'"[0-9A-Za-z]{12}"', '"000000000000', False),
@@ -245,7 +245,7 @@ def test_plain_tokens_of_one_byte_set_near_the_end_of_a_counted_run(smollm2_voca
         assert (again[2].view(np.int32) == index.mask(state) & ~index.eos_row).all()
 
 
-@pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed (the `fast` extra)")
+@pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed")
 @pytest.mark.parametrize("pattern", [r'"[0-9a-zA-Z_-]{1,255}"', r'"[0-9A-Za-z]{12}"'])
 def test_the_first_walk_that_meets_a_byte_set_waits_for_its_rows(smollm2_vocab, pattern):
     """A walk that meets a byte set it does not know sets the pair aside until
@@ -282,14 +282,14 @@ def test_a_byte_sets_rows_are_made_only_for_enough_tokens(smollm2_vocab, chars):
     assert np.nonzero((rows[-1][ids >> 5] >> (ids & 31)) & 1)[0].tolist() == want
 
 
-@pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed (the `fast` extra)")
+@pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed")
 def test_compiled_walk_grows_its_buffers(smollm2_vocab, monkeypatch):
     """With buffers of 8 rows a compiled walk fills them many times over (thousands
     of runs under ``[a-z]*``, hundreds of pairs on the stack): each time it grows
     them and goes on where it stopped, losing no run and no set-aside pair. Its
     facts table (4 rows) and the lazy DFA's (4 states) grow likewise."""
     from guided.fsm import narrow_compiled
-    from guided.fsm.kernels import subsets as subsets_compiled
+    from guided.fsm import subset_arrays as subsets_compiled
 
     vocab = smollm2_vocab
     monkeypatch.setattr(CompiledWalk, "BUFFER", 8)
@@ -371,7 +371,7 @@ def test_bank_ids_agree_with_made_rows_and_survive_a_cleared_memo(smollm2_vocab,
         split.bank.ids(lo[:1], hi[:1], words)  # another key, so the memo fills
 
 
-@pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed (the `fast` extra)")
+@pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed")
 def test_walks_paste_open_values_themselves(smollm2_vocab, smollm2_tokenizer, monkeypatch):
     """Copies of open values that a compiled walk meets are pasted by the walk, in
     the round that meets them (``fsm.kernels.narrow.paste_wanted``), their NFA lists
@@ -380,7 +380,7 @@ def test_walks_paste_open_values_themselves(smollm2_vocab, smollm2_tokenizer, mo
     still accepts exactly the instance."""
     import guided
     import guided.compiler as gc
-    from guided.fsm.kernels.subsets import LazySubsets
+    from guided.fsm.subset_arrays import LazySubsets
 
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
     data = {"a": 1, "x": {"y": [1, {"z": "w", "v": [[], {}]}], "q": None}, "r": [[2], {"s": True, "t": {"u": 3}}]}

@@ -414,7 +414,7 @@ def test_products_agree_with_both_patterns_on_random_pairs(by, monkeypatch):
     from guided.fsm.ops import difference, intersect, union
 
     if by == "compiled" and not AVAILABLE:
-        pytest.skip("numba is not installed (the `fast` extra)")
+        pytest.skip("numba is not installed")
     monkeypatch.setattr(guided.fsm.ops, "COMPILED_AVAILABLE", by == "compiled")
     monkeypatch.setattr(guided.fsm.ops, "SMALL_PRODUCT", 10**9 if by == "pair" else 0)
 
@@ -460,7 +460,7 @@ def test_live_states_is_reverse_reachability(by, monkeypatch):
     from guided.fsm.kernels import AVAILABLE
 
     if by == "compiled" and not AVAILABLE:
-        pytest.skip("numba is not installed (the `fast` extra)")
+        pytest.skip("numba is not installed")
     monkeypatch.setattr(guided.fsm.dfa, "COMPILED_AVAILABLE", by == "compiled")
     monkeypatch.setattr(guided.fsm.dfa, "SMALL_SEARCH_EDGES", 10**9 if by == "stack" else -1)
 

@@ -9,7 +9,7 @@ import json
 import random
 
 import pytest
-from test_json_schema import _validator
+from json_helpers import reference_validator
 
 import guided
 from guided.grammar_matcher import GrammarGuide
@@ -60,7 +60,7 @@ def test_unique_items_agree_with_jsonschema(name, smollm2_tokenizer, smollm2_voc
     schema, docs = CASES[name]
     guide = guided.compile(guided.JsonSchema(schema, whitespace="compact"), smollm2_vocab)
     assert isinstance(guide, UniqueItemsGuide)
-    validator = _validator(schema)
+    validator = reference_validator(schema)
     verdicts = [validator.is_valid(d) for d in docs]
     assert True in verdicts and False in verdicts  # both kinds are tried
     for doc, valid in zip(docs, verdicts):
@@ -72,7 +72,7 @@ def test_random_string_arrays_agree_with_jsonschema(smollm2_tokenizer, smollm2_v
     words = ["a", "ab", "b", "a b", "é", "\\", "\"", "the", " the", "x1"]
     rnd = random.Random(7)
     docs = [[rnd.choice(words) for _ in range(rnd.randrange(1, 5))] for _ in range(60)]
-    validator = _validator(STRINGS)
+    validator = reference_validator(STRINGS)
     assert any(validator.is_valid(d) for d in docs) and not all(validator.is_valid(d) for d in docs)
     for doc in docs:
         assert _accepts(guide, smollm2_tokenizer, doc) == validator.is_valid(doc), doc
@@ -143,7 +143,7 @@ def test_few_known_items_are_tracked_by_the_automaton(name, smollm2_tokenizer, s
         schema = {"$schema": items["$schema"], **schema, "items": {k: v for k, v in items.items() if k != "$schema"}}
     guide = guided.compile(guided.JsonSchema(schema, whitespace="compact"), smollm2_vocab)
     assert not isinstance(guide, UniqueItemsGuide)
-    validator = _validator(schema)
+    validator = reference_validator(schema)
     docs = [list(d) for n in range(4) for d in itertools.product(values, repeat=n)]
     assert any(validator.is_valid(d) for d in docs) and not all(validator.is_valid(d) for d in docs)
     for doc in docs:
@@ -159,7 +159,7 @@ def test_enum_spellings_follow_the_draft(smollm2_tokenizer, smollm2_vocab):
                                ({"$schema": D4, "type": "integer", "enum": [1.0]}, 1, True),
                                ({"type": "integer", "enum": [1, 2]}, 1.0, True),
                                ({"$schema": D4, "properties": {"a": {"type": "integer", "const": 2}}}, {"a": 2.0}, False)]:
-        assert _validator(schema).is_valid(doc) == valid
+        assert reference_validator(schema).is_valid(doc) == valid
         guide = guided.compile(guided.JsonSchema(schema, whitespace="compact"), smollm2_vocab)
         assert _accepts(guide, smollm2_tokenizer, doc) == valid, (schema, doc)
 
@@ -183,7 +183,7 @@ def test_unique_items_inside_a_recursive_schema(smollm2_tokenizer, smollm2_vocab
     tree = {"type": "object", "properties": {"tags": STRINGS, "kids": {"type": "array", "items": {"$ref": "#"}}}}
     guide = guided.compile(guided.JsonSchema(tree, whitespace="compact"), smollm2_vocab)
     assert isinstance(guide, UniqueItemsGuide) and isinstance(guide.base, GrammarGuide)
-    validator = _validator(tree)
+    validator = reference_validator(tree)
     for doc in [{"tags": ["a"], "kids": [{"tags": ["a", "b"]}]}, {"kids": [{"kids": [{"tags": ["b", "b"]}]}]},
                 {"tags": ["x", "x"]}, {"kids": [{"tags": ["a"]}, {"tags": ["a"]}]}]:
         assert _accepts(guide, smollm2_tokenizer, doc) == validator.is_valid(doc), doc
@@ -199,7 +199,7 @@ def test_generation_never_repeats_an_item(tiny_model, smollm2_tokenizer):
                               max_new_tokens=80, temperature=1.0, seed=seed)
         if out.finish_reason != "length":
             finished += 1
-            assert _validator(schema).is_valid(out.value), out.text
+            assert reference_validator(schema).is_valid(out.value), out.text
     assert finished
 
 
@@ -227,7 +227,7 @@ def test_every_pair_order_of_three_values(smollm2_tokenizer, smollm2_vocab):
     schema = {"type": "array", "items": {"type": ["string", "integer", "object"]}, "uniqueItems": True}
     guide = guided.compile(guided.JsonSchema(schema, whitespace="flexible"), smollm2_vocab)
     values = ["1", 1, {"k": "1"}]
-    validator = _validator(schema)
+    validator = reference_validator(schema)
     for doc in itertools.product(values, repeat=2):
         text = json.dumps(list(doc))  # ", " between items: flexible whitespace
         m = guide.matcher()

@@ -52,6 +52,7 @@ def server(smollm2_tokenizer):
     thread.join(timeout=10)
 
 
+@pytest.mark.server
 def test_health_and_openapi(server):
     url, detector = server
     r = httpx.get(url + "/healthz")
@@ -60,6 +61,7 @@ def test_health_and_openapi(server):
     assert "/v1/watermark/detect" in httpx.get(url + "/openapi.json").json()["paths"]
 
 
+@pytest.mark.server
 def test_detect_token_ids_and_text(server, smollm2_tokenizer):
     url, detector = server
     ids = watermarked_ids()
@@ -75,6 +77,7 @@ def test_detect_token_ids_and_text(server, smollm2_tokenizer):
         assert KEY.decode() not in resp and KEY.hex() not in resp
 
 
+@pytest.mark.server
 def test_grammar_aware_request(server):
     url, _ = server
     schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
@@ -82,6 +85,7 @@ def test_grammar_aware_request(server):
     assert r.status_code == 200 and r.json()["mode"] == "grammar" and r.json()["num_forced"] > 0
 
 
+@pytest.mark.server
 def test_grammar_aware_request_with_the_generation_settings(server, smollm2_tokenizer):
     """whitespace / key_order as generation used them: out-of-order compact JSON
     replays without a grammar mismatch only with key_order "any"; text requests score
@@ -113,6 +117,7 @@ def test_grammar_aware_request_with_the_generation_settings(server, smollm2_toke
     (json.dumps({"token_ids": [1, -5]}).encode(), "non-negative"),
     (json.dumps({"text": "x", "schema": {"type": "frobnicate"}}).encode(), "schema"),
 ])
+@pytest.mark.server
 def test_bad_requests_are_422_with_a_reason(server, body, fragment):
     url, _ = server
     r = httpx.post(url + "/v1/watermark/detect", content=body, headers={"content-type": "application/json"})
@@ -120,6 +125,7 @@ def test_bad_requests_are_422_with_a_reason(server, body, fragment):
     assert fragment in r.text.lower()
 
 
+@pytest.mark.server
 def test_oversized_bodies_are_413(server):
     url, _ = server
     big = json.dumps({"text": "a" * 300_000}).encode()
@@ -135,6 +141,7 @@ def test_oversized_bodies_are_413(server):
     assert httpx.get(url + "/healthz").status_code == 200  # still up
 
 
+@pytest.mark.server
 def test_concurrent_clients(server):
     url, detector = server
     texts = [watermarked_ids(200, seed=s) for s in range(5)]

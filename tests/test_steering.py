@@ -1,5 +1,7 @@
-"""Processors that compose with the grammar mask: exact formulas, the order contract,
-the allowed-token invariant, and one forward pass per helper model per step."""
+"""Steering processors (``guided.steering``) that compose with the grammar mask: exact
+formulas, the order contract, the allowed-token invariant, one forward pass per helper
+model per step, beam search over the processed scores, and the same objects in Hugging
+Face's ``generate``."""
 
 from __future__ import annotations
 

@@ -1,0 +1,54 @@
+"""The first run after an install compiles the numba kernels (~20 s) and says so on
+stderr, once; a run that finds them in numba's cache says nothing
+(``guided.fsm.kernels.watch_first_compile``). Each run is a fresh process whose
+``NUMBA_CACHE_DIR`` is a new, empty folder: the first one starts with a cold cache."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from guided.fsm.kernels import AVAILABLE
+
+pytestmark = [pytest.mark.subprocess, pytest.mark.skipif(not AVAILABLE, reason="numba is not installed")]
+
+NOTICE = "guided: compiling the numba kernels (first run after install only, ~20 s)"
+
+# A small regex and a small JSON Schema: the subset construction, minimisation and
+# liveness kernels, compiled from several kernel modules.
+SCRIPT = """
+from guided.fsm import compile_regex
+from guided.grammars.json_schema import compile_json_schema
+
+assert compile_regex(r"[a-z]{1,3}x|ab+c").matches(b"abx")
+dfa = compile_json_schema({"type": "object", "properties": {"n": {"type": "integer"}}}, "compact")
+assert dfa.matches(b'{"n":12}') and not dfa.matches(b'{"n":"x"}')
+"""
+
+
+def _run(cache_dir) -> subprocess.CompletedProcess:
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir))
+    env.pop("NUMBA_DISABLE_JIT", None)
+    return subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Two runs in turn with one new numba cache folder."""
+    cache = tmp_path_factory.mktemp("numba_cache")
+    first = _run(cache)
+    second = _run(cache)
+    return first, second
+
+
+def test_the_first_run_with_a_cold_cache_prints_the_notice_once(runs):
+    first, _ = runs
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.count(NOTICE) == 1, first.stderr
+
+
+def test_a_run_with_a_warm_cache_prints_no_notice(runs):
+    first, second = runs
+    assert first.returncode == 0 and second.returncode == 0, second.stderr
+    assert NOTICE not in second.stderr, second.stderr
