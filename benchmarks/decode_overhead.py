@@ -8,7 +8,7 @@ computes the lazily built masks of the states the constrained run visits).
 1. ``guided.generate``: (a) ``spec=None`` vs (b) a regex that lets the model write
    ~64 tokens; per-token decode time ``decode_s / new_tokens`` and its ratio
    (target: constrained / unconstrained <= 1.05).
-2. A decode loop written here that mirrors ``guided/generation.py`` (forward with KV
+2. A decode loop written here that mirrors ``guided/decoding/generation.py`` (forward with KV
    cache, ``fill_next_token_bitmask``, ``apply_token_bitmask_``, argmax,
    ``accept_token``), timing each step's mask + advance with ``perf_counter_ns``;
    the same loop with the mask skipped is the baseline. Per-step p50 / p99 of

@@ -4,7 +4,7 @@ For each regex this prints the DFA size (states, byte classes) and three timings
 each the median over ``--repeats`` runs with ``compile_regex``'s cache cleared
 before every run:
 
-* ``compile``     regex -> minimal byte-level DFA (``fsm.regex.compile_regex``);
+* ``compile``     regex -> minimal byte-level DFA (``guided.fsm.regex.compile_regex``);
 * ``first mask``  fresh compile + ``TokenIndex(dfa, vocab, eager=False)`` + ``.mask(start)``:
   what a request waits for before its first decoding step;
 * ``complete``    fresh compile + lazy index + ``.mask(start)`` + ``.build_all()``:
@@ -14,8 +14,8 @@ plus the distinct mask rows and ``TokenIndex.memory_bytes()`` of the complete in
 
 One-time, per-process costs are measured first and reported separately, then warmed
 so that they are *not* inside the per-regex timings: the vocabulary (token -> bytes),
-its byte trie (``fsm.trie.vocabulary_bytes``) and the Unicode tables behind ``\\d``,
-``\\w``, ``\\s`` (``fsm.utf8.ranges_matching``; the first call builds a table of every
+its byte trie (``guided.fsm.trie.vocabulary_bytes``) and the Unicode tables behind ``\\d``,
+``\\w``, ``\\s`` (``guided.fsm.utf8.ranges_matching``; the first call builds a table of every
 code point).
 
 Usage::

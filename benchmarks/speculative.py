@@ -48,12 +48,10 @@ compiled guide (guides are cached per schema) and machine noise hit every arm al
 - acceptance = accepted_draft_tokens / draft_tokens, and drafted tokens per pass;
 - identical = how many outputs have exactly plain's ``token_ids`` (greedy decoding
   must be unchanged: anything less is a bug; the mismatching prompt indices are
-  listed). The first run found such a bug on free text (a drafted ``<|im_end|>``
-  copied from the chat template was kept as an ordinary token); fixed in 1afafca,
-  where EOS is no longer drafted.
+  listed).
 
-The issue's targets (combined drafters, schema-constrained JSON): >= 2x fewer target
-forward passes and >= 1.5x wall-clock speedup.
+Targets (combined drafters, schema-constrained JSON): >= 2x fewer target forward
+passes and >= 1.5x wall-clock speedup.
 
 Usage (from the repository root)::
 
