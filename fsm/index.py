@@ -25,7 +25,7 @@ Two modes, chosen by the size of the automaton:
   construction, in batched walks;
 * **lazy**: a state's row the first time it is asked for. A missed state where few
   (node, state) pairs stay alive is walked depth-first, its row alone: compiled
-  where numba is installed (``fsm.narrow_compiled``), else in plain Python
+  where numba is installed (``fsm.compiled_walk``), else in plain Python
   (``fsm.narrow``, tens to hundreds of µs). A wider one takes the
   batched walk below, and (but for the very first row: the first mask's latency)
   goes on with the rows of the states its tokens lead to, breadth-first, until a
@@ -55,7 +55,7 @@ from .gc_pause import gc_paused
 from .kernels import AVAILABLE as COMPILED_AVAILABLE
 from .lazy import GrowthDeferred
 from .narrow import NARROW_BUDGET, TrieLists, class_bytes, few_moves, loop_bytes, narrow_walk
-from .narrow_compiled import CompiledWalk, TrieTable
+from .compiled_walk import CompiledWalk, TrieTable
 from .nfa import MAX_GROWN_NFA_STATES
 from .trie import LONG_RUN, PLAIN_BYTES, RunTrie, Trie, set_bits, split_vocabulary
 from .utf8 import UTF8_SEQUENCES
@@ -169,7 +169,7 @@ class TokenIndex:
         vocab: the ``Vocabulary`` the masks are over.
         eager: build every row now (default: for a DFA that is not lazy and has at
             most ``EAGER_LIMIT`` states); else each row when first asked for.
-        compiled: run narrow walks compiled (``fsm.narrow_compiled``; default:
+        compiled: run narrow walks compiled (``fsm.compiled_walk``; default:
             where numba is installed).
 
     Raises:
@@ -186,7 +186,7 @@ class TokenIndex:
         self.dfa = dfa
         if compiled and not COMPILED_AVAILABLE:
             raise ImportError("compiled=True needs numba (a dependency of guided): pip install numba")
-        #: Narrow walks run compiled (``fsm.narrow_compiled``; default: where numba is installed).
+        #: Narrow walks run compiled (``fsm.compiled_walk``; default: where numba is installed).
         self.compiled = COMPILED_AVAILABLE if compiled is None else compiled
         self._walker: CompiledWalk | None = None
         # Misses take the lazy DFA's lock (one guide may serve several threads: the
@@ -336,7 +336,7 @@ class TokenIndex:
         return True
 
     def _compiled_walk(self, split: RunTrie, state: int):
-        """``fsm.narrow_compiled``'s walk from ``state``: its runs, or None."""
+        """``fsm.compiled_walk``'s walk from ``state``: its runs, or None."""
         if split.table is None:
             split.table = TrieTable(split)
         if self._walker is None:

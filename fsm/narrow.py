@@ -1,5 +1,5 @@
 """A state's token hits by a depth-first walk in plain Python, for *narrow* states
-(``fsm.narrow_compiled`` is the same walk compiled, used where numba is installed).
+(``fsm.compiled_walk`` is the same walk compiled, used where numba is installed).
 
 ::
 
@@ -28,7 +28,7 @@ walk about three times as long at the median). A leaf child adds its tokens with
 being pushed. Warm (rows known), a walk costs ~16 µs at the median and ~75 µs on
 average over a sample of MaskBench schemas. Cold, the walk makes the lazy DFA build
 the states it reaches: ~30 µs each by the Python subset construction (half of a miss
-or more). The compiled walk (``fsm.narrow_compiled``) builds them, and every fact
+or more). The compiled walk (``fsm.compiled_walk``) builds them, and every fact
 above, in its own kernel: ~1-2 µs a new state.
 """
 

@@ -251,6 +251,8 @@ def _parse(pattern: str, flags: int):
         raise RegexSyntaxError(f"invalid regex: {e.msg}", pattern, e.pos) from None
     except RecursionError:
         raise RegexSyntaxError("invalid regex: nested too deeply", pattern, None) from None
+    except ValueError as e:  # flags re refuses for a str pattern (re.LOCALE)
+        raise UnsupportedRegexFeature(f"unsupported regex flags: {e}") from None
 
 
 def _has_anchor(items) -> bool:

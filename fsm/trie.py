@@ -353,7 +353,7 @@ class RunTrie:
         self.is_end = self.own > 0
         self.bank = RunBank(self.order)  # the bits of long runs, kept
         self.lists = None  # fsm.narrow.TrieLists, made on first use
-        self.table = None  # fsm.narrow_compiled.TrieTable, likewise
+        self.table = None  # fsm.compiled_walk.TrieTable, likewise
         self._plain_rows = None  # plain_rows
         self._chain_rows = None  # chain_rows
         self._node_depth = None  # _depth

@@ -33,13 +33,13 @@ PATTERNS = [
 
 
 def _python_and_compiled(pattern: str, limit: int = 10**6):
-    from guided.fsm import subset_arrays as subsets_compiled
+    from guided.fsm import subset_arrays
 
     nfa = NFA()
     start, end = regex_to_nfa(pattern, nfa)
     trans, classes, sets = subset_table(nfa, start, {end}, limit=limit)
     accepting = np.array([end in s for s in sets], dtype=bool)
-    return (trans, classes, accepting), subsets_compiled.subset_table(nfa, start, end, None, limit)
+    return (trans, classes, accepting), subset_arrays.subset_table(nfa, start, end, None, limit)
 
 
 @pytest.mark.parametrize("pattern", PATTERNS)
@@ -125,12 +125,12 @@ def test_compiled_determinize_matches_like_python():
 def test_compiled_construction_refuses_past_the_limit_like_python():
     with pytest.raises(RegexTooLargeError) as python_error:
         _python_and_compiled(r"(a|b)*a(a|b){9}", limit=1000)
-    from guided.fsm import subset_arrays as subsets_compiled
+    from guided.fsm import subset_arrays
 
     nfa = NFA()
     start, end = regex_to_nfa(r"(a|b)*a(a|b){9}", nfa)
     with pytest.raises(RegexTooLargeError) as compiled_error:
-        subsets_compiled.subset_table(nfa, start, end, None, 1000)
+        subset_arrays.subset_table(nfa, start, end, None, 1000)
     assert str(compiled_error.value) == str(python_error.value) == "pattern needs more than 1000 DFA states"
 
 
@@ -220,7 +220,7 @@ def _explore(dfa, limit: int = 1500) -> None:
 
 @pytest.mark.parametrize("spec", LAZY_REGEXES + LAZY_SCHEMAS, ids=lambda s: str(s)[:40])
 def test_compiled_lazy_rows_equal_the_python_rows(spec, monkeypatch):
-    """``LazyDFA``'s compiled construction (``fsm.kernels.subsets.LazySubsets``)
+    """``LazyDFA``'s compiled construction (``fsm.subset_arrays.LazySubsets``)
     makes the states the Python one makes, numbered alike, building the same
     deferred fragments on the way."""
     slow, fast = _lazy_pair(spec, monkeypatch)
@@ -241,13 +241,13 @@ def test_compiled_lazy_rows_are_the_same_when_every_buffer_grows(spec, monkeypat
     """From room for 4 states and 8 entries, each of the construction's buffers
     grows many times while rows are built (the DFA table with its hash table in one
     step): the rows stay the Python construction's."""
-    from guided.fsm import subset_arrays as subsets_compiled
+    from guided.fsm import subset_arrays
 
-    monkeypatch.setattr(subsets_compiled, "LAZY_STATES", 4)
-    monkeypatch.setattr(subsets_compiled, "LAZY_ITEMS", 8)
+    monkeypatch.setattr(subset_arrays, "LAZY_STATES", 4)
+    monkeypatch.setattr(subset_arrays, "LAZY_ITEMS", 8)
     grown = []
-    grow = subsets_compiled.Buffers.grow
-    monkeypatch.setattr(subsets_compiled.Buffers, "grow", lambda self, outcome: grown.append(outcome) or grow(self, outcome))
+    grow = subset_arrays.Buffers.grow
+    monkeypatch.setattr(subset_arrays.Buffers, "grow", lambda self, outcome: grown.append(outcome) or grow(self, outcome))
     slow, fast = _lazy_pair(spec, monkeypatch)
     for dfa in (slow, fast):
         _explore(dfa, 600)
@@ -255,7 +255,7 @@ def test_compiled_lazy_rows_are_the_same_when_every_buffer_grows(spec, monkeypat
     assert n == fast.num_states and n > 32
     assert np.array_equal(slow.transitions[:n], fast.transitions[:n])
     assert np.array_equal(slow.accepting, fast.accepting)
-    assert subsets_compiled.FULL_DFA in grown and subsets_compiled.FULL_CL in grown
+    assert subset_arrays.FULL_DFA in grown and subset_arrays.FULL_CL in grown
 
 
 def test_compiled_lazy_construction_pastes_kept_fragments_from_their_arrays(monkeypatch):

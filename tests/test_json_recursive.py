@@ -583,7 +583,7 @@ TABLE_WALKED = {
     "properties": {"name": {"type": "string"}, "tag": {"type": "string", "pattern": "^[a-z]{2,5}$"},
                    "note": {"type": "string", "maxLength": 6}, "kids": {"type": "array", "items": {"$ref": "#"}},
                    "next": {"$ref": "#"}, "alt": {"anyOf": [{"$ref": "#"}, {"$ref": "#/$defs/leaf"}]},
-                   # Counted strings: whole subtrees taken by room (``units_compiled._table_room``).
+                   # Counted strings: whole subtrees taken by room (``fsm.kernels.units._table_room``).
                    "desc": {"type": "string", "maxLength": 40}, "code": {"type": "string", "pattern": "^[0-9]{3,30}$"}},
     "required": ["name"],
     "additionalProperties": False,
@@ -603,11 +603,11 @@ TABLE_WALKED_DOCS = [
 
 def test_token_views_walked_over_rule_tables_are_the_lexer_walks(smollm2_vocab, smollm2_tokenizer, monkeypatch):
     """A lexer state inside one rule's terminals is walked over the rule's compiled
-    table itself (``units_compiled``: the bits of the terminals still alive carried
+    table itself (``grammars.unit_walk``: the bits of the terminals still alive carried
     along, the table's rows built in the kernel), not over lexer states made for
     each pair; every mask along the documents is the one the lexer walk gives."""
     from guided.fsm.kernels import AVAILABLE
-    from guided.grammars import unit_walk as units_compiled
+    from guided.grammars import unit_walk
     from guided.grammars.lexer import Lexer
 
     if not AVAILABLE:
@@ -629,8 +629,8 @@ def test_token_views_walked_over_rule_tables_are_the_lexer_walks(smollm2_vocab, 
         mp.setattr(Lexer, "table_group", lambda self, state: None)
         want = masks()
     walks = []
-    real = units_compiled.CompiledUnitWalk.walk_table
-    monkeypatch.setattr(units_compiled.CompiledUnitWalk, "walk_table",
+    real = unit_walk.CompiledUnitWalk.walk_table
+    monkeypatch.setattr(unit_walk.CompiledUnitWalk, "walk_table",
                         lambda self, *args: walks.append(args) or real(self, *args))
     got = masks()
     assert len(walks) > 20

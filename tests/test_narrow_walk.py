@@ -1,5 +1,5 @@
 """Rows from the narrow walk (``fsm.narrow``) equal the batched walk's and brute force,
-walked in Python and compiled (``guided.fsm.narrow_compiled``).
+walked in Python and compiled (``guided.fsm.compiled_walk``).
 
 The narrow walk takes whole subtrees of the split trie where a state stays alive on
 any plain text or any text characters (``TokenIndex._plain_run`` / ``_text_run``),
@@ -17,7 +17,7 @@ import pytest
 from guided.fsm.index import TokenIndex
 from guided.fsm.kernels import AVAILABLE as COMPILED_AVAILABLE
 from guided.fsm.lazy import LazyDFA
-from guided.fsm.narrow_compiled import CompiledWalk
+from guided.fsm.compiled_walk import CompiledWalk
 from guided.fsm.nfa import NFA
 from guided.fsm.regex import regex_to_nfa
 
@@ -288,13 +288,13 @@ def test_compiled_walk_grows_its_buffers(smollm2_vocab, monkeypatch):
     of runs under ``[a-z]*``, hundreds of pairs on the stack): each time it grows
     them and goes on where it stopped, losing no run and no set-aside pair. Its
     facts table (4 rows) and the lazy DFA's (4 states) grow likewise."""
-    from guided.fsm import narrow_compiled
-    from guided.fsm import subset_arrays as subsets_compiled
+    from guided.fsm import compiled_walk
+    from guided.fsm import subset_arrays
 
     vocab = smollm2_vocab
     monkeypatch.setattr(CompiledWalk, "BUFFER", 8)
-    monkeypatch.setattr(narrow_compiled, "FACTS_ROWS", 4)
-    monkeypatch.setattr(subsets_compiled, "LAZY_STATES", 4)
+    monkeypatch.setattr(compiled_walk, "FACTS_ROWS", 4)
+    monkeypatch.setattr(subset_arrays, "LAZY_STATES", 4)
     facts_grew = []
     for pattern in (r'[a-z]{0,3}', PATTERNS[8], PATTERNS[0]):
         index = TokenIndex(_lazy_dfa(pattern), vocab, eager=False, compiled=True)

@@ -630,3 +630,8 @@ def test_long_counted_runs_of_one_class_agree_with_re(pattern):
     texts += ["".join(rng.choice(pieces) for _ in range(rng.randrange(0, 16))) for _ in range(400)]
     for text in texts:
         assert dfa.matches(text.encode()) == bool(re.fullmatch(pattern, text)), text
+
+
+def test_flags_re_refuses_are_a_regex_error():
+    with pytest.raises(UnsupportedRegexFeature, match="LOCALE"):
+        compile_regex("a", re.LOCALE)

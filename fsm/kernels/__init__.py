@@ -17,7 +17,7 @@ kernel module        Python twin                                     driven by
 ``product``          ``fsm.ops._product_by_pair``                    ``fsm.ops._product_compiled``
 ``reach``            ``fsm.dfa.co_reachable``, ``live_states``,      ``fsm.dfa``, ``fsm.lazy``, ``fsm.nfa``
                      ``fsm.nfa.NFA.reach_bits``
-``narrow``           ``fsm.narrow.narrow_walk`` and the facts of     ``fsm.narrow_compiled.CompiledWalk``
+``narrow``           ``fsm.narrow.narrow_walk`` and the facts of     ``fsm.compiled_walk.CompiledWalk``
                      ``fsm.index.TokenIndex``
 ``units``            ``grammars.grammar_index._walk_units``, the     ``grammars.unit_walk.CompiledUnitWalk``
                      piece view, ``grammars.lexer.Lexer.live_classes``

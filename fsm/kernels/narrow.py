@@ -1,6 +1,6 @@
-"""The kernels of ``fsm.narrow_compiled``'s walk: the walk itself and every fact it
+"""The kernels of ``fsm.compiled_walk``'s walk: the walk itself and every fact it
 needs about a DFA state, in one compiled call (imported only where numba is
-installed, by ``fsm.narrow_compiled.CompiledWalk``).
+installed, by ``fsm.compiled_walk.CompiledWalk``).
 
 Python twins: ``fsm.narrow.narrow_walk`` and ``start_pairs`` for the walk
 (``walk_round``), ``fsm.index.TokenIndex._plain_run``, ``_text_run``,
@@ -70,7 +70,7 @@ watch_first_compile()
 
 UNKNOWN = -2  # a row not built yet (``fsm.lazy.UNKNOWN``)
 
-# Columns of the node table (``fsm.narrow_compiled.TrieTable``).
+# Columns of the node table (``fsm.compiled_walk.TrieTable``).
 _START, _END, _SYMBOL, _OWN, _LO, _HI, _KIND, _HEIGHT, _NEED = range(9)
 _PLAIN, _TEXT = 1, 2  # _KIND
 # Columns of ``facts``, per DFA state: its rooms (-1: not known), whether it loops on
