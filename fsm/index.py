@@ -50,12 +50,12 @@ from operator import itemgetter
 import numpy as np
 
 from .arrays import spans
+from .compiled_walk import CompiledWalk, TrieTable
 from .dfa import DFA
 from .gc_pause import gc_paused
 from .kernels import AVAILABLE as COMPILED_AVAILABLE
 from .lazy import GrowthDeferred
 from .narrow import NARROW_BUDGET, TrieLists, class_bytes, few_moves, loop_bytes, narrow_walk
-from .compiled_walk import CompiledWalk, TrieTable
 from .nfa import MAX_GROWN_NFA_STATES
 from .trie import LONG_RUN, PLAIN_BYTES, RunTrie, Trie, set_bits, split_vocabulary
 from .utf8 import UTF8_SEQUENCES

@@ -14,10 +14,10 @@ import random
 import numpy as np
 import pytest
 
+from guided.fsm.compiled_walk import CompiledWalk
 from guided.fsm.index import TokenIndex
 from guided.fsm.kernels import AVAILABLE as COMPILED_AVAILABLE
 from guided.fsm.lazy import LazyDFA
-from guided.fsm.compiled_walk import CompiledWalk
 from guided.fsm.nfa import NFA
 from guided.fsm.regex import regex_to_nfa
 
@@ -288,8 +288,7 @@ def test_compiled_walk_grows_its_buffers(smollm2_vocab, monkeypatch):
     of runs under ``[a-z]*``, hundreds of pairs on the stack): each time it grows
     them and goes on where it stopped, losing no run and no set-aside pair. Its
     facts table (4 rows) and the lazy DFA's (4 states) grow likewise."""
-    from guided.fsm import compiled_walk
-    from guided.fsm import subset_arrays
+    from guided.fsm import compiled_walk, subset_arrays
 
     vocab = smollm2_vocab
     monkeypatch.setattr(CompiledWalk, "BUFFER", 8)
