@@ -17,7 +17,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = {"guided": "guided", "fsm": "guided.fsm", "grammars": "guided.grammars", "watermark": "guided.watermark"}
@@ -33,6 +32,7 @@ def _source_packages() -> set[str]:
 
 
 def test_the_package_list_names_every_source_package():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert set(setup["packages"]) == _source_packages()
     assert setup["package-dir"] == {package: folder for folder, package in FOLDERS.items()}
