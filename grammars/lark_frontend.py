@@ -16,6 +16,7 @@ higher priority wins, then a string literal over a regex, as in lark.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from guided.errors import GrammarError, RegexError
@@ -82,6 +83,13 @@ def compile_lark(text: str, start: str = "start") -> CompiledGrammar:
         raise GrammarError(f"grammar syntax error at line {e.line}, column {e.column}: {e}") from None
     except lark.exceptions.LarkError as e:
         raise GrammarError(f"grammar error: {e}") from None
+    except re.error as e:  # a terminal's regex that Python's re refuses, checked by lark as it loads
+        raise GrammarError(f"grammar error: invalid regex in a terminal: {e}") from None
+    except OSError as e:  # %import of a grammar file that is not there
+        name = getattr(e, "filename", None) or e
+        raise GrammarError(f"grammar error: %import: cannot read {name}") from None
+    except RecursionError:
+        raise GrammarError("grammar error: the grammar nests too deeply") from None
 
     names = [t.name for t in parsed.terminals]
     term_id = {n: i for i, n in enumerate(names)}

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 
@@ -48,19 +49,19 @@ def _build_parser() -> argparse.ArgumentParser:
     gen.add_argument("prompt", help="the prompt ('-' reads it from stdin)")
     gen.add_argument("--model", default=None,
                      help="local Hugging Face model folder or .gguf file (default: SmolLM2-135M-Instruct)")
-    gen.add_argument("--max-tokens", type=int, default=256, help="most new tokens (default 256)")
-    gen.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); above 0, sampling")
-    gen.add_argument("--top-k", type=int, default=None, help="sampling: keep the K best tokens")
-    gen.add_argument("--top-p", type=float, default=None, help="sampling: nucleus of probability P")
+    gen.add_argument("--max-tokens", type=_count(1), default=256, help="most new tokens (default 256)")
+    gen.add_argument("--temperature", type=_number(0), default=0.0, help="0 = greedy (default); above 0, sampling")
+    gen.add_argument("--top-k", type=_count(1), default=None, help="sampling: keep the K best tokens")
+    gen.add_argument("--top-p", type=_number(0, 1, low_open=True), default=None, help="sampling: nucleus of probability P")
     gen.add_argument("--seed", type=int, default=None, help="sampling: random seed (reproducible output)")
     gen.add_argument("--system", default=None, help="system message for the chat template")
     gen.add_argument("--no-chat", action="store_true", help="send the prompt raw, without the chat template")
-    gen.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    gen.add_argument("--threads", type=_count(1), default=None, help="torch CPU threads")
     gen.add_argument("--json", action="store_true", help="print one JSON object with text and stats")
     gen.add_argument("--speculative", metavar="DRAFTERS", default=None,
                      help="speculative decoding (same output, fewer model passes): 'auto', or a comma "
                           "list of forced, lookup, early-exit[:LAYERS]")
-    gen.add_argument("--num-draft-tokens", type=int, default=8, help="most tokens drafted per pass")
+    gen.add_argument("--num-draft-tokens", type=_count(1), default=8, help="most tokens drafted per pass")
     gen.add_argument("--watermark-key-file", metavar="K", default=None,
                      help="watermark the output with this key (red-green, gamma 0.25, delta 2; with a spec, "
                           "among its allowed tokens: detect with the same --schema)")
@@ -84,13 +85,13 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_detector_options(srv)
     srv.add_argument("--host", default="127.0.0.1",
                      help="interface to listen on (default 127.0.0.1: this machine only)")
-    srv.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
-    srv.add_argument("--max-body-bytes", type=int, default=2_000_000,
+    srv.add_argument("--port", type=_count(0, 65535), default=8000, help="TCP port (default 8000)")
+    srv.add_argument("--max-body-bytes", type=_count(1), default=2_000_000,
                      help="larger request bodies get 413 (default 2000000)")
     srv.set_defaults(func=_cmd_serve)
 
     demo = sub.add_parser("demo", help="regex-constrained generation with the default model, with timing")
-    demo.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
+    demo.add_argument("--threads", type=_count(1), default=1, help="torch CPU threads (default 1)")
     demo.set_defaults(func=_cmd_demo)
     return parser
 
@@ -100,12 +101,12 @@ def _add_detector_options(p) -> None:
     key.add_argument("--key-file", metavar="K", help="file holding the watermark key (at least 16 bytes)")
     key.add_argument("--key-env", metavar="VAR", help="environment variable holding the key")
     p.add_argument("--tokenizer", default=None, help="local tokenizer / model folder (default: SmolLM2's)")
-    p.add_argument("--gamma", type=float, default=0.25, help="green fraction generation used (default 0.25)")
-    p.add_argument("--delta", type=float, default=2.0, help="bias generation used (default 2; not used by the test)")
+    p.add_argument("--gamma", type=_number(0, 1, low_open=True, high_open=True), default=0.25, help="green fraction generation used (default 0.25)")
+    p.add_argument("--delta", type=_number(), default=2.0, help="bias generation used (default 2; not used by the test)")
     p.add_argument("--seeding", choices=("lefthash", "selfhash"), default="lefthash",
                    help="green-list seeding generation used (default lefthash)")
-    p.add_argument("--context-width", type=int, default=1, help="context tokens generation used (default 1)")
-    p.add_argument("--z-threshold", type=float, default=4.0, help="z-score from which text is watermarked (default 4)")
+    p.add_argument("--context-width", type=_count(1), default=1, help="context tokens generation used (default 1)")
+    p.add_argument("--z-threshold", type=_number(), default=4.0, help="z-score from which text is watermarked (default 4)")
     p.add_argument("--count-repeats", action="store_true", help="score repeated n-grams every time")
 
 
@@ -123,22 +124,14 @@ def _detector_from_args(args):
 
 
 def _cmd_detect(args) -> int:
-    if args.file == "-":
-        text = sys.stdin.read()
-    else:
-        try:
-            with open(args.file, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise ValueError(f"cannot read {args.file!r}: {e.strerror}") from None
+    text = _read_text(args.file)
     guide = None
     detector = _detector_from_args(args)
     if args.schema is not None:
         from .compiler import compile as compile_spec
         from .specs import JsonSchema
 
-        with open(args.schema, encoding="utf-8") as f:
-            spec = JsonSchema(f.read(), whitespace=_whitespace(args), key_order=args.key_order)
+        spec = JsonSchema(_read_text(args.schema), whitespace=_whitespace(args), key_order=args.key_order)
         guide = compile_spec(spec, detector.tokenizer)
     result = detector.detect(text, guide=guide, window=args.window)
     print(json.dumps(result.as_dict()))
@@ -152,6 +145,61 @@ def _cmd_serve(args) -> int:
     _log(f"watermark detection on http://{args.host}:{args.port} (key id {detector.fingerprint['key_id']})")
     serve(detector, args.host, args.port, max_body_bytes=args.max_body_bytes)
     return 0
+
+
+def _read_text(path: str) -> str:
+    """A file's text, or stdin's for ``-``, as UTF-8; a ``ValueError`` naming the file
+    when it cannot be read or is not UTF-8 text."""
+    name = "stdin" if path == "-" else repr(path)
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
+    except OSError as e:
+        raise ValueError(f"cannot read {name}: {e.strerror or e}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{name} is not UTF-8 text (byte {e.start})") from None
+
+
+def _count(low: int, high: int | None = None):
+    """An argparse type: an integer in ``[low, high]``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"{value} is not in {low}..{'' if high is None else high}")
+        return value
+
+    return parse
+
+
+def _number(low: float | None = None, high: float | None = None, *, low_open: bool = False, high_open: bool = False):
+    """An argparse type: a finite number within the bounds (open where asked)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+        too_low = low is not None and (value <= low if low_open else value < low)
+        too_high = high is not None and (value >= high if high_open else value > high)
+        if too_low or too_high:
+            left, right = "(" if low_open else "[", ")" if high_open else "]"
+            lo = "-inf" if low is None else f"{low:g}"
+            hi = "inf" if high is None else f"{high:g}"
+            raise argparse.ArgumentTypeError(f"{value:g} is not in {left}{lo}, {hi}{right}")
+        return value
+
+    return parse
 
 
 def _log(msg: str) -> None:
@@ -178,13 +226,12 @@ def _spec_from_args(args):
         return Regex(args.regex)
     if args.grammar is not None:
         if args.grammar.endswith(".lark") or "/" in args.grammar:
-            return Grammar.from_file(args.grammar, start=args.start)
+            return Grammar(_read_text(args.grammar), start=args.start)
         return Grammar.from_name(args.grammar, start=args.start)
     whitespace = _whitespace(args)
     if args.schema is not None:
-        with open(args.schema, encoding="utf-8") as f:
-            text = f.read()
-        return JsonSchema(text, whitespace=whitespace, strict=not args.lenient, key_order=args.key_order)
+        return JsonSchema(_read_text(args.schema), whitespace=whitespace, strict=not args.lenient,
+                          key_order=args.key_order)
     if args.pydantic is not None:
         return JsonSchema(_import_class(args.pydantic), whitespace=whitespace, strict=not args.lenient,
                           key_order=args.key_order)
@@ -240,7 +287,7 @@ def _cmd_generate(args) -> int:
     spec = _spec_from_args(args)
     _check_spec(spec)  # a bad spec fails before the slow model load
     drafter_names = _parse_drafters(args.speculative)  # and so does a bad drafter list
-    prompt = sys.stdin.read() if args.prompt == "-" else args.prompt
+    prompt = _read_text("-") if args.prompt == "-" else args.prompt
     watermark = None
     if args.watermark_key_file:
         from guided.watermark import load_key
@@ -364,7 +411,7 @@ def main(argv=None) -> int:
     args = _build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except ValueError as e:  # spec errors: a clear message, no traceback
+    except (ValueError, OSError) as e:  # bad specs, files, keys: a clear message, no traceback
         print(f"error: {e}", file=sys.stderr)
         return 2
 

@@ -121,6 +121,8 @@ class JsonSchema:
                 schema = json.loads(schema)
             except json.JSONDecodeError as e:
                 raise SchemaError(f"schema is not valid JSON: {e}", "") from None
+            except RecursionError:
+                raise SchemaError("the schema text nests too deeply", "") from None
         if not isinstance(schema, (dict, bool)):
             raise TypeError("JsonSchema takes a dict, JSON text or a pydantic model class, "
                             f"not {type(schema).__name__}")
@@ -134,7 +136,11 @@ class JsonSchema:
     def key(self) -> tuple:
         """The compile cache's key: equal for specs that compile to the same guide."""
         ws = json.dumps(self.whitespace, sort_keys=True)
-        return ("json", json.dumps(self.schema, sort_keys=True, default=str), ws, self.strict, self.key_order)
+        try:
+            text = json.dumps(self.schema, sort_keys=True, default=str)
+        except RecursionError:
+            raise SchemaError("the schema nests too deeply", "#") from None
+        return ("json", text, ws, self.strict, self.key_order)
 
     def parse(self, text: str):
         """The generated text as a Python value.

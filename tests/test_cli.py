@@ -74,8 +74,8 @@ def test_generate_with_a_grammar_file(tmp_path):
 
 
 def test_missing_model_path(capsys, tmp_path):
-    with pytest.raises(FileNotFoundError):
-        main(["generate", "--regex", "a", "--model", str(tmp_path / "nope"), "hi"])
+    assert main(["generate", "--regex", "a", "--model", str(tmp_path / "nope"), "hi"]) == 2
+    assert f"error: No model at '{tmp_path / 'nope'}'" in capsys.readouterr().err
 
 
 @pytest.mark.subprocess
@@ -152,3 +152,35 @@ def test_speculative_generation_from_the_cli_matches_plain():
     assert plain.returncode == 0 and fast.returncode == 0, fast.stderr
     assert json.loads(fast.stdout)["token_ids"] == json.loads(plain.stdout)["token_ids"]
     assert "model passes" in fast.stderr
+
+
+def test_detect_refuses_input_that_is_not_utf8(tmp_path, capsys, monkeypatch):
+    import io
+    import sys
+
+    key = tmp_path / "k.key"
+    key.write_text("a watermark key of more than sixteen bytes\n")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"ok \xff")))
+    assert main(["detect", "--key-file", str(key), "-"]) == 2
+    assert "error: stdin is not UTF-8 text (byte 3)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["generate", "--schema", "/nonexistent/schema.json", "hi"], "error: cannot read '/nonexistent/schema.json'"),
+    (["generate", "--grammar", "/nonexistent/g.lark", "hi"], "error: cannot read '/nonexistent/g.lark'"),
+    (["detect", "--key-file", "/nonexistent/k.key", "/nonexistent/text.txt"], "error: cannot read"),
+])
+def test_missing_files_are_clear_errors(args, fragment, capsys):
+    assert main(args) == 2
+    assert fragment in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag,value", [
+    ("--max-tokens", "-5"), ("--temperature", "-1"), ("--top-p", "2"), ("--top-p", "0"), ("--top-k", "0"),
+    ("--temperature", "nan"), ("--num-draft-tokens", "0"), ("--threads", "x"),
+])
+def test_bad_numeric_flags_are_refused(flag, value, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["generate", "--regex", "a", flag, value, "hi"])
+    assert e.value.code == 2
+    assert f"argument {flag}:" in capsys.readouterr().err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import lark
 import numpy as np
@@ -409,3 +410,17 @@ def test_bad_grammars_get_clear_errors(smollm2_vocab, grammar, message):
 def test_unknown_shipped_grammar():
     with pytest.raises(ValueError, match="available"):
         guided.Grammar.from_name("no-such-grammar")
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ("start: /\\p{L}+/", "invalid regex in a terminal"),
+    ("%import nonexist.X\nstart: X", "%import: cannot read"),
+    ("start: " + "(" * 3000 + '"a"' + ")" * 3000, "nests too deeply"),
+])
+def test_grammars_lark_cannot_load_are_grammar_errors(text, fragment):
+    """Errors from lark's loading that are not lark's own (``re.error``, a missing
+    file, the recursion limit) are ``GrammarError``s too."""
+    from guided.grammars.lark_frontend import compile_lark
+
+    with pytest.raises(guided.GrammarError, match=re.escape(fragment)):
+        compile_lark(text)

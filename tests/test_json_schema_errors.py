@@ -6,6 +6,7 @@ invalid patterns, and schemas nesting past the recursion limit.
 from __future__ import annotations
 
 import os
+import re
 
 import jsonschema
 import pytest
@@ -165,3 +166,61 @@ def test_a_first_compile_past_the_recursion_limit_leaves_numba_usable(tmp_path):
                            "-c", os.path.join(root, "pyproject.toml"), str(tmp_path / "test_first_compile.py")],
                           cwd=root, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:]
+
+
+def _nested(key, n, leaf):
+    out = leaf
+    for _ in range(n):
+        out = {key: out}
+    return out
+
+
+def _deep_list(n):
+    out = []
+    for _ in range(n):
+        out = [out]
+    return out
+
+
+@pytest.mark.parametrize("schema,pointer,fragment", [
+    ({"type": "string", "pattern": 5}, "#/pattern", "pattern must be a string"),
+    ({"type": "object", "properties": []}, "#/properties", "properties must be an object"),
+    ({"type": "object", "required": "abc"}, "#/required", "required must be an array of strings"),
+    ({"type": "object", "properties": {"a": {"minLength": -1}}}, "#/properties/a/minLength", "non-negative integer"),
+    ({"type": "integer", "maximum": 10**1000}, "#/maximum", "maximum must be between"),
+    ({"type": "number", "minimum": float("inf")}, "#/minimum", "minimum must be a number"),
+    ({"multipleOf": 0}, "#/multipleOf", "multipleOf must be a number above 0"),
+    ({"anyOf": []}, "#/anyOf", "non-empty array"),
+    ({"type": "strin"}, "#/type", "type must be one of"),
+    ({"items": 3}, "#/items", "items must be a schema"),
+    (_nested("items", 600, {}), "#" + "/items" * 257, "nests deeper than 256"),
+    ({"enum": [_deep_list(900)]}, "#/enum", "a value nests deeper"),
+])
+def test_a_schema_of_the_wrong_shape_is_a_schema_error(schema, pointer, fragment):
+    """Keyword values of the wrong type, numbers past what the compiler handles and
+    nesting past the limit are refused before the compile, naming keyword and pointer
+    (not an AttributeError, an OverflowError or a RecursionError, nor a keyword ignored)."""
+    for compile_ in (lambda: compile_json_schema(schema, "compact"),
+                     lambda: guided.compile(guided.JsonSchema(schema), guided.Vocabulary([b"a", b"b"], [1]))):
+        with pytest.raises(guided.SchemaError, match=re.escape(fragment)) as info:
+            compile_()
+        assert info.value.pointer == pointer
+
+
+def test_schema_text_nesting_past_the_parser_is_a_schema_error():
+    text = '{"items":' * 10000 + "{}" + "}" * 10000
+    with pytest.raises(guided.SchemaError, match="nests"):
+        guided.JsonSchema(text)
+    with pytest.raises(guided.SchemaError, match="nests"):
+        compile_json_schema(text, "compact")
+
+
+@pytest.mark.parametrize("step", [1e-20, 1e-300, 10**-25])
+def test_tiny_multiple_of_steps_compile_exactly(step):
+    from decimal import Decimal
+    from fractions import Fraction
+
+    dfa = compile_json_schema({"type": "number", "multipleOf": step}, "compact")
+    exact = Fraction(Decimal(repr(step)))
+    for text in ("0", "7", "0.5", "-2.25", "0." + "0" * 19 + "1", "0." + "0" * 24 + "1", "0." + "0" * 40 + "3"):
+        assert dfa.matches(text.encode()) == ((Fraction(text) / exact).denominator == 1), text

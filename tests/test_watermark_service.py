@@ -116,6 +116,9 @@ def test_grammar_aware_request_with_the_generation_settings(server, smollm2_toke
     (json.dumps({}).encode(), "exactly one"),
     (json.dumps({"token_ids": [1, -5]}).encode(), "non-negative"),
     (json.dumps({"text": "x", "schema": {"type": "frobnicate"}}).encode(), "schema"),
+    (b'{"text": "a \\ud800 b"}', "surrogate"),
+    (json.dumps({"token_ids": [1, 2**63]}).encode(), "2**63"),
+    (json.dumps({"token_ids": [1, 2**70]}).encode(), "2**63"),
 ])
 @pytest.mark.server
 def test_bad_requests_are_422_with_a_reason(server, body, fragment):

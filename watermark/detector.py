@@ -162,10 +162,15 @@ class WatermarkDetector:
         """The ids detection scores for ``text`` (no special tokens added).
 
         Raises:
-            ValueError: the detector has no tokenizer.
+            ValueError: the detector has no tokenizer, or ``text`` holds a lone
+                surrogate (it is not Unicode text).
         """
         if self.tokenizer is None:
             raise ValueError("this detector has no tokenizer: pass token ids")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"the text holds a lone surrogate at character {e.start}: not Unicode text") from None
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def detect(self, text_or_ids, guide=None, *, window: bool = False, min_window: int = 32,
@@ -246,7 +251,10 @@ class WatermarkDetector:
             return np.asarray(self.tokenize(text_or_ids), dtype=np.int64)
         if isinstance(text_or_ids, torch.Tensor):
             text_or_ids = text_or_ids.reshape(-1).tolist()
-        ids = np.asarray(list(text_or_ids), dtype=np.int64)
+        try:
+            ids = np.asarray(list(text_or_ids), dtype=np.int64)
+        except OverflowError:
+            raise ValueError("token ids must be below 2**63") from None
         if ids.ndim != 1:
             raise ValueError("token ids must be a flat list of integers")
         if len(ids) and (ids.min() < 0):

@@ -48,8 +48,8 @@ class DetectRequest(BaseModel):
     def _one_input(self):
         if (self.text is None) == (self.token_ids is None):
             raise ValueError("give exactly one of 'text' and 'token_ids'")
-        if self.token_ids is not None and any(t < 0 for t in self.token_ids):
-            raise ValueError("token_ids must be non-negative")
+        if self.token_ids is not None and any(t < 0 or t >= 1 << 63 for t in self.token_ids):
+            raise ValueError("token_ids must be non-negative and below 2**63")
         return self
 
 
@@ -128,7 +128,10 @@ def create_app(detector: WatermarkDetector, *, max_body_bytes: int = MAX_BODY_BY
 
     @app.post("/v1/watermark/detect")
     def detect(request: DetectRequest) -> JSONResponse:
-        ids = request.token_ids if request.token_ids is not None else detector.tokenize(request.text)
+        try:
+            ids = request.token_ids if request.token_ids is not None else detector.tokenize(request.text)
+        except ValueError as e:
+            raise HTTPException(422, str(e)) from None
         if len(ids) > max_tokens:
             raise HTTPException(413, f"{len(ids)} tokens: at most {max_tokens} per request")
         guide = None

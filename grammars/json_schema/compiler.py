@@ -94,6 +94,7 @@ from .keywords import (
     without_idle_conditionals,
 )
 from .reuse import ReusedValues
+from .shape import MAX_SCHEMA_DEPTH, check_shape
 from .strings import minus
 
 # -- whitespace ----------------------------------------------------------------------
@@ -260,8 +261,11 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
                 schema = json.loads(schema)
             except json.JSONDecodeError as e:
                 raise SchemaError(f"schema is not valid JSON: {e}", "") from None
+            except RecursionError:
+                raise SchemaError(f"the schema text nests deeper than {MAX_SCHEMA_DEPTH} levels", "") from None
         if not isinstance(schema, (dict, bool)):
             raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", "#")
+        check_shape(schema)
         self.root = in_declared_draft(schema)
         self.ws = Whitespace(whitespace)
         if key_order not in KEY_ORDERS:

@@ -104,12 +104,13 @@ def multiple_of_dfa(step) -> DFA | None:
     # int(r): another digit, or the point.
     trans[integer(r)[:, None], 3 + digits[None, :]] = integer((10 * r[:, None] + digits[None, :]) % m)
     trans[integer(r), _DOT] = fraction(r, 0)
-    accepting[integer(r)] = (r * 10**k) % m == 0
+    # Powers of ten reduced mod m first: r * 10**k overflows int64 for k >= 19 (small steps).
+    accepting[integer(r)] = (r * (10**k % m)) % m == 0
     # frac(r, j): digits that count, then only zeros.
     for j in range(k):
         trans[fraction(r, j)[:, None], 3 + digits[None, :]] = fraction((10 * r[:, None] + digits[None, :]) % m, j + 1)
     for j in range(1, k + 1):
-        accepting[fraction(r, j)] = (r * 10 ** (k - j)) % m == 0
+        accepting[fraction(r, j)] = (r * (10 ** (k - j) % m)) % m == 0
     trans[fraction(r, k), 3] = tail(r)
     trans[tail(r), 3] = tail(r)
     accepting[tail(r)] = r == 0
