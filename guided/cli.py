@@ -25,6 +25,7 @@ import argparse
 import json
 import math
 import sys
+import warnings
 import time
 
 
@@ -409,6 +410,7 @@ def _jsonable(value):
 
 def main(argv=None) -> int:
     args = _build_parser().parse_args(argv)
+    warnings.formatwarning = lambda message, *rest, **kw: f"warning: {message}\n"
     try:
         return args.func(args)
     except (ValueError, OSError) as e:  # bad specs, files, keys: a clear message, no traceback

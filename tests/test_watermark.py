@@ -358,3 +358,20 @@ def test_tiny_model_generate_with_processor_is_flagged(tiny_model, detector):
                                 temperature=2.0, max_new_tokens=200, min_new_tokens=200, pad_token_id=2)
     assert not any(detector.detect(row).is_watermarked for row in plain[:, 3:].tolist())
 
+
+
+def test_a_key_file_others_may_read_is_warned_about(tmp_path):
+    import os
+    import warnings
+
+    from guided.watermark import KeyFileWarning, load_key
+
+    path = tmp_path / "wm.key"
+    path.write_text("a watermark key of more than sixteen bytes\n")
+    os.chmod(path, 0o600)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        private = load_key(str(path))
+    os.chmod(path, 0o644)
+    with pytest.warns(KeyFileWarning, match="chmod 600"):
+        assert load_key(str(path)) == private

@@ -173,3 +173,10 @@ def test_cli_detect(tmp_path, smollm2_tokenizer, capsys):
     assert KEY.decode() not in json.dumps(out)
     assert main(["detect", "--key-file", str(tmp_path / "missing.key"), str(text_file)]) == 2
     assert "cannot read the watermark key file" in capsys.readouterr().err
+
+
+@pytest.mark.server
+def test_no_page_loads_scripts_from_outside(server):
+    url, _ = server
+    assert httpx.get(url + "/docs").status_code == 404 and httpx.get(url + "/redoc").status_code == 404
+    assert httpx.get(url + "/openapi.json").status_code == 200

@@ -24,8 +24,8 @@ Example::
                          logits_processor=[WatermarkLogitsProcessor(len(tokenizer), key)])
 """
 
-from .config import WatermarkConfig, load_key
+from .config import KeyFileWarning, WatermarkConfig, load_key
 from .detector import DetectionResult, WatermarkDetector
 from .processor import WatermarkLogitsProcessor
 
-__all__ = ["DetectionResult", "WatermarkConfig", "WatermarkDetector", "WatermarkLogitsProcessor", "load_key"]
+__all__ = ["DetectionResult", "KeyFileWarning", "WatermarkConfig", "WatermarkDetector", "WatermarkLogitsProcessor", "load_key"]

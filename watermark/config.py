@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 
 from .prf import key_id
@@ -76,6 +77,10 @@ def as_key(key) -> bytes:
     return key
 
 
+class KeyFileWarning(UserWarning):
+    """A watermark key file that users other than its owner may read or write."""
+
+
 def load_key(path: str | None = None, env: str | None = None) -> bytes:
     """Read a watermark key from a file or an environment variable.
 
@@ -89,18 +94,25 @@ def load_key(path: str | None = None, env: str | None = None) -> bytes:
     Returns:
         The key bytes (keys over 64 bytes are hashed down to 64).
 
+    Warns:
+        KeyFileWarning: the key file's permissions let other users read or write it.
+
     Raises:
         ValueError: neither given, the file unreadable, the variable unset, or the
             key shorter than 16 bytes.
 
     Example::
 
-        >>> key = load_key("wm.key")                 # head -c 32 /dev/urandom | base64 > wm.key
+        >>> key = load_key("wm.key")                 # (umask 077; head -c 32 /dev/urandom | base64 > wm.key)
         >>> key = load_key(env="GUIDED_WATERMARK_KEY")
     """
     if path:
         try:
             with open(path, "rb") as f:
+                if os.name == "posix" and os.fstat(f.fileno()).st_mode & 0o077:
+                    # Anyone who reads the key can scrub or forge the watermark.
+                    warnings.warn(f"the watermark key file {path!r} is readable or writable by other users: "
+                                  f"chmod 600 {path}", KeyFileWarning, stacklevel=2)
                 return as_key(f.read().strip())
         except OSError as e:
             raise ValueError(f"cannot read the watermark key file {path!r}: {e.strerror}") from None

@@ -120,6 +120,10 @@ def create_app(detector: WatermarkDetector, *, max_body_bytes: int = MAX_BODY_BY
         title="guided watermark detection",
         description="Red-green watermark z-test, naive or grammar-aware. The key stays on the server.",
         version="1",
+        # FastAPI's /docs and /redoc pages load scripts from outside CDNs: off.
+        # /openapi.json describes the API.
+        docs_url=None,
+        redoc_url=None,
     )
 
     @app.get("/healthz")
