@@ -25,8 +25,8 @@ import argparse
 import json
 import math
 import sys
-import warnings
 import time
+import warnings
 
 
 def _build_parser() -> argparse.ArgumentParser:
