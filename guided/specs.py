@@ -117,12 +117,11 @@ class JsonSchema:
             self.model = schema
             schema = schema.model_json_schema()
         elif isinstance(schema, str):
-            try:
-                schema = json.loads(schema)
-            except json.JSONDecodeError as e:
-                raise SchemaError(f"schema is not valid JSON: {e}", "") from None
-            except RecursionError:
-                raise SchemaError("the schema text nests too deeply", "") from None
+            # Imported here: the JSON Schema package costs ~50 ms to import, paid only by
+            # specs given as text before their compile.
+            from guided.grammars.json_schema.shape import schema_from_text
+
+            schema = schema_from_text(schema)
         if not isinstance(schema, (dict, bool)):
             raise TypeError("JsonSchema takes a dict, JSON text or a pydantic model class, "
                             f"not {type(schema).__name__}")

@@ -94,7 +94,7 @@ from .keywords import (
     without_idle_conditionals,
 )
 from .reuse import ReusedValues
-from .shape import MAX_SCHEMA_DEPTH, check_shape
+from .shape import check_shape, schema_from_text
 from .strings import minus
 
 # -- whitespace ----------------------------------------------------------------------
@@ -257,12 +257,7 @@ class SchemaCompiler(LogicCompiler, ScalarCompiler, ArrayCompiler, ObjectCompile
             self.grammar = None
             return
         if isinstance(schema, str):
-            try:
-                schema = json.loads(schema)
-            except json.JSONDecodeError as e:
-                raise SchemaError(f"schema is not valid JSON: {e}", "") from None
-            except RecursionError:
-                raise SchemaError(f"the schema text nests deeper than {MAX_SCHEMA_DEPTH} levels", "") from None
+            schema = schema_from_text(schema)
         if not isinstance(schema, (dict, bool)):
             raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}", "#")
         check_shape(schema)

@@ -22,6 +22,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 import math
 
 from guided.errors import SchemaError
@@ -43,6 +44,26 @@ _ONE_SCHEMA = ("additionalProperties", "additionalItems", "contains", "propertyN
 _SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _TYPES = ("null", "boolean", "object", "array", "number", "integer", "string", "any")
+
+
+def schema_from_text(text: str):
+    """A schema's JSON text parsed.
+
+    Args:
+        text: the schema as JSON text.
+
+    Returns:
+        The parsed value (its shape is not checked here: ``check_shape``).
+
+    Raises:
+        SchemaError: the text is not JSON, or nests past what the parser can read.
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SchemaError(f"schema is not valid JSON: {e}", "") from None
+    except RecursionError:
+        raise SchemaError("the schema text nests too deeply to be parsed", "") from None
 
 
 def check_shape(root) -> None:
