@@ -29,8 +29,8 @@ EOS check).  Percentiles are nearest-rank.  Each worker warms its engine up on a
 schema first, so one-time per-process costs (vocabulary trie, Unicode tables) are not
 charged to the first schema; before each schema (outside the timing) guided's
 compiled-spec caches are cleared, so every schema compiles cold, as llguidance does.
-guided is called per the contract, ``guided.compile(schema_dict, vocab)`` (its default
-whitespace); ``--guided-whitespace compact`` compiles
+guided is called per the contract, ``guided.compile(schema_dict, vocab, timeout=None)``
+(its default whitespace; ``--timeout`` limits every engine alike); ``--guided-whitespace compact`` compiles
 ``guided.JsonSchema(schema, whitespace="compact")`` instead, matching llguidance's setup;
 ``--guided-key-order any`` lets object keys come in any order (llguidance, like guided's
 default, wants them in ``properties`` order); ``--recheck-key-order`` reruns guided's
@@ -547,7 +547,8 @@ class GuidedEngine(MatcherContract):
         if self.whitespace is not None or self.key_order is not None:
             schema = self._guided.JsonSchema(schema, whitespace=self.whitespace or "flexible",
                                              key_order=self.key_order or "schema")
-        return self._guided.compile(schema, self.vocab)
+        # No compile time limit of guided's own: --timeout bounds every engine alike.
+        return self._guided.compile(schema, self.vocab, timeout=None)
 
     def new_matcher(self, compiled):
         return compiled.matcher()

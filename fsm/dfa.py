@@ -27,6 +27,7 @@ import numpy as np
 from guided.errors import EmptyLanguageError, RegexTooLargeError
 
 from .arrays import spans
+from .deadline import check as check_deadline
 from .kernels import AVAILABLE as COMPILED_AVAILABLE
 from .nfa import NFA, nfa_byte_classes
 
@@ -250,6 +251,8 @@ def subset_table(nfa: NFA, start: int, keep: set[int], classes: np.ndarray | Non
     state_of(frozenset([start]))
     table: list[list[int]] = []
     while len(table) < len(sets):
+        if not len(table) & 255:
+            check_deadline()
         table.append(sweep_row([intervals_of(s) for s in sets[len(table)]], n_classes, state_of, by_targets))
     trans = np.array(table, dtype=np.int32).reshape(len(sets), n_classes)
     return trans, classes, sets
@@ -340,6 +343,7 @@ def minimize(trans: np.ndarray, byte_to_class: np.ndarray, accepting: np.ndarray
     if got is not None:
         _minimized.move_to_end(key)
         return got
+    check_deadline()
     got = _minimize(trans, byte_to_class, accepting)
     _minimized[key] = got
     if len(_minimized) > MINIMIZED_CACHE_SIZE:
@@ -354,6 +358,7 @@ def _minimize(trans: np.ndarray, byte_to_class: np.ndarray, accepting: np.ndarra
     t = np.where(trans < 0, sink, trans)
     t = np.vstack([t, np.full((1, t.shape[1]), sink, dtype=t.dtype)])
     block = coarsest_partition(t, np.append(accepting, False), sink)
+    check_deadline()
     return _quotient(t, block, accepting, byte_to_class)
 
 
@@ -433,6 +438,7 @@ def _moore(t: np.ndarray, accepting: np.ndarray, sink: int) -> np.ndarray | None
     is_dirty = np.zeros(n, dtype=bool)
     states, pinned = np.arange(n, dtype=np.int64), np.zeros(n, dtype=bool)  # round 1: every state
     while True:
+        check_deadline()
         sig = block[t[states]]
         key = sig @ weights  # wraps around: a hash
         order = np.lexsort((key, block[states]))

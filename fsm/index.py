@@ -51,6 +51,7 @@ import numpy as np
 
 from .arrays import spans
 from .compiled_walk import CompiledWalk, TrieTable
+from .deadline import check as check_deadline
 from .dfa import DFA
 from .gc_pause import gc_paused
 from .kernels import AVAILABLE as COMPILED_AVAILABLE
@@ -424,6 +425,7 @@ class TokenIndex:
                 self._grow()
         todo = np.nonzero(self._row_of_state[: self.dfa.num_states] < 0)[0].tolist()
         for i in range(0, len(todo), _BATCH_STATES):
+            check_deadline()
             self._compute(todo[i : i + _BATCH_STATES])
         return self
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from guided.errors import RegexTooLargeError
 
+from .deadline import check as check_deadline
 from .kernels import AVAILABLE as COMPILED_AVAILABLE
 from .kernels import MAX_NFA_STATES  # (defined with the kernels: ``paste_here`` compiles it in)
 from .utf8 import utf8_sequences
@@ -403,6 +404,7 @@ class NFA:
         base = len(self.eps)
         if base + n > MAX_NFA_STATES:
             self._check_size(n)
+        check_deadline()
         self.eps.extend([] for _ in range(n))
         self.edges.extend(edges if edges is not None else ([] for _ in range(n)))
         return base

@@ -19,6 +19,7 @@ import numpy as np
 
 from guided.errors import EmptyLanguageError, RegexTooLargeError
 
+from .deadline import check as check_deadline
 from .dfa import DFA, MAX_DFA_STATES, co_reachable, minimize
 from .kernels import AVAILABLE as COMPILED_AVAILABLE
 from .nfa import NFA, UNBOUNDED_ROOM
@@ -86,6 +87,7 @@ def _product_by_level(a: DFA, b: DFA, accept, both: bool, limit: int) -> tuple[n
     frontier_a, frontier_b = pair_a[0], pair_b[0]
     count = 1
     while len(frontier_a):
+        check_deadline()
         na, nb = ta[frontier_a], tb[frontier_b]
         dead = ((na < 0) | (nb < 0)) if both else ((na < 0) & (nb < 0))
         keys = (na + 1) * width + (nb + 1)
@@ -125,6 +127,8 @@ def _product_by_pair(a: DFA, b: DFA, accept, both: bool, limit: int) -> tuple[np
     table = []
     i = 0
     while i < len(pairs):
+        if not i & 255:
+            check_deadline()
         sa, sb = pairs[i]
         row = []
         for x, y in zip(ca, cb):

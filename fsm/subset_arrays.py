@@ -22,6 +22,7 @@ from itertools import chain
 import numpy as np
 
 from guided.errors import RegexTooLargeError
+from guided.fsm.deadline import check as check_deadline
 from guided.fsm.kernels.subsets import (
     ACCEPT,
     DONE,
@@ -68,6 +69,8 @@ from guided.fsm.nfa import MAX_NFA_STATES, PastedOnce, nfa_byte_classes, pastabl
 
 #: The most copies walks paste before Python follows (``LazySubsets.pasted``).
 PASTE_LOG = 256
+#: DFA rows ``subset_table`` builds per kernel call, between deadline checks (~10-50 ms).
+ROWS_PER_CALL = 4096
 #: A lazy construction's buffers start with room for this many DFA states, and
 #: this many subset (closure, scratch) entries. Each growth while decoding is a
 #: round trip from a walk to Python and back (~40-80 µs); with room for 64 states
@@ -109,10 +112,12 @@ def subset_table(nfa, start: int, final: int, classes: np.ndarray | None, limit:
     b = Buffers(nf, ep, mv, n_classes, final, limit, -1, f"pattern needs more than {limit} DFA states")
     d = 0
     while True:
-        outcome, d = build_rows(d, start, *b.kernel_args())
-        if outcome == DONE:
+        outcome, d = build_rows(d, d + ROWS_PER_CALL, start, *b.kernel_args())
+        if outcome != DONE:
+            b.grow(outcome)
+        elif d >= b.num_states:
             break
-        b.grow(outcome)
+        check_deadline()
     n_dfa = b.num_states
     return b.trans[:n_dfa], classes, b.df[:n_dfa, ACCEPT].astype(bool)
 

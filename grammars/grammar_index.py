@@ -528,6 +528,11 @@ class GrammarIndex:
             self.drop_caches()
         return nxt
 
+    @property
+    def cached_states(self) -> int:
+        """Parse states made (and cached) since the caches were last dropped."""
+        return self._cached_scans
+
     def drop_caches(self) -> None:
         """Forget every parse state reachable from the root, with its masks.
 
@@ -660,6 +665,14 @@ class GrammarIndex:
         return p2 is not None and p2.accepts
 
     # -- masks --------------------------------------------------------------------------
+
+    def cached_mask(self, state) -> np.ndarray | None:
+        """``mask(state)`` where it is already cached, else None; builds nothing, so a
+        thread may call it while another builds (``GrammarGuide`` does)."""
+        if isinstance(state, Readings):
+            return None
+        p, lx, fresh = state
+        return p.cache.get(("mask", lx, fresh))
 
     def mask(self, state) -> np.ndarray:
         """Packed allowed-token row (EOS bits included) of a matcher state; cached."""

@@ -32,8 +32,11 @@ Layers, bottom to top (a module imports only from its own layer or below)::
 
 from guided.errors import (
     ApproximationLimitError,
+    BudgetExceededError,
+    CompileTimeoutError,
     EmptyLanguageError,
     GrammarError,
+    GuideMemoryError,
     RecursiveSchemaError,
     RegexError,
     RegexSyntaxError,
@@ -43,12 +46,13 @@ from guided.errors import (
     UnsatisfiableSchemaError,
     UnsupportedRegexFeature,
     UnsupportedSchemaError,
+    UnwritableSpecError,
 )
 from guided.fsm.vocabulary import Vocabulary
 
 from . import models
 from .bitmask import allocate_token_bitmask, apply_token_bitmask_, unpack_token_bitmask
-from .compiler import compile
+from .compiler import cache_info, clear_cache, compile, configure_cache
 from .decoding.generation import GenerationResult, GenerationStats, generate
 from .matcher import Guide, Matcher
 from .processor import LogitsProcessor
@@ -62,7 +66,10 @@ __all__ = [
     "JsonSchema",
     "Regex",
     "Vocabulary",
+    "cache_info",
+    "clear_cache",
     "compile",
+    "configure_cache",
     # the matcher contract
     "Guide",
     "Matcher",
@@ -77,8 +84,11 @@ __all__ = [
     "models",
     # errors
     "ApproximationLimitError",
+    "BudgetExceededError",
+    "CompileTimeoutError",
     "EmptyLanguageError",
     "GrammarError",
+    "GuideMemoryError",
     "RecursiveSchemaError",
     "RegexError",
     "RegexSyntaxError",
@@ -88,4 +98,5 @@ __all__ = [
     "UnsatisfiableSchemaError",
     "UnsupportedRegexFeature",
     "UnsupportedSchemaError",
+    "UnwritableSpecError",
 ]

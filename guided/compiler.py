@@ -3,18 +3,139 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 
+import numpy as np
+
+from guided.errors import CompileTimeoutError, SpecError, UnwritableSpecError
+from guided.fsm.deadline import time_limit
 from guided.fsm.gc_pause import gc_paused
 from guided.fsm.regex import compile_regex
 from guided.fsm.vocabulary import Vocabulary
 
+from .bitmask import allocate_token_bitmask
 from .matcher import FSMGuide, Guide
 from .specs import Grammar, JsonSchema, Regex, as_spec
 
-_CACHE_SIZE = 64
-_cache: "OrderedDict[tuple, Guide]" = OrderedDict()
-_lock = threading.Lock()
+#: Defaults: the compile time limit (seconds), the most bytes a guide may hold as it
+#: grows, and the compile cache's bounds (bytes, then entries).
+DEFAULT_TIMEOUT = 10.0
+DEFAULT_MAX_GUIDE_BYTES = 512 << 20
+DEFAULT_CACHE_BYTES = 1 << 30
+DEFAULT_CACHE_ENTRIES = 256
+
+
+class _Cache:
+    """The compile cache: guides by key, least recently used first, bounded by the
+    bytes its guides hold (``Guide.nbytes``) and by entries. Guides grow after they
+    are cached (lazy masks), so a guide used since it was last measured is measured
+    again, at most once a second, when the cache is checked."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.max_bytes = DEFAULT_CACHE_BYTES
+        self.max_entries = DEFAULT_CACHE_ENTRIES
+        self.guides: "OrderedDict[tuple, Guide]" = OrderedDict()
+        self.sizes: dict[tuple, tuple[int, float]] = {}  # key -> (bytes, when measured)
+        self.used: set[tuple] = set()  # keys handed out since they were measured
+        self.building: dict[tuple, _Building] = {}
+        self.hits = self.misses = 0
+
+    def get(self, key):
+        with self.lock:
+            guide = self.guides.get(key)
+            if guide is not None:
+                self.guides.move_to_end(key)
+                self.used.add(key)
+                self.hits += 1
+            return guide
+
+    def put(self, key, guide: Guide, size: int) -> None:
+        now = time.monotonic()
+        with self.lock:
+            stale = [(k, self.guides[k]) for k in self.used if k in self.guides and now - self.sizes[k][1] >= 1.0]
+        remeasured = {k: g.nbytes() for k, g in stale}
+        with self.lock:
+            self.misses += 1
+            for k, n in remeasured.items():
+                if k in self.sizes:
+                    self.sizes[k] = (n, now)
+                    self.used.discard(k)
+            if size <= self.max_bytes:  # (one larger than the whole bound is never kept)
+                self.guides[key] = guide
+                self.sizes[key] = (size, now)
+            total = sum(n for n, _ in self.sizes.values())
+            while total > self.max_bytes or len(self.guides) > self.max_entries:
+                old, _ = self.guides.popitem(last=False)
+                total -= self.sizes.pop(old)[0]
+                self.used.discard(old)
+
+    def clear(self) -> None:
+        with self.lock:
+            self.guides.clear()
+            self.sizes.clear()
+            self.used.clear()
+            self.hits = self.misses = 0
+
+
+class _Building:
+    """A compile under way: callers asking for the same key wait for its outcome."""
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.guide: Guide | None = None
+        self.error: BaseException | None = None
+
+
+_cache = _Cache()
+
+
+def configure_cache(max_bytes: int | None = None, max_entries: int | None = None) -> dict:
+    """Set the compile cache's bounds (None leaves one as it is); evicts at the next
+    compile.
+
+    Args:
+        max_bytes: the most bytes the cached guides may hold together (default 1 GiB).
+        max_entries: the most guides kept (default 256).
+
+    Returns:
+        ``cache_info()``.
+
+    Example::
+
+        >>> guided.configure_cache(max_bytes=256 << 20)["max_bytes"]
+        268435456
+    """
+    for name, value in (("max_bytes", max_bytes), ("max_entries", max_entries)):
+        if value is not None and (not isinstance(value, int) or value < 0):
+            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+    with _cache.lock:
+        if max_bytes is not None:
+            _cache.max_bytes = max_bytes
+        if max_entries is not None:
+            _cache.max_entries = max_entries
+    return cache_info()
+
+
+def cache_info() -> dict:
+    """The compile cache's state: ``entries``, ``bytes`` (as last measured),
+    ``max_bytes``, ``max_entries``, ``hits``, ``misses``.
+
+    Example::
+
+        >>> guided.cache_info()["entries"]
+        3
+    """
+    with _cache.lock:
+        return {"entries": len(_cache.guides), "bytes": sum(n for n, _ in _cache.sizes.values()),
+                "max_bytes": _cache.max_bytes, "max_entries": _cache.max_entries,
+                "hits": _cache.hits, "misses": _cache.misses}
+
+
+def clear_cache() -> None:
+    """Drop every cached guide (guides in use stay valid)."""
+    _cache.clear()
 
 
 def as_vocabulary(tokenizer_or_vocab) -> Vocabulary:
@@ -24,16 +145,20 @@ def as_vocabulary(tokenizer_or_vocab) -> Vocabulary:
     return Vocabulary.from_tokenizer(tokenizer_or_vocab)
 
 
-def compile(spec, tokenizer_or_vocab, *, eager: bool | None = None) -> Guide:  # noqa: A001
+def compile(spec, tokenizer_or_vocab, *, eager: bool | None = None,  # noqa: A001
+            timeout: float | None = DEFAULT_TIMEOUT,
+            max_guide_bytes: int | None = DEFAULT_MAX_GUIDE_BYTES) -> Guide:
     """Compile ``spec`` for a tokenizer's vocabulary into a ``Guide``.
 
-    Results are cached (the 64 most recent, keyed by the spec, the vocabulary's
-    fingerprint and ``eager``), so compiling the same spec again is a lookup. One
-    guide serves every sequence under the spec, each with its own matcher. A regex or
-    a JSON Schema becomes a byte-level automaton whose states' token masks are
-    computed on demand (``FSMGuide``); a lark grammar or a recursive JSON Schema
-    becomes an Earley parser over a lexer (``GrammarGuide``); ``uniqueItems`` that
-    the automaton leaves open is checked beside it (``UniqueItemsGuide``).
+    Results are cached (keyed by the spec, the vocabulary's fingerprint and
+    ``eager``; bounded by the bytes the guides hold, see ``configure_cache``), so
+    compiling the same spec again is a lookup, and callers asking for a spec being
+    compiled wait for that compile. One guide serves every sequence under the spec,
+    in any number of threads, each sequence with its own matcher. A regex or a JSON
+    Schema becomes a byte-level automaton whose states' token masks are computed on
+    demand (``FSMGuide``); a lark grammar or a recursive JSON Schema becomes an
+    Earley parser over a lexer (``GrammarGuide``); ``uniqueItems`` that the
+    automaton leaves open is checked beside it (``UniqueItemsGuide``).
 
     Args:
         spec: a ``guided.Regex``, ``guided.JsonSchema`` or ``guided.Grammar``, or a
@@ -41,13 +166,18 @@ def compile(spec, tokenizer_or_vocab, *, eager: bool | None = None) -> Guide:  #
         tokenizer_or_vocab: a Hugging Face tokenizer, or a ``guided.Vocabulary``.
         eager: automaton guides only: ``True`` computes every state's mask now,
             ``False`` on first visit, ``None`` decides by the automaton's size.
+        timeout: seconds the compile may take (None: no limit); past it,
+            ``CompileTimeoutError`` and nothing is kept.
+        max_guide_bytes: the most bytes the guide may hold, when compiled and as it
+            grows while decoding (None: no limit); past it, ``GuideMemoryError``.
 
     Returns:
         The ``Guide``; its ``spec`` attribute is the spec it was compiled from.
 
     Raises:
         SpecError: the spec cannot be compiled (``RegexError``, ``SchemaError``,
-            ``GrammarError``, each naming where).
+            ``GrammarError``, each naming where), or passes a budget
+            (``CompileTimeoutError``, ``GuideMemoryError``).
         TypeError: ``spec`` is not a spec (a bare pattern string, say: wrap it as
             ``guided.Regex(pattern)``).
 
@@ -61,19 +191,66 @@ def compile(spec, tokenizer_or_vocab, *, eager: bool | None = None) -> Guide:  #
     vocab = as_vocabulary(tokenizer_or_vocab)
     spec = as_spec(spec)
     key = (_spec_key(spec), vocab.fingerprint, eager)
-    with _lock:
+    while True:
         guide = _cache.get(key)
         if guide is not None:
-            _cache.move_to_end(key)
             return guide
-    with gc_paused():
-        guide = _compile_uncached(spec, vocab, eager)
-    guide.spec = spec
-    with _lock:
-        _cache[key] = guide
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
-    return guide
+        with _cache.lock:
+            building = _cache.building.get(key)
+            owner = building is None
+            if owner:
+                building = _cache.building[key] = _Building()
+        if owner:
+            break
+        building.done.wait()
+        if building.guide is not None:
+            return building.guide
+        if _shared_error(building.error, timeout):
+            raise building.error
+        # Otherwise this caller compiles itself: the other was interrupted, or ran
+        # out of a shorter time limit.
+    try:
+        with gc_paused(), time_limit(timeout):
+            guide = _compile_uncached(spec, vocab, eager)
+        guide.spec = spec
+        guide.max_bytes = max_guide_bytes
+        _check_writable(guide)
+        size = guide.check_memory()
+        _cache.put(key, guide, size)
+        building.guide = guide
+        return guide
+    except BaseException as e:
+        building.error = e
+        raise
+    finally:
+        with _cache.lock:
+            _cache.building.pop(key, None)
+        building.done.set()
+
+
+def _check_writable(guide: Guide) -> None:
+    """``UnwritableSpecError`` where the first mask allows no token but EOS and EOS
+    cannot end the text (the mask forces EOS at such a dead end)."""
+    matcher = guide.matcher()
+    if matcher.is_accepting():
+        return
+    bitmask = allocate_token_bitmask(1, guide.vocab_size)
+    matcher.fill_next_token_bitmask(bitmask, 0)
+    row = bitmask[0].numpy().copy()
+    for e in guide.eos_token_ids:
+        row[e >> 5] &= ~np.int32(np.uint32(1 << (e & 31)).view(np.int32))
+    if not row.any():
+        raise UnwritableSpecError(
+            "no token of the vocabulary can begin a text that matches the spec (it needs bytes the "
+            "tokenizer has no token for)")
+
+
+def _shared_error(error: BaseException | None, timeout: float | None) -> bool:
+    """Whether a caller that waited for another's compile fails as it did: for the
+    spec's own errors, not for an interruption or a tighter time limit than its own."""
+    if isinstance(error, CompileTimeoutError):
+        return timeout is not None and timeout <= error.seconds
+    return isinstance(error, SpecError)
 
 
 def _spec_key(spec):

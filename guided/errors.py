@@ -14,7 +14,11 @@ them with one "bad request" and a caller can tell them apart by type::
     │   └── UnsupportedSchemaError    a keyword that cannot be enforced exactly
     │       ├── ApproximationLimitError
     │       └── RecursiveSchemaError
-    └── GrammarError               a lark grammar, naming the line and column
+    ├── GrammarError               a lark grammar, naming the line and column
+    ├── UnwritableSpecError        a spec no text in the vocabulary's tokens can start
+    └── BudgetExceededError        a spec whose compile or guide passes a budget
+        ├── CompileTimeoutError    ... the compile time limit (``timeout=``)
+        └── GuideMemoryError       ... a guide's memory limit (``max_guide_bytes=``)
 
 Example::
 
@@ -123,7 +127,53 @@ class GrammarError(SpecError):
     line and column for syntax errors, the terminal or rule otherwise)."""
 
 
+class UnwritableSpecError(SpecError):
+    """The spec matches some text, but no token of the vocabulary can begin any of it
+    (a byte the tokenizer has no token for, say): generation could only stop at once
+    with text that does not match."""
+
+
+# -- budgets ------------------------------------------------------------------------------
+
+
+class BudgetExceededError(SpecError):
+    """A spec whose compile (or whose guide's growth while decoding) would pass a
+    configured budget. The spec may be valid: a larger budget may compile it."""
+
+
+class CompileTimeoutError(BudgetExceededError):
+    """The compile ran past its time limit (``guided.compile(..., timeout=)``); what it
+    had built is dropped.
+
+    Args:
+        seconds: the limit that was passed.
+    """
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        super().__init__(f"compile time limit of {seconds:g} s exceeded (raise it with timeout=, "
+                         "or simplify the spec)")
+
+
+class GuideMemoryError(BudgetExceededError):
+    """A guide (or the compile making it) would hold more memory than its limit.
+
+    Args:
+        used: bytes the guide would hold.
+        limit: the limit in bytes.
+    """
+
+    def __init__(self, used: int, limit: int, what: str = "guide"):
+        self.used = used
+        self.limit = limit
+        super().__init__(f"{what} would hold {used / 2**20:.1f} MiB, over its limit of "
+                         f"{limit / 2**20:.1f} MiB (raise it with max_guide_bytes=, or simplify the spec)")
+
+
 __all__ = [
+    "BudgetExceededError",
+    "CompileTimeoutError",
+    "GuideMemoryError",
     "ApproximationLimitError",
     "EmptyLanguageError",
     "GrammarError",
@@ -136,4 +186,5 @@ __all__ = [
     "UnsatisfiableSchemaError",
     "UnsupportedRegexFeature",
     "UnsupportedSchemaError",
+    "UnwritableSpecError",
 ]

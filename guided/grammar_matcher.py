@@ -9,11 +9,14 @@ so ``fork`` copies a list of references and ``rollback`` pops it. Masks come fro
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import torch
 
+from guided.fsm.trie import vocabulary_bytes
 from guided.grammars.earley import EarleyParser
-from guided.grammars.grammar_index import GrammarIndex
+from guided.grammars.grammar_index import GrammarIndex, vocabulary_pieces
 from guided.grammars.lark_frontend import CompiledGrammar
 from guided.grammars.lexer import Lexer
 
@@ -29,6 +32,10 @@ class GrammarGuide(Guide):
     Internal: ``guided.compile`` returns one for a ``Grammar`` and for a
     ``JsonSchema`` whose ``$ref`` recurses. Masks come from a ``GrammarIndex`` and are
     cached per parser state. Make a ``matcher()`` per sequence.
+
+    Threads: any number of threads may share one guide, each with its own matchers.
+    The index builds its lexer, parser and mask caches lazily, so every call into it
+    holds the guide's lock; a mask already computed for a state is read without it.
 
     Args:
         grammar: the ``CompiledGrammar`` (terminal DFAs, CFG, ignored terminals).
@@ -48,6 +55,13 @@ class GrammarGuide(Guide):
             every_end=grammar.every_end,
         )
         self._eos_row = self.index.eos_row
+        self.lock = threading.RLock()
+        with self.lock:
+            self._initial = self.index.initial()
+        self._next_check = 256  # cached parse states at which the guide is measured next
+
+    def _shared_roots(self) -> tuple:
+        return (self.vocab, vocabulary_pieces(self.vocab), vocabulary_bytes(self.vocab))
 
     def matcher(self) -> "GrammarMatcher":
         """A fresh ``GrammarMatcher`` at the grammar's start."""
@@ -57,8 +71,36 @@ class GrammarGuide(Guide):
         """The packed mask of a matcher state; EOS alone after EOS or at a dead end."""
         if state is _EOS_ACCEPTED:
             return self._eos_row
-        row = self.index.mask(state)
+        row = self.index.cached_mask(state)
+        if row is None:
+            with self.lock:
+                row = self.index.mask(state)
+                self._check_growth()
         return row if row.any() else self._eos_row
+
+    def _check_growth(self) -> None:
+        """Measure the guide as its cached parse states double. Over ``max_bytes``,
+        the caches go (only speed is at stake); still over, ``GuideMemoryError``."""
+        cached = self.index.cached_states
+        if cached < self._next_check // 2:  # the caches were dropped since
+            self._next_check = 256
+        if cached < self._next_check:
+            return
+        self._next_check = 2 * cached
+        if self.max_bytes is not None and self.nbytes() > self.max_bytes:
+            self.index.drop_caches()
+            self._next_check = 256
+            self.check_memory()
+
+    def consume_token(self, state, token_id: int):
+        """The state after ``token_id`` (not EOS), or None where it is not allowed."""
+        with self.lock:
+            return self.index.consume_token(state, token_id)
+
+    def can_end(self, state) -> bool:
+        """Whether the text read into ``state`` is a sentence of the grammar."""
+        with self.lock:
+            return self.index.can_end(state)
 
 
 class GrammarMatcher(StackMatcher):
@@ -71,7 +113,7 @@ class GrammarMatcher(StackMatcher):
 
     def __init__(self, guide: GrammarGuide, states=None):
         self.guide = guide
-        self._states = list(states) if states is not None else [guide.index.initial()]
+        self._states = list(states) if states is not None else [guide._initial]
 
     def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:
         """Write the allowed tokens into row ``index`` of ``bitmask`` (computed on the
@@ -89,13 +131,13 @@ class GrammarMatcher(StackMatcher):
         state = self._states[-1]
         if state is _EOS_ACCEPTED:
             return False
-        index = self.guide.index
-        if token_id in self.guide.vocab.eos_token_ids:
-            if not index.can_end(state):
+        guide = self.guide
+        if token_id in guide.vocab.eos_token_ids:
+            if not guide.can_end(state):
                 return False
             self._states.append(_EOS_ACCEPTED)
             return True
-        nxt = index.consume_token(state, int(token_id))
+        nxt = guide.consume_token(state, int(token_id))
         if nxt is None:
             return False
         self._states.append(nxt)
@@ -104,15 +146,15 @@ class GrammarMatcher(StackMatcher):
     def is_accepting(self) -> bool:
         """The text so far is a sentence of the grammar, or EOS was accepted."""
         state = self._states[-1]
-        return state is _EOS_ACCEPTED or self.guide.index.can_end(state)
+        return state is _EOS_ACCEPTED or self.guide.can_end(state)
 
     def is_terminated(self) -> bool:
         """EOS was accepted, or the text is complete and nothing more can follow."""
         state = self._states[-1]
         if state is _EOS_ACCEPTED:
             return True
-        if not self.guide.index.can_end(state):
+        if not self.guide.can_end(state):
             return False
-        row = self.guide.index.mask(state)
+        row = self.guide.row(state)
         return not (row & ~self.guide._eos_row).any()
 

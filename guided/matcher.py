@@ -22,9 +22,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from guided.errors import GuideMemoryError
 from guided.fsm.dfa import DFA
 from guided.fsm.index import TokenIndex
+from guided.fsm.trie import split_vocabulary
 
+from . import footprint
 from .bitmask import bitmask_words, write_host_row
 
 _EOS_ACCEPTED = -2  # history entry after EOS; nothing may follow it
@@ -49,10 +52,33 @@ class Guide:
 
     vocab = None
     spec = None  # the spec it was compiled from (set by guided.compile)
+    #: The most bytes the guide may hold as it grows while decoding (None: no limit);
+    #: ``guided.compile`` sets it from ``max_guide_bytes``.
+    max_bytes: int | None = None
 
     def matcher(self) -> "Matcher":
         """A fresh ``Matcher`` at the start of the spec (one per sequence)."""
         raise NotImplementedError
+
+    def nbytes(self) -> int:
+        """Approximate bytes the guide holds, leaving out what every guide over its
+        vocabulary shares (see ``guided.footprint``)."""
+        return footprint.nbytes(self, self._shared_roots())
+
+    def _shared_roots(self) -> tuple:
+        """Per-vocabulary objects the guide refers to but does not own."""
+        return (self.vocab,)
+
+    def check_memory(self) -> int:
+        """Measure the guide; ``GuideMemoryError`` if it holds more than ``max_bytes``.
+
+        Returns:
+            The guide's ``nbytes()``.
+        """
+        used = self.nbytes()
+        if self.max_bytes is not None and used > self.max_bytes:
+            raise GuideMemoryError(used, self.max_bytes)
+        return used
 
     @property
     def vocab_size(self) -> int:
@@ -237,6 +263,11 @@ class FSMGuide(Guide):
         self._eos_row = self.index.eos_row
         self._empty_rows: dict[int, bool] = {}
         self._device_rows: dict[torch.device, torch.Tensor] = {}
+        # Growth (rows + DFA states) at which the guide is measured next (check_memory).
+        self._next_check = 2 * (self.index.num_rows + dfa.num_states) + 256
+
+    def _shared_roots(self) -> tuple:
+        return (self.vocab, split_vocabulary(self.vocab))
 
     def matcher(self) -> "FSMMatcher":
         """A fresh ``FSMMatcher`` at the DFA's start state."""
@@ -251,10 +282,15 @@ class FSMGuide(Guide):
         """
         if state == _EOS_ACCEPTED:
             return 0
-        rid = self.index.row_id(state)
+        index = self.index
+        rid = index.row_id(state)
         empty = self._empty_rows.get(rid)
         if empty is None:
-            empty = self._empty_rows[rid] = not self.index.rows()[rid].any()
+            empty = self._empty_rows[rid] = not index.rows()[rid].any()
+        grown = index.num_rows + self.dfa.num_states
+        if grown >= self._next_check:  # a lazy guide grew: measured as it doubles
+            self._next_check = 2 * grown
+            self.check_memory()
         return 0 if empty else rid + 1
 
     def row(self, state: int) -> np.ndarray:

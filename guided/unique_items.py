@@ -290,6 +290,18 @@ class UniqueItemsGuide(Guide):
         """A fresh ``UniqueItemsMatcher`` at the start of the document."""
         return UniqueItemsMatcher(self, self.base.matcher())
 
+    @property
+    def max_bytes(self) -> int | None:
+        """The base guide's growth limit (the base is what grows)."""
+        return self.base.max_bytes
+
+    @max_bytes.setter
+    def max_bytes(self, value: int | None) -> None:
+        self.base.max_bytes = value
+
+    def _shared_roots(self) -> tuple:
+        return (*self.base._shared_roots(), self.candidates)
+
     def needs(self, state) -> np.ndarray | None:
         """Which tokens (bool per token) could complete an item of a checked array
         from tracker ``state``; None when no checked array is open."""

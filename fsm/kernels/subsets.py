@@ -343,16 +343,17 @@ def build_row(d, nf, ep, cl, mv, df, sub, table, trans, counts, scratch, cnt, se
 
 
 @njit(cache=True, nogil=True)
-def build_rows(first, start, nf, ep, cl, mv, df, sub, table, trans, counts, scratch, cnt, seen, mark, tsets, titems,
+def build_rows(first, stop, start, nf, ep, cl, mv, df, sub, table, trans, counts, scratch, cnt, seen, mark, tsets, titems,
                ttable):
     """The rows of the states from ``first`` on, as they are made (state 0: the
-    closure of ``start``): ``(outcome, the state to go on from)``."""
+    closure of ``start``), up to ``stop`` (the caller checks its deadline between
+    calls): ``(outcome, the state to go on from)``."""
     if counts[N_DFA] == 0:
         j = state_of(start, nf, ep, cl, df, sub, table, counts, seen, mark)
         if j < 0:
             return -j, 0
     d = first
-    while d < counts[N_DFA]:
+    while d < counts[N_DFA] and d < stop:
         outcome = build_row(d, nf, ep, cl, mv, df, sub, table, trans, counts, scratch, cnt, seen, mark, tsets, titems,
                             ttable)
         if outcome != DONE:

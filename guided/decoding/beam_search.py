@@ -41,7 +41,7 @@ def beam_search(model, prompt_ids, guide, eos_ids, num_beams: int, max_new_token
 
     Returns:
         ``(token ids, finish reason)`` of the best hypothesis; the reason is
-        ``"eos"``, ``"complete"`` or ``"length"``, as in ``GenerationResult``.
+        ``"eos"``, ``"complete"``, ``"length"`` or ``"no_match"``, as in ``GenerationResult``.
 
     Example::
 
@@ -78,8 +78,9 @@ def beam_search(model, prompt_ids, guide, eos_ids, num_beams: int, max_new_token
                 break
             parent, tok = divmod(index, vocab)
             tokens, _, matcher = beams[parent]
-            if tok in eos_ids:
-                finished.append((rank(value, len(tokens) + 1), tokens, "eos"))
+            if tok in eos_ids:  # (a refused EOS was forced at a dead end: see generate)
+                ended = matcher is None or matcher.fork().accept_token(tok)
+                finished.append((rank(value, len(tokens) + 1), tokens, "eos" if ended else "no_match"))
                 continue
             child = None
             if matcher is not None:

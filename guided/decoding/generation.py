@@ -97,8 +97,10 @@ class GenerationResult:
             for other specs and for unconstrained text, the text.
         token_ids: the generated tokens, EOS not included.
         finish_reason: ``"eos"`` (the model ended, where the spec allows),
-            ``"complete"`` (the spec admits nothing more), or ``"length"``
-            (``max_new_tokens`` ran out; the text may then be an unfinished match).
+            ``"complete"`` (the spec admits nothing more), ``"length"``
+            (``max_new_tokens`` ran out; the text may then be an unfinished match), or
+            ``"no_match"`` (the text reached a point where no token of the
+            vocabulary continues it, so it does not match the spec).
         stats: the ``GenerationStats``.
 
     Example::
@@ -299,9 +301,9 @@ def generate(
             token = torch.multinomial(scores.softmax(dim=-1), 1, generator=generator).squeeze(-1)
         tok = int(token[0])
         if tok in eos:
-            if matcher is not None:
-                matcher.accept_token(tok)
-            finish = "eos"
+            # EOS the spec refuses was forced: the text reached a dead end, where no
+            # token of the vocabulary continues it.
+            finish = "eos" if matcher is None or matcher.accept_token(tok) else "no_match"
             break
         tokens.append(tok)
         if matcher is not None:
@@ -340,6 +342,6 @@ def _value(guide, text: str, finish: str):
     spec = getattr(guide, "spec", None)
     if not isinstance(spec, JsonSchema):
         return text
-    if finish == "length":
+    if finish in ("length", "no_match"):
         return None
     return spec.parse(text)

@@ -450,10 +450,8 @@ def speculative_loop(model, vocab, prompt: list[int], guide, drafters, *, max_ne
         drop = len(draft) - kept
         if drop:
             cache.crop(-drop)
-        if chosen in eos:
-            if matcher is not None:
-                matcher.accept_token(chosen)
-            return tokens, "eos"
+        if chosen in eos:  # (a refused EOS was forced at a dead end: see generate)
+            return tokens, "eos" if matcher is None or matcher.accept_token(chosen) else "no_match"
         seq.append(chosen)
         tokens.append(chosen)
         if matcher is not None:

@@ -1,0 +1,110 @@
+"""Budgets: the compile time limit, a guide's memory limit, the compile cache's
+bound in bytes, and specs the vocabulary cannot write."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import guided
+from guided.bitmask import allocate_token_bitmask
+from guided.fsm.deadline import check, time_limit
+
+#: Compiles in a few seconds on this machine: long enough to pass a short limit.
+SLOW_REGEX = r"\w{300}x|\w{200}(ab|c)+"
+
+
+@pytest.fixture
+def cache_bounds():
+    """Restore the cache's default bounds after a test changes them."""
+    before = guided.cache_info()
+    guided.clear_cache()
+    yield
+    guided.configure_cache(max_bytes=before["max_bytes"], max_entries=before["max_entries"])
+    guided.clear_cache()
+
+
+def test_a_compile_past_its_time_limit_stops_with_a_clear_error(smollm2_vocab, cache_bounds):
+    t = time.monotonic()
+    with pytest.raises(guided.CompileTimeoutError, match=r"time limit of 0.2 s") as info:
+        guided.compile(guided.Regex(SLOW_REGEX), smollm2_vocab, timeout=0.2)
+    # Checks stand between steps of the compile; one step may run on (~1 s here).
+    assert time.monotonic() - t < 0.2 + 3.0
+    assert isinstance(info.value, guided.SpecError) and info.value.seconds == 0.2
+    assert guided.cache_info()["entries"] == 0
+
+
+def test_time_limits_nest_and_refuse_nonsense():
+    with time_limit(60):
+        with time_limit(0.01):
+            time.sleep(0.02)
+            with pytest.raises(guided.CompileTimeoutError):
+                check()
+        check()  # the outer limit is back
+    check()  # and none outside
+    with pytest.raises(ValueError, match="positive"):
+        with time_limit(0):
+            pass
+
+
+def test_a_guide_over_its_memory_limit_is_refused_at_compile(smollm2_vocab, cache_bounds):
+    with pytest.raises(guided.GuideMemoryError, match=r"over its limit of 1.0 MiB") as info:
+        guided.compile(guided.Regex(r"[a-z]{1,200}[0-9]{1,200}"), smollm2_vocab, max_guide_bytes=1 << 20, eager=True)
+    assert info.value.used > info.value.limit == 1 << 20
+    assert guided.cache_info()["entries"] == 0
+
+
+def test_a_lazy_guide_that_outgrows_its_limit_while_decoding_raises(smollm2_vocab, smollm2_tokenizer):
+    """A long string's automaton is built as the text reaches it; past the limit,
+    the next mask raises ``GuideMemoryError`` (never a looser mask)."""
+    guide = guided.compile({"type": "string", "maxLength": 20000}, smollm2_vocab, eager=False, max_guide_bytes=None)
+    guide.max_bytes = guide.nbytes() + (4 << 20)
+    ids = smollm2_tokenizer.encode('"' + "hello world, " * 800, add_special_tokens=False)
+    bitmask = allocate_token_bitmask(1, guide.vocab_size)
+    m = guide.matcher()
+    with pytest.raises(guided.GuideMemoryError, match="over its limit"):
+        for token in ids:
+            m.fill_next_token_bitmask(bitmask, 0)
+            assert m.accept_token(token)
+    assert m.num_tokens < len(ids)
+
+
+def test_the_cache_is_bounded_by_bytes_least_recently_used_first(smollm2_vocab, cache_bounds):
+    specs = [guided.Regex(f"[a-z]{{1,{n}}}[0-9]{{1,{n}}}") for n in (60, 61, 62, 63)]
+    sizes = [guided.compile(s, smollm2_vocab, eager=True).nbytes() for s in specs]
+    assert guided.cache_info()["entries"] == 4
+    guided.clear_cache()
+    guided.configure_cache(max_bytes=sizes[0] + sizes[1] + sizes[2] // 2)
+    first = guided.compile(specs[0], smollm2_vocab, eager=True)
+    guided.compile(specs[1], smollm2_vocab, eager=True)
+    assert guided.compile(specs[0], smollm2_vocab, eager=True) is first  # now the most recent
+    guided.compile(specs[2], smollm2_vocab, eager=True)  # evicts specs[1], the least recent
+    info = guided.cache_info()
+    assert info["entries"] == 2 and info["bytes"] <= info["max_bytes"]
+    assert guided.compile(specs[0], smollm2_vocab, eager=True) is first
+    guided.configure_cache(max_bytes=sizes[3] // 2)
+    guided.compile(specs[3], smollm2_vocab, eager=True)  # larger than the whole bound: not kept
+    assert guided.cache_info()["bytes"] <= sizes[3] // 2
+
+
+def test_cache_bounds_are_checked():
+    with pytest.raises(ValueError, match="max_bytes"):
+        guided.configure_cache(max_bytes=-1)
+    with pytest.raises(ValueError, match="max_entries"):
+        guided.configure_cache(max_entries=1.5)
+
+
+def test_a_spec_no_token_can_begin_is_a_compile_error(smollm2_vocab):
+    """SmolLM2 has no token for the byte 0x14: the regex matches text, but none the
+    model could write."""
+    with pytest.raises(guided.UnwritableSpecError, match="no token of the vocabulary"):
+        guided.compile(guided.Regex("\x14"), smollm2_vocab)
+    guided.compile(guided.Regex("\x14?b"), smollm2_vocab)  # "b" can be written
+
+
+def test_a_dead_end_while_decoding_is_reported_as_no_match(tiny_model, smollm2_tokenizer):
+    """After "a" no token can write 0x14: EOS is forced, and the result says the text
+    does not match rather than "eos"."""
+    r = guided.generate(tiny_model, smollm2_tokenizer, "x", guided.Regex("a\x14"), max_new_tokens=5, temperature=0)
+    assert r.text == "a" and r.finish_reason == "no_match"
