@@ -9,9 +9,10 @@ a large share of its compile time in it, the more so the more long-lived objects
 it holds (a server holds its own).
 
 Nothing here needs cycles freed promptly (plain reference counting frees the
-temporaries), so the collector is paused for the duration. Paused-by-us is not
-nested: an inner pause sees the collector off and leaves it to the outer one, and
-a collector the caller had disabled stays disabled.
+temporaries), so the collector is paused for the duration. Pauses are counted across threads
+(guides are shared by threads): the first block to start turns the collector off
+if it is on, the last to end turns it back on, and a collector the caller had
+disabled stays disabled.
 
 When the block ends normally, what it allocated is moved straight to the oldest
 generation (``gc.freeze()`` then ``gc.unfreeze()``: two list splices) before the
@@ -35,6 +36,11 @@ Example::
 from __future__ import annotations
 
 import gc
+import threading
+
+_lock = threading.Lock()
+_depth = 0  # blocks inside a pause, in every thread
+_resume = False  # whether the last block to end turns the collector back on
 
 
 class gc_paused:
@@ -42,17 +48,24 @@ class gc_paused:
     not a generator: it is entered at every mask a lazy automaton computes, where
     ``contextlib``'s generator machinery cost a few µs."""
 
-    __slots__ = ("_paused",)
+    __slots__ = ()
 
     def __enter__(self) -> None:
-        self._paused = gc.isenabled()
-        if self._paused:
-            gc.disable()
+        global _depth, _resume
+        with _lock:
+            if _depth == 0:
+                _resume = gc.isenabled()
+                if _resume:
+                    gc.disable()
+            _depth += 1
 
     def __exit__(self, kind, value, traceback) -> None:
-        if not self._paused:
-            return
-        if kind is None and not gc.get_freeze_count():
-            gc.freeze()
-            gc.unfreeze()
-        gc.enable()
+        global _depth
+        with _lock:
+            _depth -= 1
+            if _depth or not _resume:
+                return
+            if kind is None and not gc.get_freeze_count():
+                gc.freeze()
+                gc.unfreeze()
+            gc.enable()

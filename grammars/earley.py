@@ -7,30 +7,51 @@
     s1.expected                               # the terminals that may come next
     s1.accepts                                # may the input end here?
 
-An Earley set keeps its items only as ``waiting``: for each symbol, the items whose
-dot stands before it, each with its origin *set object* (not an index). Predicted
-items (origin = the set itself) depend only on which nonterminals are predicted, so
-they live in a table shared by every set predicting the same ones. Sets are
-immutable once built and point back only to older sets, so a parse state is just a
-reference to its newest set: forking a sequence copies a pointer and rolling back
-pops one, with no chart to copy or truncate. ``advance`` results are memoised on the
-set, so the mask computation's trial scans are reused when the token is accepted.
+An Earley set keeps its items only as ``after``: for each symbol, the items whose
+dot stands before it, held as scanning or completing that symbol makes them (the dot
+past it), each with its origin *set object* (not an index). Predicted items (origin =
+the set itself) depend only on which nonterminals are predicted, so they live in a
+table shared by every set predicting the same ones. Sets are immutable once built
+and point back only to older sets, so a parse state is just a reference to its
+newest set: forking a sequence copies a pointer and rolling back pops one, with no
+chart to copy or truncate. ``advance`` results are memoised on the set, so the mask
+computation's trial scans are reused when the token is accepted.
 
 Nullable rules follow Aycock and Horspool ("Practical Earley Parsing", 2002): when
 an item predicts a nullable symbol, its dot also moves past that symbol at once, so
 completions never need to look for items in the set under construction.
 
+Right recursion follows Leo (1991, "A general context-free parsing algorithm running
+in linear time on every LR(k) grammar"): where a completion can only complete the
+one item waiting on its symbol, which completes another in turn, the chain's
+topmost item is memoised on the origin set (``EarleyParser._leo``) and only it is
+added, so ``S -> a S | a`` costs the same per set at any depth instead of one item
+per level. The items skipped are complete ones, which add nothing but the next
+link and acceptance, so the sets' ``after``, ``expected`` and ``accepts`` are those
+of plain Earley.
+
 Lazy nonterminals (``CFG.lazy``, a ``LazyRules``): a family of nonterminals too large
 to list, such as one per set of keys an object has written, gets its rules when an
 item first predicts one of them.
 
+Threads: one parser and its sets serve any number of threads. Everything made
+lazily (lazy rules, prediction tables, the root, the memos on sets) is built in
+full, then published by one dict or attribute store; rules are made under a lock.
+Two threads may both build one memo entry: the first stored wins and both use it.
+
 Cost notes: a scan costs the explicit items it touches: the scanned ones and the
 completions they cause (tens of tuples for JSON or SQL, 5-50 us in Python);
-predictions cost one dict lookup per set, whatever the grammar's size.
+predictions cost one dict lookup per set, whatever the grammar's size. Left
+recursion, and right recursion whose reduction path is deterministic (Leo), cost
+O(1) per set at any depth. Ambiguous grammars cost what Earley costs:
+``S -> S S | a`` holds O(k) items in set k and its completions look at O(k^2) of
+them, by set differences over shared tuples (``BULK``) at some 20-30 ns an item,
+tens of ms for set 2,000.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from itertools import chain
 
@@ -54,7 +75,7 @@ class CFG:
     num_terminals: int
     rules: tuple[tuple[int, tuple[int, ...]], ...]
     start: int
-    lazy: "LazyRules | None" = None
+    lazy: LazyRules | None = None
 
 
 class LazyRules:
@@ -99,36 +120,71 @@ class LazyRules:
         pass
 
 
+_UNSET = object()  # "not memoised yet" (None is a memoised answer: no parse, no Leo item)
+
+#: Lists in ``EarleySet.after`` longer than this are stored as frozensets, and a
+#: completion that adds one takes only its items not yet in the set by one set
+#: difference: C speed per item, with the items' hashes stored (ambiguous grammars
+#: complete O(k) symbols in set k, each adding up to O(k) items, nearly all there already).
+BULK = 8
+
+
 class EarleySet:
     """One Earley set: the items waiting on each symbol, and what may come next.
 
     Items come in two kinds. *Explicit* ones (scanned or completed, with an older
-    origin) are listed in ``waiting``. *Predicted* ones (origin = this set) are not
+    origin) are listed in ``after``. *Predicted* ones (origin = this set) are not
     stored per set: they are the same for every set that predicts the same
     nonterminals, so ``predicted`` points to a table shared by all such sets.
+
+    Both hold each item as the scan or completion of the symbol it waits on makes
+    it, its dot already past that symbol: ``after[sym]`` holds ``(rule-dot, origin)``
+    pairs (a list, or a frozenset past ``BULK`` items), ``predicted[sym]`` rule-dots.
+    ``leo`` memoises Leo's transitive items (``EarleyParser._leo``). Everything but
+    the memo dicts is fixed once the set is built; the memo dicts only gain entries,
+    each fully built before it is stored.
     """
 
-    __slots__ = ("waiting", "predicted", "expected", "accepts", "memo", "cache")
+    __slots__ = ("accepts", "after", "cache", "canon", "expected", "leo", "memo", "predicted")
 
     def __init__(self):
-        self.waiting: dict[int, list[tuple[int, "EarleySet"]]] = {}
-        self.predicted: dict[int, tuple[int, ...]] = {}  # symbol -> predicted rule-dots
+        self.after: dict[int, list | frozenset] = {}  # symbol -> (rule-dot, origin) pairs
+        self.predicted: dict[int, tuple[int, ...]] = {}  # symbol -> predicted rule-dots, past the symbol
         self.expected: frozenset[int] = frozenset()
         self.accepts = False
-        self.memo: dict = {}   # advance() results, keyed by the scanned terminal set
+        self.memo: dict = {}   # advance() and merge() results, keyed by what was scanned / merged
         self.cache: dict = {}  # per-set values computed by users of the parser
+        self.leo: dict = {}    # symbol -> Leo's (topmost item, accepts on the way) or None
+        self.canon: dict | None = None  # rule-dot -> the one (rule-dot, self) tuple that large buckets share
 
-    def items_waiting(self, sym: int):
+    def items_waiting(self, sym: int) -> list[tuple[int, EarleySet]]:
         """Every item whose dot stands before ``sym``, as ``(rule-dot, origin)``."""
-        explicit = self.waiting.get(sym, ())
-        predicted = self.predicted.get(sym)
-        if not predicted:
-            return explicit
-        return [*explicit, *((rd, self) for rd in predicted)]
+        return [(rd - 1, o) for rd, o in self.after.get(sym, ())] + [(rd - 1, self)
+                                                                     for rd in self.predicted.get(sym, ())]
+
+
+def _canonical(items):
+    """``items`` with each ``(rule-dot, origin)`` replaced by the one equal tuple its
+    origin keeps (``EarleySet.canon``): an item sits in the buckets of every later set
+    that waits on it, and set differences between buckets then match by identity,
+    without comparing tuples, and hold one tuple where they would hold one per set."""
+    out = []
+    for item in items:
+        origin = item[1]
+        canon = origin.canon
+        if canon is None:  # two threads racing here may each make one: only sharing is lost
+            canon = origin.canon = {}
+        out.append(canon.setdefault(item[0], item))
+    return out
 
 
 class EarleyParser:
     """Earley recognition over a ``CFG``; see the module docstring.
+
+    One parser may be shared by any number of threads, each advancing its own states:
+    what it builds lazily (lazy rules, prediction tables, the root, the memos on
+    sets) is built in full before it is published by one dict or attribute store,
+    and rule creation holds a lock.
 
     Args:
         cfg: the grammar (trimmed: every symbol productive and reachable).
@@ -168,32 +224,43 @@ class EarleyParser:
         self._tables: dict[frozenset[int], tuple[dict, frozenset[int]]] = {}
         self._num_terminals = nt
         self._root: EarleySet | None = None
+        # Held while rules are added (rd_next / rd_lhs / _starts grow) and the root is
+        # made; readers of published values never take it.
+        self._lock = threading.RLock()
 
     def _add_rule(self, lhs: int, rhs: tuple[int, ...]) -> None:
+        """Append a lazy rule's dots (under ``_lock``)."""
         self._starts.setdefault(lhs, []).append(len(self.rd_next))
-        for i in range(len(rhs) + 1):
-            self.rd_next.append(rhs[i] if i < len(rhs) else -1)
-            self.rd_lhs.append(lhs)
+        self.rd_next.extend(rhs)
+        self.rd_next.append(-1)
+        self.rd_lhs.extend([lhs] * (len(rhs) + 1))
 
     def _own_dots(self, sym: int) -> list[int]:
+        """The rule-dots predicting ``sym`` adds (its lazy rules made first, if it has any)."""
         own = self._own.get(sym)
         if own is None:
-            lazy = self.cfg.lazy
-            if sym not in self._starts and lazy is not None and lazy.owns(sym):
-                for rhs in lazy.rules(sym):
-                    if all(x in self.nullable for x in rhs):
-                        raise ValueError(f"lazy nonterminal {sym} has a nullable rule {rhs}")
-                    self._add_rule(sym, rhs)
-            own, todo = [], list(self._starts.get(sym, ()))
-            while todo:
-                rd = todo.pop()
-                own.append(rd)
-                if self.rd_next[rd] in self.nullable:
-                    todo.append(rd + 1)
-            self._own[sym] = own
+            with self._lock:
+                own = self._own.get(sym)
+                if own is None:
+                    lazy = self.cfg.lazy
+                    if sym not in self._starts and lazy is not None and lazy.owns(sym):
+                        made = [tuple(rhs) for rhs in lazy.rules(sym)]
+                        for rhs in made:
+                            if all(x in self.nullable for x in rhs):
+                                raise ValueError(f"lazy nonterminal {sym} has a nullable rule {rhs}")
+                        for rhs in made:
+                            self._add_rule(sym, rhs)
+                    own, todo = [], list(self._starts.get(sym, ()))
+                    while todo:
+                        rd = todo.pop()
+                        own.append(rd)
+                        if self.rd_next[rd] in self.nullable:
+                            todo.append(rd + 1)
+                    self._own[sym] = own
         return own
 
     def _predicts(self, sym: int) -> frozenset[int]:
+        """The nonterminals predicting ``sym`` predicts, itself included."""
         got = self._closure.get(sym)
         if got is None:
             nt = self.cfg.num_terminals
@@ -204,11 +271,11 @@ class EarleyParser:
                     if nxt >= nt and nxt not in seen:
                         seen.add(nxt)
                         todo.append(nxt)
-            got = self._closure[sym] = frozenset(seen)
+            got = self._closure.setdefault(sym, frozenset(seen))
         return got
 
     def _prediction_table(self, roots: frozenset[int]):
-        """(symbol -> predicted rule-dots, expected terminals) for predicting ``roots``."""
+        """(symbol -> predicted rule-dots past it, expected terminals) for predicting ``roots``."""
         got = self._tables.get(roots)
         if got is None:
             nts: set[int] = set()
@@ -219,35 +286,42 @@ class EarleyParser:
                 for rd in self._own_dots(n):
                     sym = self.rd_next[rd]
                     if sym >= 0:
-                        table.setdefault(sym, []).append(rd)
+                        table.setdefault(sym, []).append(rd + 1)
             frozen = {k: tuple(v) for k, v in table.items()}
-            got = self._tables[roots] = (frozen, frozenset(k for k in frozen if k < self._num_terminals))
+            got = self._tables.setdefault(roots, (frozen, frozenset(k for k in frozen if k < self._num_terminals)))
         return got
 
     def root(self) -> EarleySet:
         """The set before any input (shared by every parse of this grammar)."""
-        if self._root is None:
-            root = EarleySet()
-            self._root = root
-            root.predicted, root.expected = self._prediction_table(frozenset([self.cfg.start]))
-            root.accepts = self.cfg.start in self.nullable
-        return self._root
+        root = self._root
+        if root is None:
+            with self._lock:
+                root = self._root
+                if root is None:
+                    root = EarleySet()
+                    root.predicted, root.expected = self._prediction_table(frozenset([self.cfg.start]))
+                    root.accepts = self.cfg.start in self.nullable
+                    self._root = root
+        return root
 
     def advance(self, state: EarleySet, terminals: frozenset[int]) -> EarleySet | None:
         """The set after scanning any one of ``terminals``; None if none is expected."""
         memo = state.memo
-        if terminals in memo:
-            return memo[terminals]
+        got = memo.get(terminals, _UNSET)
+        if got is not _UNSET:
+            return got
         kernel: list[tuple[int, EarleySet]] = []
+        after, predicted = state.after, state.predicted
         for t in terminals:
-            for rd, origin in state.items_waiting(t):
-                kernel.append((rd + 1, origin))
+            kernel += after.get(t, ())
+            pred = predicted.get(t)
+            if pred:
+                kernel += [(rd, state) for rd in pred]
         result = None
         if kernel:
             result = EarleySet()
             self._close(result, kernel)
-        memo[terminals] = result
-        return result
+        return memo.setdefault(terminals, result)  # a thread that lost the race gets the winner's
 
     def merge(self, a: EarleySet, b: EarleySet) -> EarleySet:
         """One set holding the items of both ``a`` and ``b``: the parses of two
@@ -259,21 +333,72 @@ class EarleyParser:
         key = ("merge", b)
         got = a.memo.get(key)
         if got is None:
-            kernel = [item for s in (a, b) for items in s.waiting.values() for item in items]
+            kernel = [(rd - 1, o) for s in (a, b) for items in s.after.values() for rd, o in items]
             got = EarleySet()
             self._close(got, kernel)  # explicit items only wait: nothing completes again
             got.accepts = a.accepts or b.accepts
-            a.memo[key] = got
+            got = a.memo.setdefault(key, got)
         return got
+
+    def _leo(self, s: EarleySet, sym: int):
+        """Leo's transitive item for completing ``sym`` at ``s``: None, or the topmost
+        item of its deterministic reduction path and whether the path passes an
+        accepting item (``s.leo[sym]``, memoised).
+
+        Completing ``sym`` at ``s`` is deterministic where exactly one item of ``s``
+        waits on ``sym`` and ``sym`` is its last symbol: the completion adds that
+        item, complete, whose own completion at its origin may be deterministic in
+        turn. Those items are complete, so they add nothing but each other (and
+        acceptance); only the last one of the chain is put in the new set. A right
+        recursion then costs O(1) a set instead of its depth (Leo, 1991). A chain
+        that comes back to a pair it passed (unit-rule cycles) stops there; stopping
+        anywhere on a chain is sound, as the item stopped at is completed as usual.
+        """
+        got = s.leo.get(sym, _UNSET)
+        if got is not _UNSET:
+            return got
+        rd_next, rd_lhs, start, root = self.rd_next, self.rd_lhs, self.cfg.start, self._root
+        path: list[tuple[EarleySet, int, tuple[int, EarleySet]]] = []
+        passed: set[int] = set()  # the symbols the chain completed at ``cur`` so far
+        cur, x, tail = s, sym, None
+        while True:
+            if path:
+                if x in passed:
+                    break
+                tail = cur.leo.get(x, _UNSET)
+                if tail is not _UNSET:
+                    break
+                tail = None
+            explicit = cur.after.get(x, ())
+            pred = cur.predicted.get(x, ())
+            if len(explicit) + len(pred) != 1:
+                cur.leo.setdefault(x, None)
+                break
+            item = next(iter(explicit)) if explicit else (pred[0], cur)
+            if rd_next[item[0]] >= 0:
+                cur.leo.setdefault(x, None)
+                break
+            path.append((cur, x, item))
+            if item[1] is cur:
+                passed.add(x)
+            else:  # origins are never newer: a chain that leaves a set never comes back
+                passed.clear()
+            cur, x = item[1], rd_lhs[item[0]]
+        for cur, x, item in reversed(path):
+            here = rd_lhs[item[0]] == start and item[1] is root
+            val = (item, here) if tail is None else (tail[0], tail[1] or here)
+            tail = cur.leo.setdefault(x, val)
+        return tail
 
     def _close(self, s: EarleySet, kernel) -> None:
         """Explicit items: the kernel and what it completes (origins are always older
         sets); nonterminals they stand before are predicted through a shared table."""
         rd_next, rd_lhs, nt = self.rd_next, self.rd_lhs, self._num_terminals
         nullable, start, root = self.nullable, self.cfg.start, self._root
-        waiting = s.waiting
+        after = s.after
         seen = set(kernel)
         agenda = list(seen)
+        completed: set[tuple[int, EarleySet]] = set()  # (symbol, origin) pairs completed
         roots: set[int] = set()
         accepts = False
         i = 0
@@ -286,29 +411,61 @@ class EarleyParser:
                 lhs = rd_lhs[rd]
                 if lhs == start and origin is root:
                     accepts = True
-                for rd2, origin2 in origin.items_waiting(lhs):
-                    new = (rd2 + 1, origin2)
-                    if new not in seen:
-                        seen.add(new)
-                        agenda.append(new)
+                done = (lhs, origin)
+                if done in completed:
+                    continue
+                completed.add(done)
+                leo = origin.leo.get(lhs, _UNSET)
+                if leo is _UNSET:
+                    leo = self._leo(origin, lhs)
+                if leo is not None:
+                    top, passes = leo
+                    accepts = accepts or passes
+                    if top not in seen:
+                        seen.add(top)
+                        agenda.append(top)
+                    continue
+                explicit = origin.after.get(lhs)
+                if explicit:
+                    if len(explicit) > BULK:  # a frozenset: its items' hashes are stored
+                        fresh = explicit - seen
+                        if fresh:
+                            seen |= fresh
+                            agenda += fresh
+                    else:
+                        for new in explicit:
+                            if new not in seen:
+                                seen.add(new)
+                                agenda.append(new)
+                pred = origin.predicted.get(lhs)
+                if pred:
+                    for rd2 in pred:
+                        new = (rd2, origin)
+                        if new not in seen:
+                            seen.add(new)
+                            agenda.append(new)
                 continue
-            bucket = waiting.get(sym)
+            new = (rd + 1, origin)
+            bucket = after.get(sym)
             if bucket is None:
-                bucket = waiting[sym] = []
-            bucket.append(item)
+                after[sym] = [new]
+            else:
+                bucket.append(new)
             if sym >= nt:
                 roots.add(sym)
-                if sym in nullable:
-                    new = (rd + 1, origin)
-                    if new not in seen:
-                        seen.add(new)
-                        agenda.append(new)
+                if sym in nullable and new not in seen:
+                    seen.add(new)
+                    agenda.append(new)
+        if len(seen) > BULK:
+            for sym, bucket in after.items():
+                if len(bucket) > BULK:
+                    after[sym] = frozenset(_canonical(bucket))
         s.accepts = accepts
         if roots:
             s.predicted, pred_expected = self._prediction_table(frozenset(roots))
-            s.expected = frozenset(k for k in waiting if k < nt) | pred_expected
+            s.expected = frozenset(k for k in after if k < nt) | pred_expected
         else:
-            s.expected = frozenset(k for k in waiting if k < nt)
+            s.expected = frozenset(k for k in after if k < nt)
 
 
 #: Sweeps ``_fixpoint`` makes over the rules as arrays before it finishes with a
@@ -343,23 +500,26 @@ def _fixpoint(cfg: CFG, base, lazy=None) -> frozenset[int]:
     return _worklist(cfg, set(np.flatnonzero(got).tolist()), lazy)
 
 
-_ARRAYS: list = [None, None]  # the last grammar's (``cfg``, its ``_rule_arrays``)
+_ARRAYS: tuple = (None, None)  # the last grammar's (``cfg``, its ``_rule_arrays``), swapped whole
 
 
 def _rule_arrays(cfg: CFG) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """The rules as arrays: each one's left side, all right sides' symbols in a row,
     each such symbol's rule, and one past the largest symbol named. Kept for the
     last grammar asked (productive symbols, then trimming, read the same one)."""
-    if _ARRAYS[0] is cfg:
-        return _ARRAYS[1]
+    global _ARRAYS
+    last_cfg, last = _ARRAYS  # one read: another thread may swap it meanwhile
+    if last_cfg is cfg:
+        return last
     rules = cfg.rules
     lhs = np.fromiter((left for left, _ in rules), dtype=np.int64, count=len(rules))
     sizes = np.fromiter((len(rhs) for _, rhs in rules), dtype=np.int64, count=len(rules))
     flat = np.fromiter(chain.from_iterable(rhs for _, rhs in rules), dtype=np.int64, count=int(sizes.sum()))
     owner = np.repeat(np.arange(len(rules), dtype=np.int64), sizes)
     n = 1 + max(int(lhs.max(initial=-1)), int(flat.max(initial=-1)))
-    _ARRAYS[:] = cfg, (lhs, flat, owner, n)
-    return _ARRAYS[1]
+    arrays = lhs, flat, owner, n
+    _ARRAYS = cfg, arrays
+    return arrays
 
 
 def _worklist(cfg: CFG, got: set[int], lazy) -> frozenset[int]:

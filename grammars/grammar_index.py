@@ -70,6 +70,7 @@ from .lexer import Lexer
 
 #: Parse states cached (across sequences) before the cache is dropped (see ``drop_caches``).
 MAX_CACHED_SCANS = 50_000
+_MISSING = object()
 
 #: Groups of at most this many pieces are checked one by one (see ``_viable_one``).
 _FEW = 8
@@ -516,8 +517,9 @@ class GrammarIndex:
         """The parser state after a lexeme accepted by ``accept_sets[accept_id]``."""
         key = ("scan", accept_id)
         cache = p.cache
-        if key in cache:
-            return cache[key]
+        got = cache.get(key, _MISSING)  # (one read: drop_caches may clear the root's)
+        if got is not _MISSING:
+            return got
         real = self._winners.get(accept_id)
         if real is None:
             real = self._winners[accept_id] = self._tie_winners(accept_id)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from guided.grammars.earley import CFG, EarleyParser, LazyRules, productive_symbols, trim
 
 A, B, C = 0, 1, 2  # terminals
@@ -124,3 +126,227 @@ def test_merged_sets_parse_what_either_set_parses():
             assert accepts(merged, seq) == want, seq
             seen += want
     assert seen >= 4
+
+
+def _reference_sets(cfg: CFG, depth: int) -> dict:
+    """A textbook Earley recogniser over positions (no Leo, no shared tables): (expected
+    terminals, accepts) after every input of at most ``depth`` terminals that some
+    sentence starts with."""
+    rules, nt = cfg.rules, cfg.num_terminals
+    out = {}
+    by_lhs: dict[int, list[int]] = {}
+    for r, (lhs, _) in enumerate(rules):
+        by_lhs.setdefault(lhs, []).append(r)
+
+    def close(chart):  # a worklist; symbols completed here with origin here (empty) also complete later items
+        k, items = len(chart) - 1, chart[-1]
+        todo, empty = list(items), set()
+        while todo:
+            r, dot, o = todo.pop()
+            lhs, rhs = rules[r]
+            if dot < len(rhs):
+                if rhs[dot] < nt:
+                    continue
+                new = [(r2, 0, k) for r2 in by_lhs.get(rhs[dot], ())]
+                if rhs[dot] in empty:
+                    new.append((r, dot + 1, o))
+            else:
+                if o == k:
+                    empty.add(lhs)
+                new = [(r2, d2 + 1, o2) for r2, d2, o2 in (list(items) if o == k else chart[o])
+                       if d2 < len(rules[r2][1]) and rules[r2][1][d2] == lhs]
+            for item in new:
+                if item not in items:
+                    items.add(item)
+                    todo.append(item)
+
+    def walk(prefix, chart):
+        close(chart)
+        items = chart[-1]
+        expected = frozenset(rules[r][1][d] for r, d, _ in items if d < len(rules[r][1]) and rules[r][1][d] < nt)
+        accepts = any(rules[r][0] == cfg.start and d == len(rules[r][1]) and o == 0 for r, d, o in items)
+        out[prefix] = expected, accepts
+        if len(prefix) < depth:
+            for t in sorted(expected):
+                walk(prefix + (t,), chart + [{(r, d + 1, o) for r, d, o in items
+                                              if d < len(rules[r][1]) and rules[r][1][d] == t}])
+
+    walk((), [{(r, 0, 0) for r, (lhs, _) in enumerate(rules) if lhs == cfg.start}])
+    return out
+
+
+def _parser_walk(parser: EarleyParser, depth: int) -> dict:
+    """``_reference_sets`` from ``parser``: advance over every expected terminal."""
+    out = {}
+
+    def walk(prefix, state):
+        out[prefix] = state.expected, state.accepts
+        if len(prefix) < depth:
+            for t in sorted(state.expected):
+                walk(prefix + (t,), parser.advance(state, frozenset([t])))
+
+    walk((), parser.root())
+    return out
+
+
+def _parser_sets(parser: EarleyParser, seq):
+    state, out = parser.root(), []
+    for k in range(len(seq) + 1):
+        out.append((state.expected, state.accepts))
+        if k == len(seq):
+            break
+        state = parser.advance(state, frozenset([seq[k]]))
+        if state is None:
+            break
+    return out
+
+
+@pytest.mark.parametrize("bulk", [None, 0])
+def test_the_parser_agrees_with_a_textbook_earley_on_random_grammars(bulk, monkeypatch):
+    """Leo's shortcut, nullable rules, unit cycles and ambiguity: random small grammars
+    give the same expected terminals and acceptance as a textbook Earley after every
+    input of up to 7 terminals that a sentence starts with (with ``BULK = 0`` too, so
+    that every bucket is a frozenset of shared tuples)."""
+    import random
+
+    from guided.grammars import earley
+
+    if bulk is not None:
+        monkeypatch.setattr(earley, "BULK", bulk)
+    rng = random.Random(62)
+    checked = 0
+    while checked < 60:
+        nt, n = rng.randint(1, 3), rng.randint(2, 5)
+        syms = list(range(nt + n))
+        rules = set()
+        for lhs in range(nt, nt + n):
+            for _ in range(rng.randint(1, 3)):
+                rhs = tuple(rng.choice(syms) for _ in range(rng.choice((0, 1, 1, 2, 2, 3))))
+                rules.add((lhs, rhs))
+        # Right recursion, a unit cycle, left recursion: what Leo and the completer must get right.
+        rules |= {(nt, (0, nt)), (nt + n - 1, (nt,)), (nt, (nt + n - 1,))}
+        cfg = CFG(nt, tuple(sorted(rules)), nt)
+        if nt not in productive_symbols(cfg):
+            continue
+        cfg = trim(cfg)
+        got, want = _parser_walk(EarleyParser(cfg), 7), _reference_sets(cfg, 7)
+        assert got == want, cfg.rules
+        checked += 1
+
+
+def test_right_recursion_completes_through_leo_items():
+    """``S -> a S | a``, and ``S -> X; X -> a S | b`` (a's, then a b completes every
+    level at once): completing the innermost ``S`` (or ``X``) goes straight to the
+    item that began at the root (Leo's transitive item, memoised on the set it
+    completes at), instead of walking one item per level; every prefix still ends a
+    sentence exactly where it should."""
+    a, b = 0, 1
+    S, X = 2, 3
+
+    def tops(s):
+        return [top[1] for top, _ in filter(None, s.leo.values())]
+
+    parser = EarleyParser(CFG(2, ((S, (a, S)), (S, (a,))), S))
+    root = state = parser.root()
+    for depth in range(3000):
+        prev, state = state, parser.advance(state, frozenset([a]))
+        assert state.accepts
+        assert sum(map(len, state.after.values())) == 1
+        if depth:
+            assert tops(prev) == [root]
+    parser = EarleyParser(CFG(2, ((S, (X,)), (X, (a, S)), (X, (b,))), S))
+    root = state = parser.root()
+    for _ in range(3000):
+        state = parser.advance(state, frozenset([a]))
+        assert not state.accepts
+    end = parser.advance(state, frozenset([b]))
+    assert end.accepts and not end.expected
+    assert set(tops(state)) == {root}  # a chain of 6,000 complete items, walked once, not recursively
+
+
+class SlowChain(Chain):
+    """``Chain`` whose rules take a while (the thread yields inside rule creation)."""
+
+    def rules(self, sym):
+        import time
+
+        time.sleep(0.0002)
+        return super().rules(sym)
+
+
+def test_one_parser_shared_by_threads_parses_as_one_thread_does():
+    """Eight threads advance different inputs through one parser (lazy rules made on
+    the way, one of them predicted by the root; Leo items and advance results
+    memoised on shared sets; the root made by whichever thread comes first) while a
+    ninth keeps clearing the root's memo, as ``GrammarIndex.drop_caches`` does: each
+    sees the sets a single thread sees, and each lazy rule is made once. Repeated,
+    with a small switch interval and lazy rules that yield, so that threads
+    interleave inside the parser."""
+    import random
+    import sys
+
+    def grammar(slow=False):
+        # S -> a N4 | N4 a | S S | c S | c, with N(k) -> b N(k+1) | c lazy (up to 40 b's).
+        chain = (SlowChain if slow else Chain)(most=40)
+        rules = ((S, (A, FIRST)), (S, (FIRST, A)), (S, (S, S)), (S, (C, S)), (S, (C,)))
+        return chain, trim(CFG(3, rules, S, chain))
+
+    rng = random.Random(8)
+    _, cfg = grammar()
+    guide = EarleyParser(cfg)
+    inputs = []
+    for _ in range(8):  # random walks over the expected terminals: long, valid inputs
+        state, seq = guide.root(), []
+        while len(seq) < 40:
+            t = rng.choice(sorted(state.expected))
+            seq.append(t)
+            state = guide.advance(state, frozenset([t]))
+        inputs.append(seq)
+    _, cfg = grammar()
+    want = [_parser_sets(EarleyParser(cfg), seq) for seq in inputs]
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(4):
+            chain, cfg = grammar(slow=True)
+            assert _in_threads(EarleyParser(cfg), inputs) == want
+            assert len(chain.asked) == len(set(chain.asked))  # each lazy node made once
+    finally:
+        sys.setswitchinterval(old)
+
+
+def _in_threads(shared: EarleyParser, inputs) -> list:
+    """``_parser_sets`` of each input, each in its own thread, all started at once, with
+    one more thread clearing the root's memo until they are done."""
+    import threading
+
+    got: list = [None] * len(inputs)
+    errors: list = []
+    start = threading.Barrier(len(inputs) + 1)
+    running = [len(inputs)]
+
+    def run(i):
+        try:
+            start.wait()
+            got[i] = _parser_sets(shared, inputs[i])
+        except BaseException as e:  # noqa: BLE001 (reported below, in the main thread)
+            errors.append(e)
+        finally:
+            running[0] -= 1
+
+    def drop():
+        start.wait()
+        while running[0] > 0:
+            root = shared._root
+            if root is not None:
+                root.memo.clear()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(inputs))]
+    threads.append(threading.Thread(target=drop))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return got

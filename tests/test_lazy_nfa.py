@@ -243,6 +243,29 @@ def test_gc_paused_restores_the_collector():
         gc.enable()
 
 
+def test_gc_paused_holds_until_the_last_thread_leaves():
+    """Threads compiling at once: the collector resumes when the last pause ends,
+    not when the first does."""
+    import threading
+
+    inside, leave = threading.Event(), threading.Event()
+
+    def long_pause():
+        with gc_paused():
+            inside.set()
+            leave.wait(10)
+
+    t = threading.Thread(target=long_pause)
+    t.start()
+    inside.wait(10)
+    with gc_paused():
+        pass
+    assert not gc.isenabled()  # the other thread is still inside
+    leave.set()
+    t.join()
+    assert gc.isenabled()
+
+
 def test_gc_paused_moves_what_it_built_to_the_oldest_generation():
     gc.collect()
     with gc_paused():
