@@ -6,9 +6,15 @@ temporary key, then ``--clients`` threads each send ``--requests`` POSTs of
 license files and stdlib docstrings, as in ``watermark_eval.py``; ``--token-ids``
 sends ids instead). Prints latency percentiles, throughput and the error count.
 
+The server runs with its defaults but ``--rate-limit 0``: every client here shares one
+address, and the per-client rate limit would answer most requests 429 (``--rate-limit``
+sets one, to see it). ``--auth`` gives the server a bearer token file and the clients
+the token.
+
 Usage::
 
     python benchmarks/watermark_http.py [--clients 50] [--requests 20] [--tokens 1000] [--token-ids]
+        [--auth] [--rate-limit N]
 """
 
 from __future__ import annotations
@@ -57,6 +63,10 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=20, help="requests per client")
     ap.add_argument("--tokens", type=int, default=1000)
     ap.add_argument("--token-ids", action="store_true", help="send token ids instead of text")
+    ap.add_argument("--auth", action="store_true", help="serve with a bearer token; clients send it")
+    ap.add_argument("--rate-limit", type=float, default=0.0,
+                    help="the server's per-client rate limit, requests/s (default 0: off; the clients share an "
+                         "address)")
     args = ap.parse_args()
 
     import guided
@@ -70,9 +80,19 @@ def main() -> int:
         key = os.path.join(tmp, "wm.key")
         with open(key, "wb") as f:
             f.write(os.urandom(32))
-        server = subprocess.Popen(
-            [sys.executable, "-m", "guided.cli", "serve", "--key-file", key, "--port", str(port)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+        os.chmod(key, 0o600)
+        command = [sys.executable, "-m", "guided.cli", "serve", "--key-file", key, "--port", str(port),
+                   "--rate-limit", f"{args.rate_limit:g}"]
+        headers = {}
+        if args.auth:
+            token = os.urandom(24).hex()
+            tokens = os.path.join(tmp, "tokens.txt")
+            with open(tokens, "w") as f:
+                f.write(token + "\n")
+            os.chmod(tokens, 0o600)
+            command += ["--auth-token-file", tokens]
+            headers = {"Authorization": f"Bearer {token}"}
+        server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
         try:
             url = f"http://127.0.0.1:{port}"
             deadline = time.time() + 120
@@ -90,7 +110,7 @@ def main() -> int:
 
             def client(c: int):
                 lat, errors = [], 0
-                with httpx.Client(timeout=120) as http:
+                with httpx.Client(timeout=120, headers=headers) as http:
                     for r in range(args.requests):
                         body = bodies[c * args.requests + r]
                         t = time.perf_counter()
@@ -111,8 +131,10 @@ def main() -> int:
     errors = sum(e for _, e in results)
     n = len(lat)
     kind = "token ids" if args.token_ids else "text"
+    extras = "".join([", bearer auth" if args.auth else "",
+                      f", rate limit {args.rate_limit:g}/s" if args.rate_limit else ""])
     print(f"# Detection service latency ({args.clients} concurrent clients, {n} requests of "
-          f"{args.tokens}-token {kind}, loopback, one uvicorn worker)\n")
+          f"{args.tokens}-token {kind}, loopback, one uvicorn worker{extras})\n")
     print("| p50 ms | p90 ms | p99 ms | max ms | mean ms | requests/s | tokens/s | errors |")
     print("|---|---|---|---|---|---|---|---|")
     print(f"| {1e3 * percentile(lat, 50):.1f} | {1e3 * percentile(lat, 90):.1f} | {1e3 * percentile(lat, 99):.1f} | "

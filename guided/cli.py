@@ -82,13 +82,34 @@ def _build_parser() -> argparse.ArgumentParser:
     det.add_argument("--window", action="store_true", help="find the most watermarked span")
     det.set_defaults(func=_cmd_detect)
 
-    srv = sub.add_parser("serve", help="HTTP detection service (POST /v1/watermark/detect, GET /healthz, /docs)")
+    srv = sub.add_parser("serve",
+                         help="HTTP detection service (POST /v1/watermark/detect, GET /healthz, /openapi.json)")
     _add_detector_options(srv)
     srv.add_argument("--host", default="127.0.0.1",
                      help="interface to listen on (default 127.0.0.1: this machine only)")
     srv.add_argument("--port", type=_count(0, 65535), default=8000, help="TCP port (default 8000)")
     srv.add_argument("--max-body-bytes", type=_count(1), default=2_000_000,
                      help="larger request bodies get 413 (default 2000000)")
+    srv.add_argument("--max-tokens", metavar="N", type=_count(1), default=100_000,
+                     help="requests with more tokens get 413 (default 100000)")
+    srv.add_argument("--min-scored-tokens", metavar="N", type=_count(0), default=16,
+                     help="texts with fewer scored tokens get 422 (default 16; 0: no minimum)")
+    srv.add_argument("--auth-token-file", metavar="F", default=None,
+                     help="require a bearer token from this file (one per line, each a client; chmod 600); "
+                          "/healthz stays open")
+    srv.add_argument("--allow-details", action="store_true",
+                     help="answer per-token green flags and window spans to requests that ask: anyone who may "
+                          "call the service can then read green lists (trusted clients only)")
+    srv.add_argument("--rate-limit", metavar="N", type=_number(0), default=2.0,
+                     help="requests per second per client: per bearer token, else per address (default 2; 0: off)")
+    srv.add_argument("--rate-burst", metavar="B", type=_count(1), default=20,
+                     help="requests a client may send at once before the rate limit applies (default 20)")
+    srv.add_argument("--compile-timeout", metavar="S", type=_number(0, low_open=True), default=10.0,
+                     help="seconds a request's schema may take to compile, 422 past it (default 10)")
+    srv.add_argument("--max-schema-jobs", metavar="N", type=_count(1), default=2,
+                     help="requests with a schema (compile and grammar replay) run at once (default 2)")
+    srv.add_argument("--schema-queue", metavar="N", type=_count(0), default=32,
+                     help="requests with a schema that may wait for a job slot, 503 past it (default 32)")
     srv.set_defaults(func=_cmd_serve)
 
     demo = sub.add_parser("demo", help="regex-constrained generation with the default model, with timing")
@@ -140,11 +161,19 @@ def _cmd_detect(args) -> int:
 
 
 def _cmd_serve(args) -> int:
-    from guided.watermark.service import serve
+    from guided.watermark.service import load_auth_tokens, serve
 
+    # A bad token file fails before the tokenizer loads.
+    tokens = load_auth_tokens(args.auth_token_file) if args.auth_token_file else None
     detector = _detector_from_args(args)
-    _log(f"watermark detection on http://{args.host}:{args.port} (key id {detector.fingerprint['key_id']})")
-    serve(detector, args.host, args.port, max_body_bytes=args.max_body_bytes)
+    _log(f"watermark detection on http://{args.host}:{args.port} (key id {detector.fingerprint['key_id']}; "
+         f"auth {'on: ' + str(len(tokens)) + ' token(s)' if tokens else 'off'}; "
+         f"rate limit {f'{args.rate_limit:g}/s per client' if args.rate_limit else 'off'}; "
+         f"per-token details {'on' if args.allow_details else 'off'})")
+    serve(detector, args.host, args.port, max_body_bytes=args.max_body_bytes, max_tokens=args.max_tokens,
+          min_scored_tokens=args.min_scored_tokens, allow_details=args.allow_details, auth_tokens=tokens,
+          rate_limit=args.rate_limit, rate_burst=args.rate_burst, compile_timeout=args.compile_timeout,
+          max_schema_jobs=args.max_schema_jobs, schema_queue=args.schema_queue)
     return 0
 
 

@@ -10,6 +10,10 @@ With ``guided.generate`` the processor goes in the ``watermark=`` argument, appl
 last, after the grammar mask, the processors and the sampling warpers (never in
 ``processors=``); with ``model.generate`` it is a plain logits processor.
 
+``guided.watermark.service`` serves detection over HTTP (``guided serve``): aggregates
+only by default, with optional bearer-token auth and a per-client rate limit
+(docs/watermark.md, "The detection service").
+
 Example::
 
     import guided
@@ -28,4 +32,5 @@ from .config import KeyFileWarning, WatermarkConfig, load_key
 from .detector import DetectionResult, WatermarkDetector
 from .processor import WatermarkLogitsProcessor
 
-__all__ = ["DetectionResult", "KeyFileWarning", "WatermarkConfig", "WatermarkDetector", "WatermarkLogitsProcessor", "load_key"]
+__all__ = ["DetectionResult", "KeyFileWarning", "WatermarkConfig", "WatermarkDetector", "WatermarkLogitsProcessor",
+           "load_key"]

@@ -18,6 +18,7 @@ phrase would otherwise count the same coin flip many times (Kirchenbauer et al.'
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -174,7 +175,7 @@ class WatermarkDetector:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
     def detect(self, text_or_ids, guide=None, *, window: bool = False, min_window: int = 32,
-               from_text: bool | None = None) -> DetectionResult:
+               from_text: bool | None = None, time_limit: float | None = None) -> DetectionResult:
         """Test one text, or one sequence of token ids, for the watermark.
 
         Token ids (``GenerationResult.token_ids``) are best: the model's own split
@@ -194,6 +195,8 @@ class WatermarkDetector:
             from_text: whether the ids are ``tokenize(text)`` rather than the
                 model's own (then positions where only the split was open are not
                 scored); None: True for a str, False for ids.
+            time_limit: seconds the grammar-aware replay may take, checked between
+                tokens (None: no limit); a lazy guide may build masks as it goes.
 
         Returns:
             A ``DetectionResult``.
@@ -201,7 +204,8 @@ class WatermarkDetector:
         Raises:
             ValueError: negative or nested ids, a str or spec without a tokenizer,
                 or a guide with ``prf="hf"``.
-            SpecError: ``guide`` is a spec that cannot be compiled.
+            SpecError: ``guide`` is a spec that cannot be compiled;
+                ``BudgetExceededError`` when the replay passes ``time_limit``.
 
         Example::
 
@@ -214,7 +218,8 @@ class WatermarkDetector:
             # Text is re-tokenised canonically: where only the split was open, the
             # tokens seen are the tokenizer's, not the model's, so they are not scored.
             skip_spellings = isinstance(text_or_ids, str) if from_text is None else from_text
-            green, scored, probs, forced, mismatch = self._score_with_guide(ids, self._guide(guide), skip_spellings)
+            green, scored, probs, forced, mismatch = self._score_with_guide(ids, self._guide(guide), skip_spellings,
+                                                                            time_limit)
             mode = "grammar"
         else:
             green, scored, probs = self._score(ids)
@@ -307,8 +312,10 @@ class WatermarkDetector:
         probs = np.full(n, self.config.gamma)
         return green, scored, probs
 
-    def _score_with_guide(self, ids: np.ndarray, guide, skip_spellings: bool = False):
+    def _score_with_guide(self, ids: np.ndarray, guide, skip_spellings: bool = False,
+                          time_limit: float | None = None):
         from guided.bitmask import allocate_token_bitmask, unpack_token_bitmask
+        from guided.errors import BudgetExceededError
 
         if self.config.prf == "hf":
             raise ValueError("grammar-aware detection uses our keyed PRF (prf='blake2')")
@@ -322,7 +329,11 @@ class WatermarkDetector:
         bitmask = allocate_token_bitmask(1, guide.vocab_size)
         seen: set = set()
         forced, mismatch = 0, None
+        deadline = None if time_limit is None else time.monotonic() + time_limit
         for i in range(n):
+            if deadline is not None and time.monotonic() > deadline:
+                raise BudgetExceededError(f"grammar-aware detection passed its time limit of {time_limit:g} s "
+                                          f"after {i} of {n} tokens")
             tok = int(ids[i])
             matcher.fill_next_token_bitmask(bitmask, 0)
             allowed = np.nonzero(unpack_token_bitmask(bitmask, guide.vocab_size)[0].numpy())[0]
