@@ -528,17 +528,15 @@ class GuidedEngine(MatcherContract):
         """Drop compiled-spec caches (outside the timing), so every schema compiles cold."""
         import guided.fsm.regex
 
-        cache = getattr(self._guided.compiler, "_cache", None)
-        if hasattr(cache, "clear"):
-            cache.clear()
+        self._guided.clear_cache()
         for fn in (getattr(guided.fsm.regex, "compile_regex", None),):
             if hasattr(fn, "cache_clear"):
                 fn.cache_clear()
-        import guided.fsm.dfa
+        import guided.fsm.memo
 
-        # Minimised automata are cached by content; similar schemas (MaskBench has
+        # Minimised automata are memoised by content; similar schemas (MaskBench has
         # families of near-copies) would otherwise share whole sub-automata.
-        getattr(guided.fsm.dfa, "_minimized", {}).clear()
+        guided.fsm.memo.clear()
 
     def allocate(self):
         return self._guided.allocate_token_bitmask(1, self.vocab_size)

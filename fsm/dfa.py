@@ -20,12 +20,12 @@ are numpy.
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
 
 import numpy as np
 
 from guided.errors import EmptyLanguageError, RegexTooLargeError
 
+from . import memo
 from .arrays import spans
 from .deadline import check as check_deadline
 from .kernels import AVAILABLE as COMPILED_AVAILABLE
@@ -321,33 +321,24 @@ def _single_state_row(moves, n_classes: int, target_id, known: dict) -> list[int
     return row
 
 
-#: Minimised DFAs kept per process, by a digest of their input (see ``minimize``).
-MINIMIZED_CACHE_SIZE = 256
-_minimized: "OrderedDict[bytes, DFA]" = OrderedDict()
-
-
 def minimize(trans: np.ndarray, byte_to_class: np.ndarray, accepting: np.ndarray) -> DFA:
     """Remove dead states, merge equivalent ones, recompute byte classes, renumber BFS.
 
-    Results are cached by a digest of the input: a schema that uses one definition in
-    several places inside ``oneOf`` / ``not`` algebra builds the same automaton each
-    time (a schema may minimise one 3,858-state table eight times, at 0.13 s each).
-    A DFA is immutable (its caches are derived), so sharing is safe."""
+    Results are memoised (``fsm.memo``) by a digest of the input: a schema that uses
+    one definition in several places inside ``oneOf`` / ``not`` algebra builds the
+    same automaton each time (a schema may minimise one 3,858-state table eight
+    times, at 0.13 s each). A DFA is immutable (its caches are derived), so sharing
+    is safe."""
     trans = np.ascontiguousarray(trans)
     digest = hashlib.blake2b(digest_size=20)
     for a in (trans, np.ascontiguousarray(byte_to_class), np.ascontiguousarray(accepting)):
         digest.update(str((a.dtype.str, a.shape)).encode())
         digest.update(a.data)
     key = digest.digest()
-    got = _minimized.get(key)
-    if got is not None:
-        _minimized.move_to_end(key)
-        return got
-    check_deadline()
-    got = _minimize(trans, byte_to_class, accepting)
-    _minimized[key] = got
-    if len(_minimized) > MINIMIZED_CACHE_SIZE:
-        _minimized.popitem(last=False)
+    got = memo.lookup(minimize, key)
+    if got is memo.MISSING:
+        check_deadline()
+        got = memo.store(minimize, key, _minimize(trans, byte_to_class, accepting))
     return got
 
 

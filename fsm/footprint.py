@@ -1,4 +1,4 @@
-"""How many bytes a guide holds: an approximate walk over its objects.
+"""How many bytes a guide (or a memoised automaton) holds: a walk over its objects.
 
 A guide's memory is mostly numpy arrays (transition tables, mask rows, subset
 buffers) and, for grammars, parse states with their cached masks. ``nbytes`` walks
@@ -21,7 +21,6 @@ import threading
 import types
 
 import numpy as np
-import torch
 
 #: Objects walked past without counting or following: code and the interpreter's own.
 _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
@@ -112,7 +111,7 @@ def _walk(root, skip: frozenset[int]) -> tuple[int, set[int]]:
                 stack.append(o.base)
         elif isinstance(o, _OPAQUE):
             continue
-        elif isinstance(o, torch.Tensor):
+        elif t.__module__ == "torch" and hasattr(o, "element_size"):  # a tensor (a device table)
             total += o.element_size() * o.nelement()
         else:
             total += getsizeof(o)

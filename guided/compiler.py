@@ -9,6 +9,7 @@ from collections import OrderedDict
 import numpy as np
 
 from guided.errors import CompileTimeoutError, SpecError, UnwritableSpecError
+from guided.fsm import memo
 from guided.fsm.deadline import time_limit
 from guided.fsm.gc_pause import gc_paused
 from guided.fsm.regex import compile_regex
@@ -91,13 +92,16 @@ class _Building:
 _cache = _Cache()
 
 
-def configure_cache(max_bytes: int | None = None, max_entries: int | None = None) -> dict:
+def configure_cache(max_bytes: int | None = None, max_entries: int | None = None,
+                    max_memo_bytes: int | None = None) -> dict:
     """Set the compile cache's bounds (None leaves one as it is); evicts at the next
     compile.
 
     Args:
         max_bytes: the most bytes the cached guides may hold together (default 1 GiB).
         max_entries: the most guides kept (default 256).
+        max_memo_bytes: the most bytes the automata memoised between compiles may hold
+            (``guided.fsm.memo``; default 256 MiB).
 
     Returns:
         ``cache_info()``.
@@ -107,7 +111,7 @@ def configure_cache(max_bytes: int | None = None, max_entries: int | None = None
         >>> guided.configure_cache(max_bytes=256 << 20)["max_bytes"]
         268435456
     """
-    for name, value in (("max_bytes", max_bytes), ("max_entries", max_entries)):
+    for name, value in (("max_bytes", max_bytes), ("max_entries", max_entries), ("max_memo_bytes", max_memo_bytes)):
         if value is not None and (not isinstance(value, int) or value < 0):
             raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
     with _cache.lock:
@@ -115,12 +119,15 @@ def configure_cache(max_bytes: int | None = None, max_entries: int | None = None
             _cache.max_bytes = max_bytes
         if max_entries is not None:
             _cache.max_entries = max_entries
+    if max_memo_bytes is not None:
+        memo.set_max_bytes(max_memo_bytes)
     return cache_info()
 
 
 def cache_info() -> dict:
     """The compile cache's state: ``entries``, ``bytes`` (as last measured),
-    ``max_bytes``, ``max_entries``, ``hits``, ``misses``.
+    ``max_bytes``, ``max_entries``, ``hits``, ``misses``, and ``memo`` (the memoised
+    automata: ``entries``, ``bytes``, ``max_bytes``).
 
     Example::
 
@@ -128,14 +135,17 @@ def cache_info() -> dict:
         3
     """
     with _cache.lock:
-        return {"entries": len(_cache.guides), "bytes": sum(n for n, _ in _cache.sizes.values()),
+        info = {"entries": len(_cache.guides), "bytes": sum(n for n, _ in _cache.sizes.values()),
                 "max_bytes": _cache.max_bytes, "max_entries": _cache.max_entries,
                 "hits": _cache.hits, "misses": _cache.misses}
+    info["memo"] = memo.info()
+    return info
 
 
 def clear_cache() -> None:
-    """Drop every cached guide (guides in use stay valid)."""
+    """Drop every cached guide and memoised automaton (guides in use stay valid)."""
     _cache.clear()
+    memo.clear()
 
 
 def as_vocabulary(tokenizer_or_vocab) -> Vocabulary:

@@ -23,11 +23,11 @@ import numpy as np
 import torch
 
 from guided.errors import GuideMemoryError
+from guided.fsm import footprint
 from guided.fsm.dfa import DFA
 from guided.fsm.index import TokenIndex
 from guided.fsm.trie import split_vocabulary
 
-from . import footprint
 from .bitmask import bitmask_words, write_host_row
 
 _EOS_ACCEPTED = -2  # history entry after EOS; nothing may follow it
@@ -62,7 +62,7 @@ class Guide:
 
     def nbytes(self) -> int:
         """Approximate bytes the guide holds, leaving out what every guide over its
-        vocabulary shares (see ``guided.footprint``)."""
+        vocabulary shares (see ``guided.fsm.footprint``)."""
         return footprint.nbytes(self, self._shared_roots())
 
     def _shared_roots(self) -> tuple:

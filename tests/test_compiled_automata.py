@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from guided.errors import RegexTooLargeError
+from guided.fsm import memo
 from guided.fsm.dfa import coarsest_partition, determinize, subset_table
 from guided.fsm.kernels import AVAILABLE
 from guided.fsm.nfa import NFA
@@ -77,7 +78,7 @@ def test_compiled_minimisation_equals_python_minimisation(pattern, monkeypatch):
     got = []
     for compiled in (True, False):
         monkeypatch.setattr(dfa_module, "COMPILED_AVAILABLE", compiled)
-        dfa_module._minimized.clear()
+        memo.clear()
         got.append(dfa_module.minimize(trans, classes, accepting))
     _assert_same_dfa(*got)
 
