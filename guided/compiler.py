@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections import OrderedDict
@@ -42,6 +43,7 @@ class _Cache:
         self.used: set[tuple] = set()  # keys handed out since they were measured
         self.building: dict[tuple, _Building] = {}
         self.hits = self.misses = 0
+        self.evicted_bytes = 0  # since memory was last handed back (_return_freed_memory)
 
     def get(self, key):
         with self.lock:
@@ -69,8 +71,15 @@ class _Cache:
             total = sum(n for n, _ in self.sizes.values())
             while total > self.max_bytes or len(self.guides) > self.max_entries:
                 old, _ = self.guides.popitem(last=False)
-                total -= self.sizes.pop(old)[0]
+                size = self.sizes.pop(old)[0]
+                total -= size
+                self.evicted_bytes += size
                 self.used.discard(old)
+            release = self.evicted_bytes >= _RELEASE_BYTES
+            if release:
+                self.evicted_bytes = 0
+        if release:
+            _return_freed_memory()
 
     def clear(self) -> None:
         with self.lock:
@@ -78,6 +87,34 @@ class _Cache:
             self.sizes.clear()
             self.used.clear()
             self.hits = self.misses = 0
+
+
+def _malloc_trim():
+    try:
+        import ctypes
+
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_trim = _malloc_trim()
+
+
+#: Evicted guide bytes after which their memory is collected and handed back.
+_RELEASE_BYTES = 256 << 20
+
+
+def _return_freed_memory() -> None:
+    """Collect evicted guides and hand the heap memory back to the system. Guides
+    hold reference cycles, which wait for a full collection (rare: compiles move
+    what they build to the oldest generation), and glibc keeps freed heap memory
+    for reuse, so a server compiling many large specs would otherwise look as if it
+    held every guide it ever evicted. A full collection costs tens to hundreds of
+    ms, so it runs once per ``_RELEASE_BYTES`` evicted."""
+    gc.collect()
+    if _trim is not None:
+        _trim(0)
 
 
 class _Building:

@@ -6,7 +6,8 @@ meet as a product of DFAs over the encoded body (``text``)::
     length counter  x  pattern  x  format  ->  body DFA, embedded between quotes
 
 Schemas repeat one string type in many places and across the schemas a process
-compiles, so the operands are built once per process (``functools.lru_cache``). A
+compiles, so the operands are built once per process (``fsm.memo``: within one byte
+budget shared by every memoised automaton; ``functools.lru_cache`` for small values). A
 large product (a Unicode class times a 255-character counter is 80k states; under
 maxLength 1024, past ``MAX_PRODUCT_STATES``) is built a character's level at a time
 as decoding reaches it (``levelled`` decides, ``counted_body`` and ``fsm.levels``
@@ -24,6 +25,7 @@ import numpy as np
 from guided.errors import EmptyLanguageError, RegexError, RegexTooLargeError, UnsatisfiableSchemaError
 from guided.fsm.dfa import DFA, MAX_DFA_STATES, determinize
 from guided.fsm.levels import CountedLevels
+from guided.fsm.memo import memo
 from guided.fsm.nfa import NFA
 from guided.fsm.ops import (
     MAX_PRODUCT_STATES,
@@ -110,7 +112,7 @@ def defer_product(parts: list[DFA], path: str) -> bool:
     return empty is not None
 
 
-@functools.lru_cache(maxsize=128)
+@memo
 def counted_body(constraints: tuple, lo: int, hi: int | None) -> CountedLevels:
     """The body of a string meeting every ``(kind, regex)`` constraint with ``lo``
     to ``hi`` characters, as levels of (constraint state, characters so far) built
@@ -153,7 +155,7 @@ def class_cuts(dfa: DFA) -> set[int]:
 # Schemas repeat string lengths, key patterns and object shapes, within one schema
 # and across the schemas a process compiles: each DFA below is built once.
 
-@functools.lru_cache(maxsize=512)
+@memo
 def length_dfa(lo: int, hi: int | None) -> DFA:
     """The body of any string of ``lo`` to ``hi`` characters: copies of the one
     character automaton laid out directly (``repeat_unit``)."""
@@ -161,19 +163,19 @@ def length_dfa(lo: int, hi: int | None) -> DFA:
     return counted if counted is not None else body_dfa(lambda n: jt.string_body(n, lo, hi))
 
 
-@functools.lru_cache(maxsize=512)
+@memo
 def pattern_key_dfa(pattern: str) -> DFA:
     """A quoted key in which ``pattern`` finds a match."""
     return body_dfa(lambda n: jt.quoted(n, jt.pattern_body(n, pattern)))
 
 
-@functools.lru_cache(maxsize=512)
+@memo
 def other_keys_dfa(defined: frozenset) -> DFA:
     """A quoted key that is none of ``defined``."""
     return body_dfa(lambda n: jt.key_excluding(n, defined))
 
 
-@functools.lru_cache(maxsize=512)
+@memo
 def keys_outside(patterns: tuple) -> DFA | None:
     """A quoted key in which none of ``patterns`` finds a match (None: no key)."""
     rest = other_keys_dfa(frozenset())
@@ -206,7 +208,7 @@ def always_found(pattern) -> bool:
         return False  # left to the usual path, which reports the pattern
 
 
-@functools.lru_cache(maxsize=512)
+@memo
 def constraint_dfa(kind: str, rx: str) -> DFA:
     """The string-body DFA of a pattern (search) or a format regex (full match)."""
     build = jt.pattern_body if kind == "pattern" else jt.full_match_body
@@ -218,7 +220,7 @@ def constraint_dfa(kind: str, rx: str) -> DFA:
 SMALL_PATTERN_STATES = 5_000
 
 
-@functools.lru_cache(maxsize=1024)
+@memo
 def small_pattern_dfa(rx: str) -> DFA | None:
     """The minimal DFA of a pattern's string body, where the pattern is small: its
     NFA (built lazily, so a long counted part is left deferred and says no) and its

@@ -21,9 +21,8 @@ and repeated); any value at a given level is one cached DFA per process.
 
 from __future__ import annotations
 
-import functools
-
 from guided.fsm.dfa import DFA, determinize
+from guided.fsm.memo import memo
 from guided.fsm.nfa import NFA
 from guided.fsm.ops import embed
 
@@ -97,7 +96,7 @@ def any_json(nfa: NFA, levels: int) -> tuple[int, int]:
     return embed(nfa, _any_json_dfa(levels))
 
 
-@functools.lru_cache(maxsize=None)
+@memo
 def _any_json_dfa(levels: int) -> DFA:
     """``any_json``'s minimal DFA for ``levels`` > 0, once per process."""
     nfa = NFA()
