@@ -108,6 +108,24 @@ def test_generate_plain_text_on_stdout():
 
 @pytest.mark.subprocess
 @pytest.mark.slow
+def test_specs_the_vocabulary_cannot_write_are_reported():
+    """SmolLM2 has no token for the byte 0x14: a spec that starts with it is an error
+    before generating (status 2); one that needs it after "a" ends with "a", does
+    not match, and says so (status 1)."""
+    def run(pattern):
+        return subprocess.run([sys.executable, "-m", "guided.cli", "generate", "--regex", pattern, "--threads", "1",
+                               "--max-tokens", "5", "x"], capture_output=True, text=True, timeout=300)
+
+    proc = run("\x14")
+    assert proc.returncode == 2 and "error: no token of the vocabulary can begin" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = run("a\x14")
+    assert proc.returncode == 1 and proc.stdout.strip() == "a", proc.stderr
+    assert "error: the output does not match the spec" in proc.stderr and "finish: no_match" in proc.stderr
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_watermarked_generation_is_detected_by_the_cli(tmp_path):
     key = tmp_path / "wm.key"
     key.write_bytes(b"cli-end-to-end-watermark-key")
