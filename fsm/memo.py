@@ -37,14 +37,15 @@ _MISSING = MISSING = object()
 
 
 def memo(fn):
-    """Memoise ``fn`` (hashable positional arguments) within the shared budget; the
-    wrapper has ``cache_clear()`` (this function's values) like ``lru_cache``."""
+    """Memoise ``fn`` (hashable arguments) within the shared budget; the wrapper has
+    ``cache_clear()`` (this function's values) like ``lru_cache``."""
 
     @functools.wraps(fn)
-    def wrapper(*args):
-        got = lookup(wrapper, args)
+    def wrapper(*args, **kwargs):
+        key = (args, tuple(sorted(kwargs.items()))) if kwargs else args
+        got = lookup(wrapper, key)
         if got is _MISSING:
-            got = store(wrapper, args, fn(*args))
+            got = store(wrapper, key, fn(*args, **kwargs))
         return got
 
     wrapper.cache_clear = lambda: _clear(wrapper)

@@ -47,12 +47,13 @@ except ImportError:  # pragma: no cover - Python 3.10
     import sre_parse  # type: ignore[no-redef]
     from sre_compile import _ignorecase_fixes as _EXTRA_CASES  # type: ignore[no-redef]
 
-from guided.errors import RegexSyntaxError, UnsupportedRegexFeature
+from guided.errors import EmptyLanguageError, RegexSyntaxError, UnsupportedRegexFeature
 
 from .dfa import DFA, determinize
+from .memo import memo
 from .nfa import NFA
 from .ops import difference, embed, intersect, repeat_unit
-from .utf8 import MAX_CODE_POINT, Ranges, complement, normalize, ranges_matching
+from .utf8 import MAX_CODE_POINT, SURROGATES, Ranges, complement, normalize, ranges_matching
 
 #: Items that read exactly one character.
 _ONE_CHARACTER = (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN)
@@ -79,13 +80,14 @@ _UNSUPPORTED_FLAGS = ((re.LOCALE, "re.LOCALE / (?L) is not supported"),)
 _TYPE_FLAGS = re.ASCII | re.LOCALE | re.UNICODE
 
 
-@functools.lru_cache(maxsize=256)
+@memo
 def compile_regex(pattern: str, flags: int = 0) -> DFA:
     """Compile a Python regex to a minimal byte-level DFA (cached).
 
     Raises ``RegexSyntaxError`` (with the position) for invalid syntax,
     ``UnsupportedRegexFeature`` naming the feature for non-regular constructs, and
-    ``EmptyLanguageError`` when nothing can match.
+    ``EmptyLanguageError`` when nothing can match (naming the lone surrogate, and its
+    position, where one is why: no UTF-8 text holds U+D800..U+DFFF).
 
     Example::
 
@@ -101,8 +103,61 @@ def compile_regex(pattern: str, flags: int = 0) -> DFA:
         start, end = regex_to_nfa(rx, nfa, flags, search=search)
         return determinize(nfa, start, end)
 
-    looked = lookahead_dfa(pattern, flags, dfa_of, False)
-    return looked if looked is not None else dfa_of(pattern, False)
+    try:
+        looked = lookahead_dfa(pattern, flags, dfa_of, False)
+        return looked if looked is not None else dfa_of(pattern, False)
+    except EmptyLanguageError as e:
+        why = lone_surrogate_reason(pattern, flags)
+        if why is None:
+            raise
+        raise EmptyLanguageError(f"{e}: {why}") from None
+
+
+def lone_surrogate_reason(pattern: str, flags: int = 0) -> str | None:
+    """Why a pattern with an empty language needs a lone surrogate, where it does: a
+    literal (or a class of nothing else) in U+D800..U+DFFF, which ``re`` matches in a
+    str but no UTF-8 text can hold; the first one in the pattern is named, with its
+    position. None where the pattern has none.
+
+    Example::
+
+        >>> lone_surrogate_reason("ab\\ud800")[:42]
+        'it needs the lone surrogate U+D800 at posi'
+        >>> lone_surrogate_reason("[^\\s\\S]") is None
+        True
+    """
+    try:
+        tree = sre_parse.parse(pattern, flags)
+    except (re.error, RecursionError, ValueError):
+        return None
+    found = set()
+    stack = [list(tree)]
+    while stack:
+        for op, av in stack.pop():
+            if op is C.LITERAL and SURROGATES[0] <= av <= SURROGATES[1]:
+                found.add(av)
+            elif op is C.IN and all(o is C.LITERAL and SURROGATES[0] <= a <= SURROGATES[1]
+                                    or o is C.RANGE and SURROGATES[0] <= a[0] and a[1] <= SURROGATES[1]
+                                    for o, a in av):
+                found.add(av[0][1] if av[0][0] is C.LITERAL else av[0][1][0])
+            elif op is C.BRANCH:
+                stack.extend(list(alt) for alt in av[1])
+            elif op is C.SUBPATTERN:
+                stack.append(list(av[3]))
+            elif op in (C.MAX_REPEAT, C.MIN_REPEAT):
+                stack.append(list(av[2]))
+    if not found:
+        return None
+
+    def position(cp: int) -> int | None:  # as written: the character itself, or \uXXXX / \UXXXXXXXX
+        spelled = [pattern.find(chr(cp))] + [m.start() for m in re.finditer(
+            rf"\\u{cp:04x}|\\U{cp:08x}", pattern, re.IGNORECASE)]
+        return min((p for p in spelled if p >= 0), default=None)
+
+    pos, cp = min(((position(cp), cp) for cp in found), key=lambda pc: (pc[0] is None, pc[0] or 0, pc[1]))
+    where = f" at position {pos}" if pos is not None else ""
+    return (f"it needs the lone surrogate U+{cp:04X}{where}, which has no UTF-8 encoding, so no text holds it "
+            f"(pattern {pattern!r})")
 
 
 def leading_lookaheads(pattern: str, flags: int = 0) -> tuple[str, list[tuple[bool, str]]] | None:
@@ -340,7 +395,7 @@ def _end_marks_resolved(dfa: DFA, newline: DFA, search: bool) -> DFA:
     return determinize(nfa, before(0), final)
 
 
-@functools.lru_cache(maxsize=256)
+@memo
 def utf8_char_dfa(ranges: tuple) -> DFA:
     """The DFA of one character from a code point set, as UTF-8."""
     nfa = NFA()
@@ -348,7 +403,7 @@ def utf8_char_dfa(ranges: tuple) -> DFA:
     return determinize(nfa, s, e)
 
 
-@functools.lru_cache(maxsize=256)
+@memo
 def _counted_run(char_dfa, ranges: tuple, lo: int, hi: int | None) -> DFA | None:
     return repeat_unit(char_dfa(ranges), lo, hi)
 
@@ -429,7 +484,7 @@ class _Builder:
             if (self.char_dfa is not None and not nfa.lazy and max(lo, hi or 0) >= COUNTED_RUN_MIN
                     and len(sub) == 1 and sub[0][0] in _ONE_CHARACTER):
                 ranges = tuple(normalize(list(self.char_ranges(*sub[0], flags))))
-                counted = _counted_run(self.char_dfa, ranges, lo, hi)
+                counted = _counted_run(self.char_dfa, ranges, lo, hi) if ranges else None  # (empty: no DFA)
                 if counted is not None:
                     return embed(nfa, counted)
             return nfa.repeat(lambda: self.sequence(sub, flags, False, False), lo, hi)

@@ -8,6 +8,11 @@
     terminals ──fsm regex compiler──> one minimal DFA per terminal
     rules     ──symbols to ints, trim──> CFG for grammars.earley
 
+Before lark's loader runs, the alternatives its EBNF expansion would write out are
+counted on lark's parse of the text (``MAX_EXPANDED_ALTERNATIVES``): nested groups
+multiply them, and the loader, which no compile time limit reaches, would run for
+hours on a few kilobytes of them.
+
 Tree-shaping features (``?rule`` inlining, aliases, ``_hidden`` names) do not change
 the language, so they need nothing here. Lexing is longest match among the terminals
 the parser allows (see ``grammars.lexer``); when several accept the same lexeme, the
@@ -16,7 +21,9 @@ higher priority wins, then a string literal over a regex, as in lark.
 
 from __future__ import annotations
 
+import math
 import re
+import sys
 from dataclasses import dataclass
 
 from guided.errors import GrammarError, RegexError
@@ -32,6 +39,108 @@ _REGULAR_EQUIVALENTS = {
     r'".*?(?<!\\)(\\\\)*?"': r'"(?:[^"\\\n]|\\[^\n])*"',
     r"'.*?(?<!\\)(\\\\)*?'": r"'(?:[^'\\\n]|\\[^\n])*'",
 }
+
+
+#: Most alternatives lark's loader may write out for a grammar's rules. Lark turns each
+#: group of alternatives, ``[..]`` and ``?`` inside a sequence into whole alternatives
+#: of the rule (``a (b|c) [d]`` is four), so nested ones multiply: a grammar of a few
+#: kilobytes can ask for billions. Lark's loading, which no time limit reaches, grows
+#: faster than the count (its FIRST / FOLLOW sets: ~1 s for 5,000 alternatives, past
+#: 20 s for 25,000), so grammars past this are refused before lark expands them. The
+#: shipped ones write out fewer than 120.
+MAX_EXPANDED_ALTERNATIVES = 5_000
+
+#: lark's own thresholds (``lark.load_grammar``): a repetition ``~ n..m`` with ``m``
+#: below the first is written out whole, larger ones as helper rules of at most the
+#: second's repeats each.
+_REPEAT_BREAK_THRESHOLD = 50
+_SMALL_FACTOR_THRESHOLD = 5
+
+
+class _TooManyAlternatives(Exception):
+    """Raised inside ``_expanded_alternatives`` once the count passes the limit."""
+
+
+def _expanded_alternatives(rule_defs, limit: int) -> tuple[int, str]:
+    """An estimate of the alternatives lark's loader writes out for ``rule_defs`` (its
+    parse of the grammar, before EBNF expansion), and the rule that writes the most;
+    stops counting past ``limit``."""
+    total = 0
+    worst = (0, "")
+
+    def count(tree) -> int:
+        """Alternatives ``tree`` stands for inside its rule; helper rules lark adds for
+        ``*``, ``+`` and long ``~`` go to ``total`` (as ``extra``)."""
+        nonlocal extra
+        data = getattr(tree, "data", None)
+        if data is None:
+            return 1
+        kids = tree.children
+        if data == "expansions":
+            n = sum(count(k) for k in kids)
+        elif data == "expansion":
+            n = 1
+            for k in kids:
+                n *= count(k)
+                if n > limit:
+                    raise _TooManyAlternatives
+        elif data == "alias":
+            n = count(kids[0])
+        elif data == "maybe":
+            n = count(kids[0]) + 1
+        elif data == "expr":
+            inner = count(kids[0])
+            op = str(kids[1])
+            if op == "?":
+                n = inner + 1
+            elif op in ("*", "+"):
+                extra += 2 * inner  # the helper rule: inner | helper inner
+                n = 2 if op == "*" else 1
+            else:  # "~ n" or "~ n..m"
+                nums = [int(str(k)) for k in kids[2:]]
+                lo, hi = nums[0], nums[-1]
+                if hi < _REPEAT_BREAK_THRESHOLD:
+                    n = 0
+                    for k in range(lo, hi + 1):
+                        n += inner ** k if inner > 1 else 1
+                        if n > limit:
+                            raise _TooManyAlternatives
+                else:  # helper rules repeat it up to 2 * SMALL_FACTOR_THRESHOLD times each
+                    if inner > 1 and 2 * _SMALL_FACTOR_THRESHOLD * math.log(inner) > math.log(limit):
+                        raise _TooManyAlternatives
+                    extra += (inner ** (2 * _SMALL_FACTOR_THRESHOLD)) * max(1, hi.bit_length())
+                    n = 1
+        else:  # a symbol, a literal, a template's use
+            n = 1
+        if n > limit or extra > limit:
+            raise _TooManyAlternatives
+        return n
+
+    for name, _params, tree, _options in rule_defs:
+        extra = 0
+        try:
+            n = count(tree) + extra
+        except (_TooManyAlternatives, OverflowError, ValueError):
+            return limit + 1, str(name)
+        total += n
+        worst = max(worst, (n, str(name)))
+        if total > limit:
+            return total, worst[1]
+    return total, worst[1]
+
+
+def _lark_rule_defs(text: str) -> list:
+    """Lark's parse of the grammar's rules, before EBNF expansion (``[]`` where this
+    lark has no ``load_grammar`` of that shape); lark's own errors propagate."""
+    try:
+        from lark.load_grammar import load_grammar
+    except ImportError:  # pragma: no cover - another lark
+        return []
+    try:
+        grammar = load_grammar(text, "<string>", [], False)[0]
+    except TypeError:  # pragma: no cover - another signature
+        return []
+    return getattr(grammar, "rule_defs", [])
 
 
 @dataclass
@@ -71,7 +180,19 @@ def compile_lark(text: str, start: str = "start") -> CompiledGrammar:
 
     if not isinstance(text, str):
         raise TypeError(f"a lark grammar must be a str, not {type(text).__name__}")
+    # lark checks terminal regexes with the ``regex`` module where it is installed: its
+    # errors are not ``re.error``s.
+    regex_errors = (re.error,) + ((sys.modules["regex"].error,) if "regex" in sys.modules else ())
     try:
+        # Lark's parse of the text (~8 ms for sql.lark), to bound what its loader will
+        # expand. (An internal of lark's: where it is not there, lark expands unchecked.)
+        rule_defs = _lark_rule_defs(text)
+        alternatives, rule = _expanded_alternatives(rule_defs, MAX_EXPANDED_ALTERNATIVES)
+        if alternatives > MAX_EXPANDED_ALTERNATIVES:
+            raise GrammarError(
+                f"grammar error: rule {rule!r} expands to more than {MAX_EXPANDED_ALTERNATIVES:,} alternatives "
+                "(each group of alternatives, [..] and ? inside a sequence multiplies them): move nested "
+                "groups into rules of their own")
         parsed = lark.Lark(text, start=start, parser="earley", lexer="dynamic")
     except lark.exceptions.GrammarError as e:
         msg = str(e)
@@ -83,7 +204,7 @@ def compile_lark(text: str, start: str = "start") -> CompiledGrammar:
         raise GrammarError(f"grammar syntax error at line {e.line}, column {e.column}: {e}") from None
     except lark.exceptions.LarkError as e:
         raise GrammarError(f"grammar error: {e}") from None
-    except re.error as e:  # a terminal's regex that Python's re refuses, checked by lark as it loads
+    except regex_errors as e:  # a terminal's regex that re (or regex) refuses, checked by lark as it loads
         raise GrammarError(f"grammar error: invalid regex in a terminal: {e}") from None
     except OSError as e:  # %import of a grammar file that is not there
         name = getattr(e, "filename", None) or e

@@ -13,7 +13,9 @@ them with one "bad request" and a caller can tell them apart by type::
     │   ├── UnsatisfiableSchemaError  no JSON value satisfies it
     │   └── UnsupportedSchemaError    a keyword that cannot be enforced exactly
     │       ├── ApproximationLimitError
-    │       └── RecursiveSchemaError
+    │       ├── RecursiveSchemaError
+    │       └── SchemaTooLargeError   a keyword whose automaton passes the size limits
+    │                                 (also a RegexTooLargeError)
     ├── GrammarError               a lark grammar, naming the line and column
     ├── UnwritableSpecError        a spec no text in the vocabulary's tokens can start
     └── BudgetExceededError        a spec whose compile or guide passes a budget
@@ -100,6 +102,27 @@ class UnsupportedSchemaError(SchemaError):
     """A keyword (or keyword value) that cannot be enforced exactly."""
 
 
+class SchemaTooLargeError(UnsupportedSchemaError, RegexTooLargeError):
+    """A keyword whose automaton alone passes the size limits (an ``enum`` of tens of
+    thousands of long values): an ``UnsupportedSchemaError`` naming the keyword and its
+    pointer, and a ``RegexTooLargeError`` to the compiler's parts that retry smaller
+    builds on one.
+
+    Args:
+        message: what is too large.
+        pointer: the keyword's JSON pointer.
+        keyword: the keyword.
+    """
+
+    def __init__(self, message: str, pointer: str = "#", keyword: str | None = None):
+        super().__init__(message, pointer, keyword)
+        self._text = str(self.args[0])
+        self.args = (message, pointer, keyword)  # ``type(e)(*e.args)`` makes the same error again
+
+    def __str__(self) -> str:
+        return self._text
+
+
 class UnsatisfiableSchemaError(SchemaError):
     """No JSON value satisfies the schema."""
 
@@ -182,6 +205,7 @@ __all__ = [
     "RegexSyntaxError",
     "RegexTooLargeError",
     "SchemaError",
+    "SchemaTooLargeError",
     "SpecError",
     "UnsatisfiableSchemaError",
     "UnsupportedRegexFeature",

@@ -385,6 +385,12 @@ class UniqueItemsMatcher(Matcher):
             words = row.view(np.uint32)
             ids = np.array(refused, dtype=np.int64)
             np.bitwise_and.at(words, ids >> 5, ~(np.uint32(1) << (ids & 31).astype(np.uint32)))
+            if not words.any():
+                # Every way on completes a repeat (the check sees an item only once it
+                # is complete, so the text may have entered such a dead end): EOS
+                # alone, as at any dead end, and accept_token(EOS) refuses it.
+                for e in self.guide.vocab.eos_token_ids:
+                    words[e >> 5] |= np.uint32(1) << np.uint32(e & 31)
             if not on_host:
                 bitmask[index, : len(row)] = torch.from_numpy(row).to(bitmask.device)
         return True

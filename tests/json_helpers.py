@@ -185,6 +185,41 @@ def reference_validator(schema):
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
+def _decimal_fraction(x):
+    """The exact value of a JSON number as written: a float by its shortest decimal
+    spelling (``0.1`` is 1/10, not the binary float nearest it)."""
+    from decimal import Decimal
+    from fractions import Fraction
+
+    return Fraction(Decimal(repr(x))) if isinstance(x, float) else Fraction(x)
+
+
+def exact_reference_validator(schema):
+    """``reference_validator``, with ``multipleOf`` decided exactly on the numbers'
+    decimal values: ``jsonschema`` divides floats, so ``-8`` is no multiple of ``1e-09``
+    to it (``-8 / 1e-09`` is not a whole float), while the JSON text ``-8`` is one.
+
+    Example::
+
+        assert exact_reference_validator({"multipleOf": 1e-09}).is_valid(-8)
+    """
+    base = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+
+    def multiple_of(validator, step, instance, _schema):
+        if not validator.is_type(instance, "number") or not validator.is_type(step, "number"):
+            return
+        import math
+
+        if isinstance(instance, float) and not math.isfinite(instance):
+            yield jsonschema.ValidationError(f"{instance!r} is not a multiple of {step}")
+            return
+        if (_decimal_fraction(instance) / _decimal_fraction(step)).denominator != 1:
+            yield jsonschema.ValidationError(f"{instance!r} is not a multiple of {step}")
+
+    cls = jsonschema.validators.extend(base, {"multipleOf": multiple_of})
+    return cls(schema, format_checker=base.FORMAT_CHECKER)
+
+
 def ordered(value, schema, root=None):
     """``value`` with object keys in the schema's ``properties`` order (extras last)."""
     root = root if root is not None else schema

@@ -416,6 +416,10 @@ def test_unknown_shipped_grammar():
     ("start: /\\p{L}+/", "invalid regex in a terminal"),
     ("%import nonexist.X\nstart: X", "%import: cannot read"),
     ("start: " + "(" * 3000 + '"a"' + ")" * 3000, "nests too deeply"),
+    # lark checks terminal regexes with the ``regex`` module where it is installed,
+    # whose errors are not ``re.error``s.
+    ("start: A\nA: /*a/", "invalid regex in a terminal"),
+    ("start: A\nA: /a{2,1}/", "invalid regex in a terminal"),
 ])
 def test_grammars_lark_cannot_load_are_grammar_errors(text, fragment):
     """Errors from lark's loading that are not lark's own (``re.error``, a missing
@@ -424,3 +428,27 @@ def test_grammars_lark_cannot_load_are_grammar_errors(text, fragment):
 
     with pytest.raises(guided.GrammarError, match=re.escape(fragment)):
         compile_lark(text)
+
+
+@pytest.mark.parametrize("text", [
+    "start: " + " ".join('("a" | "b" | "c")' for _ in range(12)),
+    "start: " + " ".join('["x" ("y" | "z")]' for _ in range(10)),
+    'start: r\nr: ("a" | "b" ("c" | "d" ["e"])) ~ 8',
+])
+def test_grammars_lark_would_expand_without_end_are_refused_at_once(text):
+    """Lark writes out every combination of nested alternatives, [..] and ? (3**12
+    here) in a loader no time limit reaches: such grammars are refused before it runs."""
+    import time
+
+    from guided.grammars.lark_frontend import compile_lark
+
+    start = time.perf_counter()
+    with pytest.raises(guided.GrammarError, match="expands to more than"):
+        compile_lark(text)
+    assert time.perf_counter() - start < 5
+
+
+def test_grammars_with_many_optional_items_still_compile():
+    from guided.grammars.lark_frontend import compile_lark
+
+    compile_lark("start: " + " ".join(f'"{c}"?' for c in "abcdefghijkl"))  # 4,096 alternatives

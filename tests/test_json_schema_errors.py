@@ -92,6 +92,7 @@ def test_lenient_mode_warns_and_drops():
         {"type": "object", "required": ["a"], "propertyNames": False},
         False,
         {"enum": [1, 2], "type": "string"},
+        {"const": True, "enum": [1, "a"]},  # const beside an enum that does not list it
     ],
 )
 def test_unsatisfiable_schema_is_an_error(schema):
@@ -103,6 +104,17 @@ def test_recursive_ref_is_a_clear_error():
     schema = {"$defs": {"node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/node"}}}}, "$ref": "#/$defs/node"}
     with pytest.raises(guided.RecursiveSchemaError, match="recursive"):
         compile_json_schema(schema)
+
+
+@pytest.mark.parametrize("strict", [True, False])
+@pytest.mark.parametrize("extra", [{}, {"maxLength": 300}])
+@pytest.mark.parametrize("pattern, why", [("[^\\s\\S]", ""), ("a\\ud800", "lone surrogate U+D800 at position 1")])
+def test_a_pattern_matching_no_string_is_unsatisfiable_never_dropped(pattern, why, extra, strict):
+    """Not an UnsupportedSchemaError, which lenient mode would drop (any string then),
+    nor a ValueError from an empty character class; a lone surrogate is named."""
+    with pytest.raises(guided.UnsatisfiableSchemaError, match="matches no string") as info:
+        compile_json_schema({"type": "string", "pattern": pattern, **extra}, "compact", strict)
+    assert info.value.pointer == "#/pattern" and why in str(info.value)
 
 
 def test_invalid_pattern_is_named():
@@ -195,6 +207,17 @@ def _deep_list(n):
     ({"items": 3}, "#/items", "items must be a schema"),
     (_nested("items", 600, {}), "#" + "/items" * 257, "nests deeper than 256"),
     ({"enum": [_deep_list(900)]}, "#/enum", "a value nests deeper"),
+    ({"type": "array", "maxItems": 10**400}, "#/maxItems", "maxItems must be at most"),  # not an OverflowError
+    # Identifiers the reference validator reads as URIs (an AttributeError inside it otherwise).
+    ({"$schema": float("nan"), "enum": ["a"]}, "#/$schema", "$schema must be a string"),
+    ({"$id": 5, "enum": ["a"]}, "#/$id", "$id must be a string"),
+    ({"properties": {"a": {"$schema": "http://json-schema.org/draft-04/schema#", "id": 5}}},
+     "#/properties/a/id", "id must be a string"),
+    # exclusiveMinimum / exclusiveMaximum in the other drafts' form: a validator reads
+    # draft 4's true as the number 1, and draft 4 reads a number as a flag.
+    ({"type": "number", "maximum": 5, "exclusiveMaximum": True}, "#/exclusiveMaximum", "must be a number"),
+    ({"$schema": "http://json-schema.org/draft-04/schema#", "type": "number", "exclusiveMinimum": 3},
+     "#/exclusiveMinimum", "must be a boolean in drafts 3 and 4"),
 ])
 def test_a_schema_of_the_wrong_shape_is_a_schema_error(schema, pointer, fragment):
     """Keyword values of the wrong type, numbers past what the compiler handles and
@@ -224,3 +247,13 @@ def test_tiny_multiple_of_steps_compile_exactly(step):
     exact = Fraction(Decimal(repr(step)))
     for text in ("0", "7", "0.5", "-2.25", "0." + "0" * 19 + "1", "0." + "0" * 24 + "1", "0." + "0" * 40 + "3"):
         assert dfa.matches(text.encode()) == ((Fraction(text) / exact).denominator == 1), text
+
+
+def test_an_enum_too_large_for_the_automaton_names_enum_and_its_pointer():
+    values = [f"{i:06d}" * 3 for i in range(30_000)]
+    schema = {"type": "object", "properties": {"code": {"enum": values}}}
+    with pytest.raises(guided.UnsupportedSchemaError) as info:
+        guided.compile(guided.JsonSchema(schema), guided.Vocabulary([b"a", b"b"], [1]))
+    assert info.value.keyword == "enum" and info.value.pointer == "#/properties/code/enum"
+    assert "enum of 30,000 values" in str(info.value) and "#/properties/code/enum" in str(info.value)
+    assert isinstance(info.value, guided.RegexTooLargeError)  # what the compiler's retries catch

@@ -141,6 +141,18 @@ def test_empty_language_is_an_error(pattern):
         compile_regex(pattern)
 
 
+@pytest.mark.parametrize("pattern, position", [("\ud800", 0), ("ab\\uDC00", 2), ("x(\\U0000dfff)+", 2),
+                                               ("[\ud800-\udbff]", 1)])
+def test_a_lone_surrogate_is_named_with_its_position(pattern, position):
+    """re matches a lone surrogate in a str, but no UTF-8 text holds one: the empty
+    language says so, and where."""
+    with pytest.raises(EmptyLanguageError) as info:
+        compile_regex(pattern)
+    message = str(info.value)
+    assert "lone surrogate" in message and "UTF-8" in message and f"at position {position}" in message
+    message.encode("utf-8")  # printable: the pattern is quoted with its surrogates escaped
+
+
 def test_non_string_pattern():
     with pytest.raises(TypeError):
         compile_regex(b"abc")
@@ -487,13 +499,14 @@ def test_minimize_cache_returns_the_same_automaton_for_the_same_table():
     import numpy as np
 
     from guided.fsm import dfa as dfa_module
+    from guided.fsm import memo
     from guided.fsm.dfa import subset_table
 
     nfa = NFA()
     start, end = regex_to_nfa(r"(ab|cd)*e", nfa)
     trans, classes, sets = subset_table(nfa, start, {end})
     accepting = np.array([end in s for s in sets], dtype=bool)
-    dfa_module._minimized.clear()
+    memo.clear()
     first = dfa_module.minimize(trans, classes, accepting)
     assert dfa_module.minimize(trans.copy(), classes.copy(), accepting.copy()) is first
     other_accepting = accepting.copy()
@@ -513,7 +526,7 @@ def test_minimize_cache_returns_the_same_automaton_for_the_same_table():
         assert first.matches(text.encode()) == want == table_matches(accepting, text.encode()), text
         assert other.matches(text.encode()) == table_matches(other_accepting, text.encode()), text
     assert other.matches(b"") and not first.matches(b"")
-    assert len(dfa_module._minimized) == 2
+    assert memo.info()["entries"] == 2
     assert np.array_equal(first.accepting, dfa_module.minimize(trans, classes, accepting).accepting)
 
 
@@ -578,11 +591,12 @@ def test_numpy_refinement_hands_over_on_a_hash_collision(monkeypatch):
 def test_minimisation_in_numpy_matches_python(pattern, monkeypatch):
     """Whole regex compiles give the same minimal automaton either way."""
     import guided.fsm.dfa
+    import guided.fsm.memo
 
-    guided.fsm.dfa._minimized.clear()
+    guided.fsm.memo.clear()
     monkeypatch.setattr(guided.fsm.dfa, "MOORE_MIN_CELLS", 0)
     by_numpy = compile_regex.__wrapped__(pattern)  # not the cached automaton
-    guided.fsm.dfa._minimized.clear()
+    guided.fsm.memo.clear()
     monkeypatch.setattr(guided.fsm.dfa, "MOORE_MIN_CELLS", 10**12)
     by_python = compile_regex.__wrapped__(pattern)
     assert by_numpy.num_states == by_python.num_states

@@ -239,3 +239,14 @@ def test_key_patterns_python_cannot_read_are_a_clear_error(smollm2_vocab):
     schema = {"type": "object", "patternProperties": {"^(?<x>a)$": STRINGS}}  # an ECMA named group
     with pytest.raises(guided.UnsupportedSchemaError, match="invalid regex|re reads"):
         guided.compile(guided.JsonSchema(schema, whitespace="compact"), smollm2_vocab)
+
+
+def test_a_dead_end_of_repeats_allows_eos_alone():
+    """After ``[9,9`` every way on repeats ``9`` (the tracker sees an item only once it
+    is complete): the mask allows EOS alone, as at any dead end, and EOS is refused."""
+    vocab = guided.Vocabulary([bytes([b]) for b in range(256)] + [None], [256])
+    schema = {"type": "array", "items": {"type": "integer", "maximum": 9}, "uniqueItems": True}
+    m = guided.compile(guided.JsonSchema(schema, whitespace="compact"), vocab).matcher()
+    assert m.accept_tokens(list(b"[9,9"))
+    assert m.allowed_token_ids() == [256]
+    assert not m.accept_token(256)

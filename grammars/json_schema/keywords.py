@@ -57,6 +57,7 @@ EXACT_FORMATS = {"date", "time", "date-time", "ipv4", "ipv6"}
 
 DEPENDENCY_KEYWORDS = ("dependentRequired", "dependentSchemas", "dependencies")
 
+
 #: Keywords ``value`` acts on before ``not`` / ``if`` (the schema is theirs first).
 EARLIER_KEYWORDS = ("$ref", "enum", "const", "allOf", "anyOf", "oneOf") + DEPENDENCY_KEYWORDS
 #: minProperties / maxProperties count keys in states; larger counts are refused.
@@ -130,12 +131,17 @@ def compact_json(value) -> bytes:
 
 
 def value_texts(v) -> list[bytes]:
-    """The compact spellings of a value (1 and 1.0 are equal in JSON Schema)."""
+    """The compact spellings of a value (1 and 1.0 are equal in JSON Schema). An
+    integer gets its float spelling only where the float is the same number:
+    ``10**20 + 1`` as a float is ``1e+20``, another value (and past 1.8e308 there is
+    no float at all)."""
     texts = [compact_json(v)]
     if isinstance(v, float) and v.is_integer():
         texts.append(compact_json(int(v)))
-    elif isinstance(v, int) and not isinstance(v, bool):
-        texts.append(compact_json(float(v)))
+    elif isinstance(v, int) and not isinstance(v, bool) and abs(v) <= 2**1023:
+        f = float(v)
+        if f == v:
+            texts.append(compact_json(f))
     return texts
 
 

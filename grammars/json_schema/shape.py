@@ -27,6 +27,8 @@ import math
 
 from guided.errors import SchemaError
 
+from .drafts import declared_draft
+
 #: Sub-schemas nest at most this deep (objects and arrays of keywords, counted from the
 #: root): deeper ones would exhaust Python's recursion limit in the compiler.
 MAX_SCHEMA_DEPTH = 256
@@ -76,26 +78,32 @@ def check_shape(root) -> None:
     Raises:
         SchemaError: the first problem met, naming the keyword and its JSON pointer.
     """
-    stack = [(root, "#", 0)]
+    stack = [(root, "#", 0, False)]
     while stack:
-        schema, path, depth = stack.pop()
+        schema, path, depth, boolean_exclusive = stack.pop()
         if isinstance(schema, bool):
             continue
         if not isinstance(schema, dict):
             raise SchemaError(f"expected {_SCHEMA}, not {_json_type(schema)}", path)
         if depth > MAX_SCHEMA_DEPTH:
             raise SchemaError(f"the schema nests deeper than {MAX_SCHEMA_DEPTH} levels", path)
+        if "$schema" in schema:  # drafts 3 and 4 from here down (a sub-schema may declare its own)
+            draft = declared_draft(schema)
+            boolean_exclusive = draft is not None and draft <= 1
         for keyword, value in schema.items():
             at = f"{path}/{_escape(keyword)}"
-            subs = list(_check_keyword(keyword, value, at))
+            subs = list(_check_keyword(keyword, value, at, boolean_exclusive))
             if subs:
-                stack.extend((sub, sub_path, depth + 1) for sub, sub_path in subs)
+                stack.extend((sub, sub_path, depth + 1, boolean_exclusive) for sub, sub_path in subs)
             elif isinstance(value, (dict, list)):  # enum / const values, annotations
                 _check_depth(value, at, depth)
 
 
-def _check_keyword(keyword: str, value, at: str):
-    """Check one keyword's value; yield the sub-schemas it holds, with their pointers."""
+def _check_keyword(keyword: str, value, at: str, boolean_exclusive: bool = False):
+    """Check one keyword's value; yield the sub-schemas it holds, with their pointers.
+    ``boolean_exclusive``: the schema (or the sub-schema around it) declares draft 3 or
+    4, where ``exclusiveMinimum`` / ``exclusiveMaximum`` are flags on ``minimum`` /
+    ``maximum``, not bounds."""
     if keyword in _ONE_SCHEMA:
         _need(isinstance(value, (dict, bool)), keyword, at, _SCHEMA)
         yield value, at
@@ -140,15 +148,25 @@ def _check_keyword(keyword: str, value, at: str):
                       "array of them")
     elif keyword == "enum":
         _need(isinstance(value, list), keyword, at, "an array")
-    elif keyword in ("pattern", "format", "$ref"):
+    elif keyword in ("pattern", "format", "$ref", "$schema", "$id", "$anchor", "$dynamicAnchor", "$dynamicRef"):
+        _need(isinstance(value, str), keyword, at, "a string")
+    elif keyword == "id" and boolean_exclusive:  # drafts 3 and 4 name a schema by "id"
         _need(isinstance(value, str), keyword, at, "a string")
     elif keyword in _COUNT_KEYWORDS:
-        _need(_is_number(value) and value >= 0 and float(value).is_integer(), keyword, at,
+        _need(_is_number(value) and value >= 0 and (isinstance(value, int) or value.is_integer()), keyword, at,
               "a non-negative integer")
         _need(value <= MAX_NUMBER, keyword, at, f"at most {MAX_NUMBER:g}")
     elif keyword in _BOUND_KEYWORDS:
-        if isinstance(value, bool) and keyword.startswith("exclusive"):  # draft 4's boolean form
+        # The two forms of exclusiveMinimum / exclusiveMaximum each mean something else
+        # to a validator of the other drafts (draft 4 takes a number as a flag, later
+        # drafts compare with true as with 1): only the declared draft's form is taken.
+        if keyword.startswith("exclusive") and boolean_exclusive:
+            _need(isinstance(value, bool), keyword, at, "a boolean in drafts 3 and 4 (a number is the form of "
+                  "draft 6 and later)")
             return
+        if keyword.startswith("exclusive") and isinstance(value, bool):
+            raise SchemaError(f"{keyword} must be a number (true / false is the form of drafts 3 and 4: declare "
+                              '"$schema": "http://json-schema.org/draft-04/schema#" for it)', at, keyword)
         _need(_is_number(value), keyword, at, "a number")
         _need(abs(value) <= MAX_NUMBER, keyword, at, f"between -{MAX_NUMBER:g} and {MAX_NUMBER:g}")
     elif keyword in ("multipleOf", "divisibleBy"):

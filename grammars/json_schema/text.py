@@ -22,6 +22,7 @@ import numpy as np
 
 from guided.fsm.dfa import DFA, determinize
 from guided.fsm.kernels import AVAILABLE as COMPILED_AVAILABLE
+from guided.fsm.memo import memo
 from guided.fsm.nfa import NFA, Template
 from guided.fsm.ops import embed
 from guided.fsm.regex import compile_regex, lookahead_dfa, regex_to_nfa
@@ -36,7 +37,7 @@ def _contains(ranges, cp: int) -> bool:
     return any(lo <= cp <= hi for lo, hi in ranges)
 
 
-@functools.lru_cache(maxsize=2048)
+@memo
 def json_char_dfa(ranges: tuple) -> DFA:
     """Minimal DFA of the JSON encodings of one character from ``ranges``."""
     nfa = NFA()
@@ -63,11 +64,15 @@ def json_char_dfa(ranges: tuple) -> DFA:
 
 
 def json_char(nfa: NFA, ranges) -> tuple[int, int]:
-    """Fragment: one encoded character from the code point set ``ranges``."""
-    return embed(nfa, _json_char_dfa_of(tuple(ranges)))
+    """Fragment: one encoded character from the code point set ``ranges`` (one that no
+    text crosses where the set is empty: ``[^\\s\\S]``, or only lone surrogates)."""
+    ranges = tuple(ranges)
+    if not normalize(list(ranges)):
+        return nfa.state(), nfa.state()
+    return embed(nfa, _json_char_dfa_of(ranges))
 
 
-@functools.lru_cache(maxsize=2048)
+@memo
 def _json_char_dfa_of(ranges: tuple) -> DFA:
     # Keyed by the ranges as given: every string's characters ask for ANY_CHAR, and
     # normalising them again at each of ~100k calls costs more than the copy itself.

@@ -15,13 +15,14 @@ from guided.errors import (
     RegexError,
     RegexTooLargeError,
     SchemaError,
+    SchemaTooLargeError,
     UnsatisfiableSchemaError,
     UnsupportedSchemaError,
 )
 from guided.fsm.dfa import DFA
 from guided.fsm.ops import embed, intersect
 from guided.fsm.ops import union as dfa_union
-from guided.fsm.regex import compile_regex
+from guided.fsm.regex import compile_regex, lone_surrogate_reason
 from guided.grammars.json_schema import superset as sup
 from guided.grammars.json_schema import text as jt
 from guided.grammars.json_schema.keywords import (
@@ -64,6 +65,19 @@ from .numbers import (
     number_range_regex,
 )
 
+#: The longest string lengths are counted to (the lazy counters are 64-bit): a
+#: ``maxLength`` past it is taken as it, stricter only for strings no machine holds.
+MAX_TEXT_LENGTH = 2**62
+
+
+def _no_string(kind: str, rx: str, path: str) -> UnsatisfiableSchemaError:
+    """The error for a ``pattern`` (or format) that matches no string this compiler
+    writes, saying why where a lone surrogate is (JSON may escape one, ``"\\ud800"``,
+    but no UTF-8 text holds it, and this compiler writes none)."""
+    why = lone_surrogate_reason(rx, 0)
+    return UnsatisfiableSchemaError(f"{kind} {rx!r} matches no string{': ' + why if why else ''}",
+                                    json_pointer(path, kind), kind)
+
 
 class ScalarCompiler:
     """The scalar values of ``SchemaCompiler`` (a mixin: ``self`` is the compiler).
@@ -89,23 +103,34 @@ class ScalarCompiler:
 
         Raises:
             UnsatisfiableSchemaError: no listed value satisfies the other keywords.
+            SchemaTooLargeError: the values' texts pass the automaton's size limit.
         """
-        if "const" in schema:
-            values = [schema["const"]]
+        listed = schema.get("enum")
+        if "enum" in schema and not isinstance(listed, list):
+            raise SchemaError("enum must be an array", json_pointer(path, "enum"), "enum")
+        if "const" in schema:  # (beside an enum: only if the enum lists it too)
+            const = schema["const"]
+            values = [const] if listed is None or any(_json_equal(v, const) for v in listed) else []
         else:
-            values = schema["enum"]
-            if not isinstance(values, list):
-                raise SchemaError("enum must be an array", json_pointer(path, "enum"), "enum")
+            values = listed
         rest = {k: v for k, v in schema.items() if k not in ("enum", "const")}
-        if "enum" in schema and "const" in schema:
-            values = [v for v in values if _json_equal(v, schema["const"])]
         spelled = [(v, self.valid_texts(v, rest)) for v in values]
         keep = [(v, texts) for v, texts in spelled if texts]
         if not keep:
             raise UnsatisfiableSchemaError("no enum/const value satisfies the other keywords", path)
-        if self.over:
-            return nfa.union([self.value_superset(nfa, v) for v, _ in keep])
-        return nfa.union([nfa.byte_string(t) for t in dict.fromkeys(t for _, texts in keep for t in texts)])
+        try:
+            if self.over:
+                return nfa.union([self.value_superset(nfa, v) for v, _ in keep])
+            return nfa.union([nfa.byte_string(t) for t in dict.fromkeys(t for _, texts in keep for t in texts)])
+        except RegexTooLargeError as e:
+            if isinstance(e, SchemaError):
+                raise
+            keyword = "const" if "const" in schema else "enum"
+            size = sum(len(t) for _, texts in keep for t in texts)
+            what = f"{keyword} of {len(keep):,} values" if keyword == "enum" else keyword
+            raise SchemaTooLargeError(
+                f"{what} ({size:,} bytes as JSON text) is too large: its automaton, with what the rest of the "
+                "schema built, passes the size limit", json_pointer(path, keyword), keyword) from None
 
     def valid_texts(self, v, schema) -> list[bytes]:
         """The compact spellings of ``v`` that satisfy ``schema``. ``1`` and ``1.0`` are
@@ -260,7 +285,11 @@ class ScalarCompiler:
                     continue
                 raise SchemaError(f"{k} must be a non-negative integer", json_pointer(path, k), k)
         lo = int(lo)
-        hi = None if hi is None else int(hi)
+        if lo > MAX_TEXT_LENGTH:
+            raise UnsupportedSchemaError(f"minLength {lo} is past the longest string this compiler counts to "
+                                         f"({MAX_TEXT_LENGTH})", json_pointer(path, "minLength"), "minLength")
+        # A larger maxLength bounds no string a machine can hold: taken as this one.
+        hi = None if hi is None else min(int(hi), MAX_TEXT_LENGTH)
         if hi is not None and hi < lo:
             raise UnsatisfiableSchemaError("maxLength is below minLength", path)
         constraints = []  # sub-automata of the string body, to intersect
@@ -297,6 +326,8 @@ class ScalarCompiler:
                 return jt.quoted(nfa, self._pattern_fragment(nfa, rx))
             except RegexTooLargeError:
                 raise  # the whole automaton outgrew its limit, not this pattern alone
+            except EmptyLanguageError:  # (a RegexError, but never a keyword to drop)
+                raise _no_string(kind, rx, path) from None
             except RegexError as e:
                 if self.strict:
                     raise UnsupportedSchemaError(f"{kind} {rx!r}: {e}", json_pointer(path, kind), kind) from None
@@ -306,13 +337,13 @@ class ScalarCompiler:
         for kind, rx in constraints:
             try:
                 constraint_dfa(kind, rx)
+            except EmptyLanguageError:  # (a RegexError, but never a keyword to drop)
+                raise _no_string(kind, rx, path) from None
             except RegexError as e:
                 if self.strict or kind == "format":
                     raise UnsupportedSchemaError(f"{kind} {rx!r}: {e}", json_pointer(path, kind), kind) from None
                 self.dropped.append((kind, json_pointer(path, kind)))
                 continue
-            except EmptyLanguageError:
-                raise UnsatisfiableSchemaError(f"{kind} matches no string", json_pointer(path, kind)) from None
             usable.append((kind, rx))
         if not usable:
             return jt.quoted(nfa, jt.string_body(nfa, lo, hi))
