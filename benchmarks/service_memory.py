@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,14 +34,9 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+from watermark_http import free_port, wait_for_server  # (benchmarks/ is this script's folder)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def memory_mib(pid: int) -> tuple[float, float]:
@@ -88,17 +82,9 @@ def main() -> int:
                    "--rate-limit", "0", "--min-scored-tokens", "0", *args.serve_arg]
         server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
         try:
-            deadline = time.time() + 120
-            while True:
-                try:
-                    if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.time() > deadline or server.poll() is not None:
-                    print("server did not start", file=sys.stderr)
-                    return 1
-                time.sleep(0.2)
+            if not wait_for_server(url, server):
+                print("server did not start", file=sys.stderr)
+                return 1
             idle, _ = memory_mib(server.pid)
             with httpx.Client(timeout=300) as http:  # warm up: the tokenizer, the compiler's imports
                 http.post(url + "/v1/watermark/detect", json={"text": "The lighthouse keeper wrote a letter."})

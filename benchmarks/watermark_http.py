@@ -42,6 +42,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_for_server(url: str, server: subprocess.Popen, seconds: float = 120) -> bool:
+    """Whether the service at ``url`` answers ``/healthz`` within ``seconds`` (False
+    as soon as its process exits)."""
+    deadline = time.time() + seconds
+    while True:
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        if time.time() > deadline or server.poll() is not None:
+            return False
+        time.sleep(0.2)
+
+
 def texts_of(tok, n: int, length: int) -> list[list[int]]:
     from watermark_eval import human_documents, token_chunks
 
@@ -95,17 +110,9 @@ def main() -> int:
         server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
         try:
             url = f"http://127.0.0.1:{port}"
-            deadline = time.time() + 120
-            while True:
-                try:
-                    if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.time() > deadline or server.poll() is not None:
-                    print("server did not start", file=sys.stderr)
-                    return 1
-                time.sleep(0.2)
+            if not wait_for_server(url, server):
+                print("server did not start", file=sys.stderr)
+                return 1
             print(f"[http] server up; {args.clients} clients x {args.requests} requests", file=sys.stderr)
 
             def client(c: int):

@@ -220,6 +220,22 @@ def _short_traceback(e: BaseException) -> str:
     return f"{type(e).__name__}: {str(e)[:300]} ({where})"
 
 
+@contextlib.contextmanager
+def _judged(out: "Outcome"):
+    """Record how judging a guide's strings ended: an unexpected outcome, a documented
+    budget error while decoding (a note), or a hang."""
+    try:
+        yield
+    except _Unexpected as e:
+        out.unexpected = str(e)
+    except guided.BudgetExceededError as e:  # documented: a guide that grows past its budget while decoding
+        out.note(f"{type(e).__name__} while decoding")
+    except Hang:
+        out.unexpected = "judging ran past the hard cap"
+    except Exception as e:
+        out.unexpected = f"stepping raised {_short_traceback(e)}"
+
+
 def compile_spec(spec, vocab, outcome: Outcome, budget: float = BUDGET_S):
     """``guided.compile(spec, vocab, timeout=budget)`` and its first mask, timed: the
     guide, or None with ``outcome.kind`` set to the documented error's name (or
@@ -659,7 +675,7 @@ def check_regex(pattern: str, flags: int, vocab, rng: random.Random, source: str
         out.unexpected = f"compiled a pattern re refuses ({re_error})"
         return out
     stepper = Stepper(guide)
-    try:
+    with _judged(out):
         candidates = []
         for s in members:
             b = _utf8(s)
@@ -684,14 +700,6 @@ def check_regex(pattern: str, flags: int, vocab, rng: random.Random, source: str
             if got != expected:
                 side = "accepts" if got else "refuses"
                 raise _Unexpected(f"guide {side} {data!r} ({why}); re.fullmatch says {expected}")
-    except _Unexpected as e:
-        out.unexpected = str(e)
-    except guided.BudgetExceededError as e:  # documented: a guide that grows past its budget while decoding
-        out.note(f"{type(e).__name__} while decoding")
-    except Hang:
-        out.unexpected = "stepping the guide ran past the hard cap"
-    except Exception as e:
-        out.unexpected = f"stepping raised {_short_traceback(e)}"
     return out
 
 
@@ -1325,7 +1333,7 @@ def check_schema(schema, vocab, rng: random.Random, source: str = "random", inst
         return out
     stepper = Stepper(guide)
     any_order = narrowed = None
-    try:
+    with _judged(out):
         values = [v for v in instances]
         for _ in range(samples):
             try:
@@ -1419,14 +1427,6 @@ def check_schema(schema, vocab, rng: random.Random, source: str = "random", inst
                     out.note("refused: keys in another order than the schema lists them")
                     continue
             raise _Unexpected(f"guide refuses {data!r} ({why}), which jsonschema finds valid")
-    except _Unexpected as e:
-        out.unexpected = str(e)
-    except guided.BudgetExceededError as e:  # documented: a guide that grows past its budget while decoding
-        out.note(f"{type(e).__name__} while decoding")
-    except Hang:
-        out.unexpected = "judging ran past the hard cap"
-    except Exception as e:
-        out.unexpected = f"stepping raised {_short_traceback(e)}"
     return out
 
 
@@ -1826,7 +1826,7 @@ def check_grammar(text: str, vocab, rng: random.Random, source: str = "random", 
         out.unexpected = f"compiled a grammar lark refuses ({type(e).__name__}: {e})"
         return out
     stepper = Stepper(guide)
-    try:
+    with _judged(out):
         candidates = []
         for _ in range(samples):
             w = stepper.walk(rng, max_tokens=40)
@@ -1864,14 +1864,6 @@ def check_grammar(text: str, vocab, rng: random.Random, source: str = "random", 
                                   "derived")
             if not got and expected:
                 out.note("refused: a tokenization the longest-match lexer does not take")
-    except _Unexpected as e:
-        out.unexpected = str(e)
-    except guided.BudgetExceededError as e:  # documented: a guide that grows past its budget while decoding
-        out.note(f"{type(e).__name__} while decoding")
-    except Hang:
-        out.unexpected = "judging ran past the hard cap"
-    except Exception as e:
-        out.unexpected = f"stepping raised {_short_traceback(e)}"
     return out
 
 
