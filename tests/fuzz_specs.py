@@ -1628,25 +1628,10 @@ class GrammarReference:
         self._dfas = None
         # Each nonterminal's cheapest expansions (fewest terminals, then least height), for
         # ending derivations.
-        inf = (math.inf, math.inf)
-        key = {nt: inf for nt in self.rules}
+        from grammar_sampler import INF, cheapest_derivations
 
-        def cost(exp):
-            size, height = 0, 0
-            for name, term in exp:
-                k = (1, 0) if term else key.get(name, inf)
-                size += k[0]
-                height = max(height, k[1])
-            return size, height + 1
-
-        changed = True
-        while changed:
-            changed = False
-            for nt, exps in self.rules.items():
-                best = min(cost(e) for e in exps)
-                if best < key[nt]:
-                    key[nt], changed = best, True
-        self.derives = key.get(start, inf) != inf
+        key, cost = cheapest_derivations(self.rules)
+        self.derives = key.get(start, INF) != INF
         self.shortest = {nt: [e for e in exps if cost(e) == key[nt]] for nt, exps in self.rules.items()}
 
     # recognizing

@@ -227,6 +227,34 @@ def sample_regex(pattern: str, rng: random.Random, rep_cap: int = 4, tries: int 
 CHAIN_WEIGHT = 6
 
 
+INF = (float("inf"), float("inf"))
+
+
+def cheapest_derivations(rules: dict[str, list[tuple]]):
+    """Per nonterminal, the (terminals, height) of its cheapest derivation (``INF``
+    where it derives no finite string; names without rules too), and the cost of an
+    expansion under them; ``rules`` maps a nonterminal to its expansions, each a
+    tuple of ``(name, is_terminal)``."""
+    key = {nt: INF for nt in rules}
+
+    def cost(exp):
+        size, height = 0, 0
+        for name, term in exp:
+            k = (1, 0) if term else key.get(name, INF)
+            size += k[0]
+            height = max(height, k[1])
+        return size, height + 1
+
+    changed = True
+    while changed:
+        changed = False
+        for nt, exps in rules.items():
+            best = min(cost(e) for e in exps)
+            if best < key[nt]:
+                key[nt], changed = best, True
+    return key, cost
+
+
 class _Grammar:
     """Lark's compiled rules and terminals, with each nonterminal's cheapest
     expansions (for steering a deep derivation to an end)."""
@@ -244,25 +272,8 @@ class _Grammar:
         # Each nonterminal's cheapest derivation: fewest terminals, then least height.
         # Following the expansions that achieve it strictly lowers the height, so a
         # derivation steered this way always ends, and ends short.
-        inf = (float("inf"), float("inf"))
-        key = {nt: inf for nt in self.rules}
-
-        def cost(exp):
-            size, height = 0, 0
-            for name, term in exp:
-                k = (1, 0) if term else key[name]
-                size += k[0]
-                height = max(height, k[1])
-            return size, height + 1
-
-        changed = True
-        while changed:
-            changed = False
-            for nt, exps in self.rules.items():
-                best = min(cost(e) for e in exps)
-                if best < key[nt]:
-                    key[nt], changed = best, True
-        if key.get(start, inf) == inf:
+        key, cost = cheapest_derivations(self.rules)
+        if key.get(start, INF) == INF:
             raise ValueError(f"start symbol {start!r} derives no finite string")
         self.shortest = {nt: [e for e in exps if cost(e) == key[nt]] for nt, exps in self.rules.items()}
         self.deepest = {nt: [e for e in exps if cost(e)[1] == max(cost(x)[1] for x in exps)] for nt, exps in self.rules.items()}
