@@ -152,9 +152,10 @@ def main(argv=None) -> int:
         print(f"            outcomes: {outcomes}")
         for note, n in notes[lang].most_common():
             print(f"            note: {note}: {n}")
-    print(f"  unexpected: {len(unexpected)}")
+    new = [(lang, i, o) for lang, i, o in unexpected if not fz.known(o)]
+    print(f"  unexpected: {len(new)} (and {len(unexpected) - len(new)} known: fuzz_specs.KNOWN)")
     for lang, i, outcome in unexpected:
-        print(f"    {lang} #{i}: {outcome.unexpected[:200]}")
+        print(f"    {lang} #{i}{' (known)' if fz.known(outcome) else ''}: {outcome.unexpected[:200]}")
     if args.json_out:
         summary = {
             "seed": args.seed, "seconds": elapsed, "budget": args.budget,
@@ -166,7 +167,7 @@ def main(argv=None) -> int:
         }
         with open(args.json_out, "w", encoding="utf-8") as f:
             json.dump(summary, f, indent=1, ensure_ascii=True, default=repr)
-    return 1 if unexpected else 0
+    return 1 if new else 0
 
 
 if __name__ == "__main__":

@@ -220,6 +220,25 @@ def _short_traceback(e: BaseException) -> str:
     return f"{type(e).__name__}: {str(e)[:300]} ({where})"
 
 
+#: Findings reported and not fixed yet (in files outside this suite's reach), as (what
+#: went wrong, what the spec holds, why): they mark a run expected-to-fail instead of
+#: failing it, as long as nothing else went wrong. Drop an entry once its fix lands.
+KNOWN = [
+    (r"unique_items\.py:\d+ closing_repeats", '"uniqueItems": true',
+     "uniqueItems: a mask with a string item open after other items raises ValueError (guided/unique_items.py)"),
+    (r"dead end: the mask allows", '"uniqueItems": true',
+     "uniqueItems: the check refuses an item once it is complete, so a text may enter a state where "
+     "every way on repeats an item (a dead end: EOS alone, refused; docs/json-schema.md)"),
+]
+
+
+def known(o: Outcome) -> list[str]:
+    """The known findings ``o``'s unexpected outcome matches (none: a new one)."""
+    spec = json.dumps(o.spec, default=repr)
+    return [why for pattern, holds, why in KNOWN if re.search(pattern, o.unexpected) and holds in spec]
+
+
+
 @contextlib.contextmanager
 def _judged(out: "Outcome"):
     """Record how judging a guide's strings ended: an unexpected outcome, a documented

@@ -11,7 +11,6 @@ regressions of what it found.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 
@@ -41,29 +40,12 @@ def _run(language: str, seed: int, count: int, vocab, **kwargs) -> list[fz.Outco
     return outcomes
 
 
-#: Findings reported and not fixed yet (in files outside this suite's reach), as (what
-#: went wrong, what the spec holds, why): they mark a run expected-to-fail instead of
-#: failing it, as long as nothing else went wrong. Drop an entry once its fix lands.
-KNOWN = [
-    (r"unique_items\.py:\d+ closing_repeats", '"uniqueItems": true',
-     "uniqueItems: a mask with a string item open after other items raises ValueError (guided/unique_items.py)"),
-    (r"dead end: the mask allows", '"uniqueItems": true',
-     "uniqueItems: the check refuses an item once it is complete, so a text may enter a state where "
-     "every way on repeats an item (a dead end: EOS alone, refused; docs/json-schema.md)"),
-]
-
-
-def _known(o: fz.Outcome) -> list[str]:
-    spec = json.dumps(o.spec, default=repr)
-    return [why for pattern, holds, why in KNOWN if re.search(pattern, o.unexpected) and holds in spec]
-
-
 def _assert_expected(outcomes: list[fz.Outcome]) -> None:
     bad = [o for o in outcomes if o.unexpected]
-    new = [o for o in bad if not _known(o)]
+    new = [o for o in bad if not fz.known(o)]
     assert not new, f"{len(new)} of {len(outcomes)} unexpected:\n" + "\n".join(o.report() for o in new[:5])
     if bad:
-        pytest.xfail("known: " + "; ".join(sorted({why for o in bad for why in _known(o)})))
+        pytest.xfail("known: " + "; ".join(sorted({why for o in bad for why in fz.known(o)})))
 
 
 # -- the fast tier ---------------------------------------------------------------------
