@@ -341,9 +341,9 @@ class UniqueItemsGuide(Guide):
             return None
         by_content = self.candidates.closing()[0]
         refused: list[int] = []
-        for kind, value in top[4]:
-            if kind == "s" and value.startswith(written):
-                refused += by_content.get(value[len(written):], ())
+        for key in top[4]:  # (canonical keys: ("s", text) for a string; ("z",) for null)
+            if key[0] == "s" and key[1].startswith(written):
+                refused += by_content.get(key[1][len(written):], ())
         return refused
 
 

@@ -224,8 +224,6 @@ def _short_traceback(e: BaseException) -> str:
 #: went wrong, what the spec holds, why): they mark a run expected-to-fail instead of
 #: failing it, as long as nothing else went wrong. Drop an entry once its fix lands.
 KNOWN = [
-    (r"unique_items\.py:\d+ closing_repeats", '"uniqueItems": true',
-     "uniqueItems: a mask with a string item open after other items raises ValueError (guided/unique_items.py)"),
     (r"dead end: the mask allows", '"uniqueItems": true',
      "uniqueItems: the check refuses an item once it is complete, so a text may enter a state where "
      "every way on repeats an item (a dead end: EOS alone, refused; docs/json-schema.md)"),

@@ -250,3 +250,16 @@ def test_a_dead_end_of_repeats_allows_eos_alone():
     assert m.accept_tokens(list(b"[9,9"))
     assert m.allowed_token_ids() == [256]
     assert not m.accept_token(256)
+
+
+def test_a_string_item_after_a_null_item_gets_its_mask():
+    """The repeats a string item could close are looked up among earlier items, which
+    may be null (a one-element key)."""
+    vocab = guided.Vocabulary([bytes([b]) for b in range(256)] + [None], [256])
+    schema = {"type": "array", "items": {"type": ["string", "null"]}, "uniqueItems": True}
+    m = guided.compile(guided.JsonSchema(schema, whitespace="compact"), vocab).matcher()
+    assert not m.accept_tokens(list(b'[null,"a",null'))
+    assert m.accept_tokens(list(b'[null,"a","'))
+    allowed = m.allowed_token_ids()
+    assert ord("b") in allowed and ord('"') in allowed  # "" is new; "a" only if not closed
+    assert m.accept_tokens(list(b'a')) and ord('"') not in m.allowed_token_ids()
