@@ -52,6 +52,7 @@ from guided.errors import (
 from guided.fsm.vocabulary import Vocabulary
 
 from . import models
+from .batch import fill_next_token_bitmasks
 from .bitmask import allocate_token_bitmask, apply_token_bitmask_, unpack_token_bitmask
 from .compiler import cache_info, clear_cache, compile, configure_cache
 from .decoding.generation import GenerationResult, GenerationStats, generate
@@ -77,6 +78,7 @@ __all__ = [
     "LogitsProcessor",
     "allocate_token_bitmask",
     "apply_token_bitmask_",
+    "fill_next_token_bitmasks",
     "unpack_token_bitmask",
     # decoding
     "GenerationResult",

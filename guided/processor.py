@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from .batch import fill_next_token_bitmasks
 from .bitmask import allocate_token_bitmask, apply_token_bitmask_
 from .matcher import Guide, Matcher
 
@@ -75,8 +76,7 @@ class LogitsProcessor:
         for i, m in enumerate(self.matchers):
             if m is None:
                 self._bitmask[i] = 0  # a dead beam: nothing is allowed
-            else:
-                m.fill_next_token_bitmask(self._bitmask, i)
+        fill_next_token_bitmasks(self.matchers, self._bitmask)
         return apply_token_bitmask_(scores, self._bitmask)
 
     @property
