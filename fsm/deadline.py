@@ -8,6 +8,9 @@ compile, and everything it built is garbage: caches are filled only with finishe
 values. Work outside a ``time_limit`` (a lazy guide growing while decoding) is not
 limited.
 
+Time numba spends compiling a kernel (the first call of each, once per install:
+~20 s for all of them) is the install's, not the spec's: the deadline moves by it.
+
 Granularity: the checks stand between steps, so a compile stops within one step of
 its deadline (a numba kernel or one numpy operation runs to its end; at the sizes
 the automata are capped at, a step is well under a second).
@@ -24,7 +27,11 @@ from contextlib import contextmanager
 
 from guided.errors import CompileTimeoutError
 
+from .kernels import AVAILABLE as NUMBA_AVAILABLE
+
 _local = threading.local()
+_listening = False
+_listen_lock = threading.Lock()
 
 
 @contextmanager
@@ -43,6 +50,8 @@ def time_limit(seconds: float | None):
         return
     if seconds <= 0:
         raise ValueError(f"a time limit must be positive, got {seconds}")
+    if NUMBA_AVAILABLE and not _listening:
+        _listen_to_numba()
     deadline = time.monotonic() + seconds
     if outer is None or deadline < outer[0]:
         _local.limit = (deadline, seconds)
@@ -57,3 +66,30 @@ def check() -> None:
     limit = getattr(_local, "limit", None)
     if limit is not None and time.monotonic() > limit[0]:
         raise CompileTimeoutError(limit[1])
+
+
+def _listen_to_numba() -> None:
+    """Move this thread's deadline by the time numba spends compiling kernels (the
+    outermost of nested compile events counts)."""
+    global _listening
+    with _listen_lock:
+        if _listening:
+            return
+        _listening = True
+    from numba.core import event
+
+    class _JitTime(event.Listener):
+        def on_start(self, ev):
+            depth = getattr(_local, "jit_depth", 0)
+            if depth == 0:
+                _local.jit_start = time.monotonic()
+            _local.jit_depth = depth + 1
+
+        def on_end(self, ev):
+            _local.jit_depth = depth = getattr(_local, "jit_depth", 1) - 1
+            limit = getattr(_local, "limit", None)
+            if depth == 0 and limit is not None:
+                _local.limit = (limit[0] + time.monotonic() - _local.jit_start, limit[1])
+
+    event.register("numba:compile", _JitTime())
+
