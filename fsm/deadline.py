@@ -61,6 +61,12 @@ def time_limit(seconds: float | None):
         _local.limit = outer
 
 
+def jit_seconds() -> float:
+    """Seconds numba has spent compiling kernels in this thread, under time limits
+    (what they leave out: a timing comparable with a limit subtracts it)."""
+    return getattr(_local, "jit_total", 0.0)
+
+
 def check() -> None:
     """Raise ``CompileTimeoutError`` if this thread's deadline has passed."""
     limit = getattr(_local, "limit", None)
@@ -89,7 +95,9 @@ def _listen_to_numba() -> None:
             _local.jit_depth = depth = getattr(_local, "jit_depth", 1) - 1
             limit = getattr(_local, "limit", None)
             if depth == 0 and limit is not None:
-                _local.limit = (limit[0] + time.monotonic() - _local.jit_start, limit[1])
+                spent = time.monotonic() - _local.jit_start
+                _local.limit = (limit[0] + spent, limit[1])
+                _local.jit_total = jit_seconds() + spent
 
     event.register("numba:compile", _JitTime())
 
