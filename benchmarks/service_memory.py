@@ -34,7 +34,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
-from watermark_http import free_port, wait_for_server  # (benchmarks/ is this script's folder)
+from watermark_http import free_port, wait_for_server, write_key_file  # (benchmarks/ is this script's folder)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -74,10 +74,7 @@ def main() -> int:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory() as tmp:
-        key = os.path.join(tmp, "wm.key")
-        with open(key, "wb") as f:
-            f.write(os.urandom(32))
-        os.chmod(key, 0o600)
+        key = write_key_file(tmp)
         command = [sys.executable, "-m", "guided.cli", "serve", "--key-file", key, "--port", str(port),
                    "--rate-limit", "0", "--min-scored-tokens", "0", *args.serve_arg]
         server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)

@@ -42,6 +42,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def write_key_file(folder: str) -> str:
+    """A fresh random watermark key in ``folder`` (readable by its owner only); its path."""
+    key = os.path.join(folder, "wm.key")
+    with open(key, "wb") as f:
+        f.write(os.urandom(32))
+    os.chmod(key, 0o600)
+    return key
+
+
 def wait_for_server(url: str, server: subprocess.Popen, seconds: float = 120) -> bool:
     """Whether the service at ``url`` answers ``/healthz`` within ``seconds`` (False
     as soon as its process exits)."""
@@ -92,10 +101,7 @@ def main() -> int:
 
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
-        key = os.path.join(tmp, "wm.key")
-        with open(key, "wb") as f:
-            f.write(os.urandom(32))
-        os.chmod(key, 0o600)
+        key = write_key_file(tmp)
         command = [sys.executable, "-m", "guided.cli", "serve", "--key-file", key, "--port", str(port),
                    "--rate-limit", f"{args.rate_limit:g}"]
         headers = {}
