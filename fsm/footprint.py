@@ -109,8 +109,8 @@ def _walk(root, skip: frozenset[int]) -> tuple[int, set[int]]:
             total += o.nbytes if o.base is None else 0
             if o.base is not None:
                 stack.append(o.base)
-        elif isinstance(o, _OPAQUE):
-            continue
+        elif isinstance(o, _OPAQUE) or t.__module__.startswith("numba."):
+            continue  # code; numba's dispatchers reach its whole type system
         elif t.__module__ == "torch" and hasattr(o, "element_size"):  # a tensor (a device table)
             total += o.element_size() * o.nelement()
         else:

@@ -246,6 +246,12 @@ class TokenIndex:
     def num_rows(self) -> int:
         return len(self._rows)
 
+    def known_row_id(self, state: int) -> int:
+        """The deduplicated row of ``state`` if computed already, else -1 (no lock,
+        nothing computed)."""
+        of_state = self._row_of_state
+        return int(of_state[state]) if 0 <= state < len(of_state) else -1
+
     def row_id(self, state: int) -> int:
         """The deduplicated row of ``state``, computing it on first use."""
         if state < len(self._row_of_state):

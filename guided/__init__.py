@@ -13,8 +13,8 @@ Example::
 
 Beyond the names exported here: ``guided.steering`` (bias, penalties, DExperts,
 proxy-tuning, classifier guidance), ``guided.decoding.speculative`` (drafters),
-``guided.watermark`` (watermark and detection) and ``guided.models`` (the default
-model). The guide and matcher classes ``guided.compile`` returns (``FSMGuide``,
+``guided.watermark`` (watermark and detection), ``guided.integrations.vllm`` (the
+vLLM plug-in, docs/vllm.md) and ``guided.models`` (the default model). The guide and matcher classes ``guided.compile`` returns (``FSMGuide``,
 ``GrammarGuide``, ...) are internal: code against ``Guide`` and ``Matcher``.
 
 Layers, bottom to top (a module imports only from its own layer or below)::
@@ -27,6 +27,7 @@ Layers, bottom to top (a module imports only from its own layer or below)::
     guided.decoding                  generate, beam search, speculative decoding
     guided.steering                  bias, penalties, DExperts, proxy-tuning, classifier
     guided.watermark                 red-green watermark and its detector
+    guided.integrations              serving engines: the vLLM logits processor
     guided.models, guided.cli        the default model and the command line
 """
 

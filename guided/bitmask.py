@@ -96,10 +96,17 @@ def write_host_row(bitmask, index: int, row: np.ndarray) -> bool:
 def host_row(bitmask, index: int) -> np.ndarray | None:
     """Row ``index`` of a bitmask in host memory as a numpy view (int32 words); None
     for a bitmask on an accelerator."""
+    view = host_array(bitmask)
+    return None if view is None else view[index]
+
+
+def host_array(bitmask) -> np.ndarray | None:
+    """A bitmask in host memory as a numpy view (a numpy array as it is); None for a
+    bitmask on an accelerator."""
     if isinstance(bitmask, np.ndarray):
-        return bitmask[index]
+        return bitmask
     if bitmask is _HOST_VIEW.tensor or bitmask.device.type == "cpu":
-        return _HOST_VIEW.of(bitmask)[index]
+        return _HOST_VIEW.of(bitmask)
     return None
 
 

@@ -293,6 +293,19 @@ class FSMGuide(Guide):
             self.check_memory()
         return 0 if empty else rid + 1
 
+    def built_row(self, state: int) -> np.ndarray | None:
+        """A state's mask if it is built already (what ``row`` gives), else None.
+
+        Nothing is built or measured: the lock-free lookup a batch fill makes for
+        each row before it asks the matcher for the rows still to build."""
+        if state == _EOS_ACCEPTED:
+            return self._eos_row
+        rid = self.index.known_row_id(state)
+        empty = self._empty_rows.get(rid) if rid >= 0 else None
+        if empty is None:
+            return None
+        return self._eos_row if empty else self.index.rows()[rid]
+
     def row(self, state: int) -> np.ndarray:
         """A state's mask, packed int32 words (see ``row_number``)."""
         n = self.row_number(state)

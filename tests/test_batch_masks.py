@@ -59,6 +59,63 @@ def test_a_batch_fill_equals_the_per_matcher_loop(smollm2_vocab, threads):
     assert np.array_equal(got.numpy(), want)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_cached_rows_equal_the_per_matcher_loop(smollm2_vocab, threads):
+    """The second fill of the same states copies rows already built (the cached path)
+    and the third refills a dirty bitmask: every row equals the matcher's own, every
+    spec kind, several guides per share of threads."""
+    matchers = _batch(smollm2_vocab, 3)
+    want = _one_by_one(matchers, smollm2_vocab.size)
+    fresh = _batch(smollm2_vocab, 3)
+    bitmask = guided.allocate_token_bitmask(len(fresh), smollm2_vocab.size)
+    for _ in range(2):
+        guided.fill_next_token_bitmasks(fresh, bitmask, threads=threads)
+        assert np.array_equal(bitmask.numpy(), want)
+        bitmask.fill_(0x5A5A5A5A)
+    guided.fill_next_token_bitmasks(fresh, bitmask, threads=threads)
+    assert np.array_equal(bitmask.numpy(), want)
+
+
+def test_eos_padding_and_numpy_bitmasks(smollm2_vocab):
+    """After EOS a row allows EOS alone; words past the vocabulary (a model's padded
+    logits) are cleared; a numpy bitmask is filled like a tensor."""
+    eos = smollm2_vocab.eos_token_ids[0]
+    guide = guided.compile(guided.Regex(r"ab|abc"), smollm2_vocab)
+    done, part, start = guide.matcher(), guide.matcher(), guide.matcher()
+    assert done.accept_tokens(_tokens(smollm2_vocab, b"ab") + [eos])
+    assert part.accept_tokens(_tokens(smollm2_vocab, b"a"))
+    matchers = [done, part, start, done]
+    words = guided.bitmask.bitmask_words(smollm2_vocab.size) + 3
+    for bitmask in (torch.full((4, words), -1, dtype=torch.int32), np.full((4, words), -1, dtype=np.int32)):
+        for _ in range(2):  # rows built, then copied
+            guided.fill_next_token_bitmasks(matchers, bitmask)
+            got = bitmask.numpy() if isinstance(bitmask, torch.Tensor) else bitmask
+            for k, m in enumerate(matchers):
+                assert got[k].tolist() == _one_by_one([m], words * 32)[0].tolist()
+            assert not got[:, -3:].any()
+    assert done.allowed_token_ids() == [eos]
+
+
+def _tokens(vocab, text: bytes) -> list[int]:
+    """The single-byte tokens spelling ``text``."""
+    return [vocab.token_bytes.index(bytes([b])) for b in text]
+
+
+def test_a_failing_row_raises_and_the_other_threads_finish(smollm2_vocab):
+    class Broken(guided.Matcher):
+        guide = None
+
+        def fill_next_token_bitmask(self, bitmask, index=0):
+            raise RuntimeError("broken matcher")
+
+    matchers = _batch(smollm2_vocab, 4)
+    bitmask = guided.allocate_token_bitmask(len(matchers) + 1, smollm2_vocab.size)
+    with pytest.raises(RuntimeError, match="broken matcher"):
+        guided.fill_next_token_bitmasks(matchers + [Broken()], bitmask, threads=2)
+    guided.fill_next_token_bitmasks(matchers, bitmask, threads=2)
+    assert np.array_equal(bitmask.numpy()[: len(matchers)], _one_by_one(matchers, smollm2_vocab.size))
+
+
 def test_rows_follow_indices_and_rows_without_a_matcher_stay(smollm2_vocab):
     matchers = _batch(smollm2_vocab, 1)[:6]
     want = _one_by_one(matchers, smollm2_vocab.size)

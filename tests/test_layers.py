@@ -11,6 +11,7 @@ Layers, bottom to top (``docs/design.md`` draws them)::
     guided.decoding                    generate, beam search, speculative decoding
     guided.steering                    bias, penalties, DExperts, classifier guidance
     guided.watermark                   on the contract only (not decoding / steering)
+    guided.integrations                serving engines (vLLM): the contract and the watermark
     guided.models                      the default model
     guided.cli, guided (the package)   on top
 
@@ -40,8 +41,10 @@ ALLOWED = {
     "decoding": {"errors", "kernels", "fsm", "grammars", "contract", "decoding"},
     "steering": {"errors", "kernels", "fsm", "grammars", "contract", "decoding", "steering"},
     "watermark": {"errors", "kernels", "fsm", "grammars", "contract", "watermark"},
+    "integrations": {"errors", "kernels", "fsm", "grammars", "contract", "watermark", "integrations"},
     "models": {"errors", "kernels", "fsm", "grammars", "contract", "decoding", "steering", "watermark", "models"},
-    "top": {"errors", "kernels", "fsm", "grammars", "contract", "decoding", "steering", "watermark", "models", "top"},
+    "top": {"errors", "kernels", "fsm", "grammars", "contract", "decoding", "steering", "watermark", "integrations",
+            "models", "top"},
 }
 
 
@@ -68,7 +71,7 @@ def layer(module: str) -> str:
     if len(parts) == 1:
         return "top"
     sub = parts[1]
-    if sub in ("fsm", "grammars", "decoding", "steering", "watermark", "models"):
+    if sub in ("fsm", "grammars", "decoding", "steering", "watermark", "integrations", "models"):
         return sub
     if sub in CONTRACT:
         return "contract"

@@ -59,8 +59,11 @@ class WatermarkLogitsProcessor:
         context_width: previous tokens that seed the green list.
         hard: red tokens get ``-inf`` instead of green ones ``+delta``.
         guide: a compiled guide: grammar-aware green lists (see above).
-        spelling: ``"hard"`` or ``"soft"``, with a guide only; None: ``"hard"`` with a
-            guide, ``"soft"`` without.
+        spelling: ``"hard"`` or ``"soft"``, with a guide or ``vocab`` only; None:
+            ``"hard"`` with either, ``"soft"`` without.
+        vocab: instead of ``guide``, for callers that fill the grammar masks
+            themselves and call ``bias`` with them (a serving engine: one processor
+            for the requests of every spec): the guides' ``Vocabulary``.
 
     Raises:
         ValueError: a setting out of range, an unknown ``spelling``, or
@@ -87,14 +90,18 @@ class WatermarkLogitsProcessor:
         hard: bool = False,
         guide=None,
         spelling: str | None = None,
+        vocab=None,
     ):
+        if guide is not None and vocab is not None:
+            raise ValueError("pass a guide or a vocab, not both")
+        aware_vocab = guide.vocab if guide is not None else vocab
         if spelling is None:
             # Structure-heavy schemas leave few real choices: their splits carry most of
             # the signal (benchmarks/README.md, watermark_eval.py), so take it by default.
-            spelling = "soft" if guide is None else "hard"
+            spelling = "soft" if aware_vocab is None else "hard"
         if spelling not in ("soft", "hard"):
             raise ValueError(f'spelling must be "soft" or "hard", not {spelling!r}')
-        if spelling == "hard" and guide is None:
+        if spelling == "hard" and aware_vocab is None:
             raise ValueError('spelling="hard" needs a guide: it acts where the grammar fixes the text')
         self.config = WatermarkConfig(gamma, delta, seeding, context_width, hard)
         self.vocab_size = int(vocab_size)
@@ -102,12 +109,9 @@ class WatermarkLogitsProcessor:
         self._tables_cpu = (torch.from_numpy(ctx.copy()), torch.from_numpy(cand.copy()))
         self._tables: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
         self._threshold = threshold(gamma)
-        self._mask = None
-        self._spelling = None  # SpellingCheck for spelling="hard"
-        if guide is not None:
-            self._mask = LogitsProcessor(guide)
-            if spelling == "hard":
-                self._spelling = SpellingCheck(guide.vocab)
+        self._mask = LogitsProcessor(guide) if guide is not None else None
+        self._aware = aware_vocab is not None  # green lists drawn among a bitmask's tokens
+        self._spelling = SpellingCheck(aware_vocab) if aware_vocab is not None and spelling == "hard" else None
 
     def reset(self) -> None:
         """Forget the previous ``generate`` call (only matters with a guide)."""
@@ -166,12 +170,12 @@ class WatermarkLogitsProcessor:
         return self.bias(input_ids, scores, bitmask)
 
     def bias(self, input_ids: torch.Tensor, scores: torch.Tensor, bitmask=None) -> torch.Tensor:
-        """The green-list step alone, stateless: with a guide, the green list is drawn
-        among the tokens ``bitmask`` allows (the caller's grammar mask, ``[batch,
-        words]``); without one ``bitmask`` is ignored. Speculative drafters use it
+        """The green-list step alone, stateless: with a guide (or ``vocab``), the green
+        list is drawn among the tokens ``bitmask`` allows (the caller's grammar mask,
+        ``[batch, words]``); without one ``bitmask`` is ignored. Speculative drafters use it
         on draft positions, which the guide's own stateful mask cannot roll back."""
         allowed = None
-        if self._mask is not None and bitmask is not None:
+        if self._aware and bitmask is not None:
             allowed = unpack_token_bitmask(bitmask, scores.shape[-1]).to(scores.device)
         if input_ids.shape[-1] < self.config.context_width:
             return scores

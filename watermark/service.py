@@ -425,7 +425,7 @@ def create_app(detector: WatermarkDetector, *, max_body_bytes: int = MAX_BODY_BY
                min_scored_tokens: int = MIN_SCORED_TOKENS, allow_details: bool = False,
                auth_tokens=None, rate_limit: float = RATE_LIMIT, rate_burst: int = RATE_BURST,
                compile_timeout: float | None = COMPILE_TIMEOUT, max_schema_jobs: int = MAX_SCHEMA_JOBS,
-               schema_queue: int = SCHEMA_QUEUE) -> FastAPI:
+               schema_queue: int = SCHEMA_QUEUE, prefix: str = "/v1/watermark") -> FastAPI:
     """The FastAPI app serving ``detector`` (endpoints, errors, threat model: the
     module docstring and docs/watermark.md).
 
@@ -447,6 +447,8 @@ def create_app(detector: WatermarkDetector, *, max_body_bytes: int = MAX_BODY_BY
             longest a schema request waits for a slot (503 past it). None: no limit.
         max_schema_jobs: schema requests (compile and grammar replay) run at once.
         schema_queue: schema requests that may wait for a slot (503 past it).
+        prefix: the detection route is ``{prefix}/detect`` ("" for an app mounted
+            at the prefix, as the vLLM endpoint plugin does).
 
     Returns:
         The ``FastAPI`` app, for any ASGI server (or ``fastapi.testclient``).
@@ -500,7 +502,7 @@ def create_app(detector: WatermarkDetector, *, max_body_bytes: int = MAX_BODY_BY
         authenticated, _ = request.scope.get(_CLIENT_KEY, (True, None))
         return {"status": "ok", "config": detector.fingerprint} if authenticated else {"status": "ok"}
 
-    @app.post("/v1/watermark/detect")
+    @app.post(f"{prefix}/detect")
     async def detect(request: DetectRequest) -> JSONResponse:
         if request.details and not allow_details:
             raise HTTPException(403, "per-token details are off on this server (guided serve --allow-details)")

@@ -1,0 +1,162 @@
+"""guided's routes in vLLM's OpenAI-compatible server: spec validation and detection.
+
+An entry point of vLLM's ``vllm.endpoint_plugins`` group. vLLM loads endpoint
+plugins only when named in ``VLLM_PLUGINS``::
+
+    VLLM_PLUGINS=guided GUIDED_WATERMARK_KEY_FILE=wm.key \\
+        python -m vllm.entrypoints.openai.api_server --model MODEL
+
+It does three things:
+
+* compiles the spec of each ``/v1/completions`` and ``/v1/chat/completions``
+  request (its ``vllm_xargs``) in a worker thread before vLLM reads the request:
+  vLLM runs ``validate_params`` in its event loop, where a compile of seconds
+  would hold up every other request. A spec that fails is answered with HTTP 400
+  here; one that compiles is in the compile cache when ``validate_params`` asks;
+* hands the served tokenizer to ``validate_params``, so requests are checked
+  against the served vocabulary;
+* serves ``POST /v1/watermark/detect`` (and ``GET /v1/watermark/healthz``) with the
+  body and answer of ``guided serve`` (``guided.watermark.service``), with the
+  served tokenizer and the server's key and settings (``vllm_watermark``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import anyio
+
+from guided.compiler import compile as compile_spec
+
+from .requests import spec_from_extra_args
+from .vllm import compile_timeout, register_vocabulary, validation_vocabulary, vocabulary_for
+from .vllm_watermark import configured, server_config, server_key
+
+log = logging.getLogger("guided.vllm")
+
+PREFIX = "/v1/watermark"
+GENERATION_PATHS = ("/v1/completions", "/v1/chat/completions")
+MAX_COMPILES = 2  # specs compiled at once; more requests wait their turn
+
+
+class ValidateSpecs:
+    """ASGI middleware: compile a generation request's spec off the event loop.
+
+    Args:
+        app: the ASGI app it wraps.
+
+    Example::
+
+        >>> app.add_middleware(ValidateSpecs)
+    """
+
+    def __init__(self, app):
+        self.app = app
+        self.limiter = anyio.CapacityLimiter(MAX_COMPILES)
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in GENERATION_PATHS:
+            await self.app(scope, receive, send)
+            return
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client left
+                return
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        error = await self._check(body)
+        if error is not None:
+            from starlette.responses import JSONResponse
+
+            payload = {"error": {"message": error, "type": "BadRequestError", "param": None, "code": 400}}
+            await JSONResponse(payload, status_code=400)(scope, receive, send)
+            return
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _check(self, body: bytes) -> str | None:
+        """The spec's error message, or None (no spec, or one that compiles; vLLM
+        answers malformed bodies itself)."""
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return None  # vLLM answers a malformed body itself
+        xargs = payload.get("vllm_xargs") if isinstance(payload, dict) else None
+        if not isinstance(xargs, dict):
+            return None
+        try:
+            spec = spec_from_extra_args(xargs)
+            if spec is not None:
+                await anyio.to_thread.run_sync(
+                    lambda: compile_spec(spec, validation_vocabulary(), timeout=compile_timeout()),
+                    limiter=self.limiter)
+        except ValueError as e:  # every spec error is a guided.SpecError, a ValueError
+            return str(e)
+        return None
+
+
+class GuidedEndpoints:
+    """The ``guided`` endpoint plugin (vLLM builds it through ``plugin()``).
+
+    Example::
+
+        >>> p = plugin()
+        >>> p.attach_router(app)                       # vLLM: while building the app
+        >>> await p.init_state(engine_client, app.state, args)   # vLLM: at start-up
+    """
+
+    name = "guided"
+    required_tasks = ("generate",)
+
+    def __init__(self):
+        self._app = None  # the detection app, built once the tokenizer is known
+
+    def attach_router(self, app) -> None:
+        """Add the validating middleware and mount the detection routes under ``/v1/watermark``."""
+        app.add_middleware(ValidateSpecs)
+        app.mount(PREFIX, self._asgi)
+
+    async def init_state(self, engine_client, state, args) -> None:
+        """Build the detector from the served model's tokenizer and the server's key."""
+        from guided.watermark.detector import WatermarkDetector
+        from guided.watermark.service import create_app
+
+        if engine_client is None:
+            return
+        vocab = vocabulary_for(engine_client.model_config)
+        register_vocabulary(vocab)
+        if not configured():
+            log.warning("guided: no watermark key in the environment; %s/detect answers 503", PREFIX)
+            return
+        from vllm.tokenizers import cached_tokenizer_from_config
+
+        config = server_config()
+        detector = WatermarkDetector(cached_tokenizer_from_config(model_config=engine_client.model_config),
+                                     server_key(), config.gamma, config.delta, config.seeding,
+                                     config.context_width, vocab_size=len(vocab))
+        self._app = create_app(detector, prefix="")
+
+    async def _asgi(self, scope, receive, send) -> None:
+        if self._app is None:
+            from starlette.responses import JSONResponse
+
+            body = {"detail": "watermark detection is not configured on this server (no key)"}
+            await JSONResponse(body, status_code=503)(scope, receive, send)
+            return
+        await self._app(scope, receive, send)
+
+
+def plugin() -> GuidedEndpoints:
+    """The entry point vLLM calls (``vllm.endpoint_plugins``: ``guided``)."""
+    return GuidedEndpoints()

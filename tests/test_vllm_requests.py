@@ -1,0 +1,64 @@
+"""A serving request's constraint from its extra_args (no engine needed)."""
+
+import re
+
+import pytest
+
+import guided
+from guided.integrations.requests import choice_pattern, spec_from_extra_args, watermark_requested
+
+
+def test_no_constraint():
+    assert spec_from_extra_args(None) is None
+    assert spec_from_extra_args({}) is None
+    assert spec_from_extra_args({"other_plugin_key": 1}) is None
+
+
+def test_json_with_options():
+    spec = spec_from_extra_args({"guided_json": '{"type": "object"}', "guided_whitespace": "indent=2",
+                                 "guided_key_order": "any"})
+    assert isinstance(spec, guided.JsonSchema)
+    assert spec.schema == {"type": "object"} and spec.whitespace == {"indent": 2} and spec.key_order == "any"
+    assert spec_from_extra_args({"guided_json": "true", "guided_whitespace": 4}).whitespace == {"indent": 4}
+    assert spec_from_extra_args({"guided_json": {"type": "integer"}}).schema == {"type": "integer"}
+
+
+def test_regex_grammar_choice():
+    assert spec_from_extra_args({"guided_regex": "[0-9]+"}) == guided.Regex("[0-9]+")
+    named = spec_from_extra_args({"guided_grammar": "json"})
+    assert isinstance(named, guided.Grammar) and named.name == "json"
+    text = 'start: "a" | "b"'
+    assert spec_from_extra_args({"guided_grammar": text, "guided_start": "start"}).lark_text == text
+    choice = spec_from_extra_args({"guided_choice": ["a b", "c.d", "x|y"]})
+    for c in ("a b", "c.d", "x|y"):
+        assert re.fullmatch(choice.pattern, c)
+    assert not re.fullmatch(choice.pattern, "cxd")
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"guided_jsn": "{}"}, "unknown key 'guided_jsn'"),
+    ({"guided_json": "{}", "guided_regex": "a"}, "one constraint per request"),
+    ({"guided_whitespace": "compact"}, "needs a constraint"),
+    ({"guided_regex": "a", "guided_key_order": "any"}, "guided_key_order applies to guided_json"),
+    ({"guided_json": "{}", "guided_whitespace": "wide"}, "guided_whitespace must be"),
+    ({"guided_json": 3}, "guided_json must be a JSON Schema"),
+    ({"guided_regex": 3}, "guided_regex must be a string"),
+    ({"guided_choice": []}, "non-empty list"),
+    ({"guided_choice": ["a", 2]}, r"guided_choice\[1\] must be a string"),
+    ({"guided_json": "{not json"}, "JSON"),
+    ({"guided_json": "{}", "guided_key_order": "sorted"}, "key_order"),
+])
+def test_bad_arguments_name_the_problem(extra, message):
+    with pytest.raises(ValueError, match=message):
+        spec_from_extra_args(extra)
+
+
+def test_watermark_flag():
+    assert watermark_requested({"watermark": True}) and watermark_requested({"watermark": "true"})
+    assert not watermark_requested({"watermark": False}) and not watermark_requested({})
+    with pytest.raises(ValueError, match="watermark must be true or false"):
+        watermark_requested({"watermark": "yes please"})
+
+
+def test_choice_pattern_escapes():
+    assert choice_pattern(["(a)"]) == r"(?:\(a\))"
