@@ -25,7 +25,10 @@ almost no cyclic garbage (30 schemas: ~3k objects), so nothing waits long for th
 next full pass. A block that raises is left to the young pass as usual: a failed
 compile's traceback holds its half-built NFA in a cycle (1.3M objects on one
 schema) that should be freed soon. Skipped when the process has frozen objects of
-its own (``gc.get_freeze_count()``), which ``unfreeze`` would release.
+its own (``gc.get_freeze_count()``), which ``unfreeze`` would release. That count
+walks the frozen objects (vLLM freezes its whole start-up heap: ~65 ms a call), so
+a process seen to hold some is taken to hold them for a minute before it is asked
+again; a process that holds none answers at no cost.
 
 Example::
 
@@ -37,10 +40,13 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 
 _lock = threading.Lock()
 _depth = 0  # blocks inside a pause, in every thread
 _resume = False  # whether the last block to end turns the collector back on
+_frozen_until = 0.0  # until then (time.monotonic) the process is known to hold frozen objects
+FROZEN_RECHECK_S = 60.0
 
 
 class gc_paused:
@@ -65,7 +71,19 @@ class gc_paused:
             _depth -= 1
             if _depth or not _resume:
                 return
-            if kind is None and not gc.get_freeze_count():
+            if kind is None and not _holds_frozen():
                 gc.freeze()
                 gc.unfreeze()
             gc.enable()
+
+
+def _holds_frozen() -> bool:
+    """Whether the process has frozen objects of its own (called under ``_lock``)."""
+    global _frozen_until
+    now = time.monotonic()
+    if now < _frozen_until:
+        return True
+    if gc.get_freeze_count():
+        _frozen_until = now + FROZEN_RECHECK_S
+        return True
+    return False

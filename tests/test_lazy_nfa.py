@@ -275,6 +275,24 @@ def test_gc_paused_moves_what_it_built_to_the_oldest_generation():
     assert gc.get_freeze_count() == 0
 
 
+def test_gc_paused_keeps_the_process_frozen_heap_frozen():
+    """A server that froze its start-up heap (vLLM does) keeps it frozen."""
+    from guided.fsm import gc_pause
+
+    gc.collect()
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        for _ in range(3):
+            with gc_paused():
+                built = [[i] for i in range(100)]
+        assert gc.get_freeze_count() >= frozen and built
+    finally:
+        gc.unfreeze()
+        gc_pause._frozen_until = 0.0  # forget it: later blocks may move their objects again
+
+
 def test_gc_paused_leaves_a_failed_blocks_objects_young():
     gc.collect()
     kept = []
