@@ -317,6 +317,7 @@ class GuidedLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
                     row.matcher.fill_next_token_bitmask(self.bitmask, b)
                 else:  # a draft the spec refuses: it is rejected, this row's sample unused
                     self._words[b] = 0
+                    self._allow(b, row.stops or self.vocab.eos_token_ids)  # never a row of -inf
             if row.constrained:
                 self._finish_row(b, row)
             entries.append((r, b, row))
