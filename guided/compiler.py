@@ -11,6 +11,7 @@ import numpy as np
 
 from guided.errors import CompileTimeoutError, SpecError, UnwritableSpecError
 from guided.fsm import memo
+from guided.fsm.deadline import check as check_deadline
 from guided.fsm.deadline import time_limit
 from guided.fsm.gc_pause import gc_paused
 from guided.fsm.regex import compile_regex
@@ -259,9 +260,10 @@ def compile(spec, tokenizer_or_vocab, *, eager: bool | None = None,  # noqa: A00
     try:
         with gc_paused(), time_limit(timeout):
             guide = _compile_uncached(spec, vocab, eager)
+            _check_writable(guide)  # the first mask: its row is built here
+            check_deadline()  # a compile whose last steps ran past the limit fails too
         guide.spec = spec
         guide.max_bytes = max_guide_bytes
-        _check_writable(guide)
         size = guide.check_memory()
         _cache.put(key, guide, size)
         building.guide = guide

@@ -37,6 +37,25 @@ def test_a_compile_past_its_time_limit_stops_with_a_clear_error(smollm2_vocab, c
     assert guided.cache_info()["entries"] == 0
 
 
+def test_a_compile_that_finishes_past_its_limit_fails_too(monkeypatch, cache_bounds):
+    """Its last steps ran with no check after them: it is refused, not returned."""
+    import guided.compiler as compiler
+
+    real = compiler._compile_uncached
+
+    def slow_last_step(spec, vocab, eager):
+        guide = real(spec, vocab, eager)
+        time.sleep(0.3)
+        return guide
+
+    monkeypatch.setattr(compiler, "_compile_uncached", slow_last_step)
+    vocab = guided.Vocabulary([bytes([b]) for b in range(256)] + [None], [256])
+    with pytest.raises(guided.CompileTimeoutError):
+        guided.compile(guided.Regex("[a-z]+"), vocab, timeout=0.1)
+    assert guided.cache_info()["entries"] == 0
+    assert guided.compile(guided.Regex("[a-z]+"), vocab, timeout=5).matcher()
+
+
 def test_time_limits_nest_and_refuse_nonsense():
     with time_limit(60):
         with time_limit(0.01):
