@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import functools
 import itertools
+import sys
 from itertools import chain, repeat
-from operator import itemgetter
+from operator import is_not, itemgetter
 
 import numpy as np
 
 from guided.errors import RegexTooLargeError
 
+from . import footprint
 from .deadline import check as check_deadline
 from .kernels import AVAILABLE as COMPILED_AVAILABLE
 from .kernels import MAX_NFA_STATES  # (defined with the kernels: ``paste_here`` compiles it in)
@@ -338,6 +340,13 @@ class ChunkCopy(PastedOnce):
         return rooms, [(base + i, base + j, self.next_build(self.done + self.chunk))]
 
 
+#: ``NFA.footprint_parts``: the bytes of a state number (an int past the cached
+#: small ones), and of a byte move (its 3-tuple and target).
+_INT_BYTES = sys.getsizeof(1 << 20)
+_MOVE_BYTES = sys.getsizeof((0, 0, 0)) + _INT_BYTES
+
+
+@footprint.self_measured
 class NFA:
     """Byte-level Thompson NFA.
 
@@ -389,6 +398,17 @@ class NFA:
 
     def __len__(self) -> int:
         return len(self.eps)
+
+    def footprint_parts(self) -> tuple[int, list, tuple]:
+        """Its size for ``fsm.footprint``: the per-state lists (most of a large
+        NFA's objects) sized in bulk, each list by its own size plus its items,
+        what else it holds walked. Returns ``(bytes, to walk, covered)``."""
+        size = sys.getsizeof(self) + sys.getsizeof(self.__dict__)
+        for lists, item_bytes in ((self.eps, _INT_BYTES), (self.edges, _MOVE_BYTES)):
+            own = list(filter(functools.partial(is_not, IN_ARRAYS), lists))
+            size += sys.getsizeof(lists) + sum(map(sys.getsizeof, own)) + item_bytes * sum(map(len, own))
+        rest = [v for k, v in vars(self).items() if k not in ("eps", "edges")]
+        return size, rest, (self.eps, self.edges)
 
     def state(self) -> int:
         base = len(self.eps)

@@ -91,6 +91,35 @@ def test_a_lazy_guide_that_outgrows_its_limit_while_decoding_raises(smollm2_voca
     assert m.num_tokens < len(ids)
 
 
+@pytest.mark.parametrize("schema", [
+    # lazy: open values and long strings are built (pasted into arrays) as decoding reaches them
+    {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "object"}},
+                                      "b": {"type": "string", "maxLength": 300}}},
+    # recursive: a call NFA per rule
+    {"$defs": {"node": {"type": "object", "properties": {"v": {"type": "integer"},
+                                                         "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}},
+     "$ref": "#/$defs/node"},
+], ids=["lazy", "recursive"])
+def test_a_guides_measured_size_agrees_with_a_walk_of_every_object(schema, smollm2_vocab, smollm2_tokenizer,
+                                                                   monkeypatch):
+    """NFAs size their per-state lists in bulk (``footprint.self_measured``); the
+    figure the memory limit and the cache read must stay that of visiting each."""
+    from guided.fsm import footprint
+
+    guide = guided.compile(schema, smollm2_vocab, timeout=None, max_guide_bytes=None)
+    m = guide.matcher()
+    for token in smollm2_tokenizer.encode('{"a":[{"x":[1,{"y":"z"}]}],"b":"' + "word " * 20
+                                          if "properties" in schema else '{"v":1,"kids":[{"v":2,"kids":[]}]}',
+                                          add_special_tokens=False):
+        m.fill_next_token_bitmask(allocate_token_bitmask(1, guide.vocab_size), 0)
+        assert m.accept_token(token)
+    bulk = guide.nbytes()
+    monkeypatch.setattr(footprint, "_SELF_MEASURED", {})
+    monkeypatch.setattr(footprint, "_kinds", {})
+    every_object = guide.nbytes()
+    assert bulk == pytest.approx(every_object, rel=0.03)
+
+
 def test_the_cache_is_bounded_by_bytes_least_recently_used_first(smollm2_vocab, cache_bounds):
     specs = [guided.Regex(f"[a-z]{{1,{n}}}[0-9]{{1,{n}}}") for n in (60, 61, 62, 63)]
     sizes = [guided.compile(s, smollm2_vocab, eager=True).nbytes() for s in specs]

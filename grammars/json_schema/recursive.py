@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from guided.fsm import footprint
 from guided.fsm.dfa import class_starts, sweep_row
 from guided.fsm.kernels import AVAILABLE as COMPILED_AVAILABLE
 from guided.fsm.kernels import import_now
@@ -60,6 +61,7 @@ UNBUILT = -2  # a row of the compiled construction not built yet
 _ANY = "(any JSON value)"
 
 
+@footprint.self_measured
 class CallNFA(NFA):
     """An NFA with call edges ``(a, rule, b)``: from state a, a whole ``rule`` leads to b.
 
