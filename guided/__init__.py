@@ -1,6 +1,6 @@
 """guided: structured and guided generation for PyTorch / Hugging Face models.
 
-A spec (``Regex``, ``JsonSchema``, ``Grammar``) compiles into a ``Guide`` for one
+A spec (``Regex``, ``JsonSchema``, ``Grammar``, ``StructuralTag``) compiles into a ``Guide`` for one
 vocabulary; a ``Matcher`` per sequence fills a token bitmask each step, which
 ``apply_token_bitmask_`` applies to the logits (on their device).
 
@@ -45,6 +45,7 @@ from guided.errors import (
     SchemaError,
     SchemaTooLargeError,
     SpecError,
+    StructuralTagError,
     UnsatisfiableSchemaError,
     UnsupportedRegexFeature,
     UnsupportedSchemaError,
@@ -59,7 +60,7 @@ from .compiler import cache_info, clear_cache, compile, configure_cache
 from .decoding.generation import GenerationResult, GenerationStats, generate
 from .matcher import Guide, Matcher
 from .processor import LogitsProcessor
-from .specs import Grammar, JsonSchema, Regex
+from .specs import Grammar, JsonSchema, Regex, StructuralTag
 
 __version__ = "0.1.0"
 
@@ -68,6 +69,7 @@ __all__ = [
     "Grammar",
     "JsonSchema",
     "Regex",
+    "StructuralTag",
     "Vocabulary",
     "cache_info",
     "clear_cache",
@@ -100,6 +102,7 @@ __all__ = [
     "SchemaError",
     "SchemaTooLargeError",
     "SpecError",
+    "StructuralTagError",
     "UnsatisfiableSchemaError",
     "UnsupportedRegexFeature",
     "UnsupportedSchemaError",

@@ -19,7 +19,7 @@ from guided.fsm.vocabulary import Vocabulary
 
 from .bitmask import allocate_token_bitmask
 from .matcher import FSMGuide, Guide
-from .specs import Grammar, JsonSchema, Regex, as_spec
+from .specs import Grammar, JsonSchema, Regex, StructuralTag, as_spec
 
 #: Defaults: the compile time limit (seconds), the most bytes a guide may hold as it
 #: grows, and the compile cache's bounds (bytes, then entries).
@@ -306,11 +306,11 @@ def _spec_key(spec):
     """The spec's part of the cache key; a TypeError for what is not a spec."""
     if isinstance(spec, Regex):
         return ("regex", spec.pattern, spec.flags)
-    if isinstance(spec, (JsonSchema, Grammar)):
+    if isinstance(spec, (JsonSchema, Grammar, StructuralTag)):
         return spec.key()
     raise TypeError(
         f"cannot compile a spec of type {type(spec).__name__}: expected guided.Regex, "
-        "guided.JsonSchema, guided.Grammar, a JSON Schema dict or a pydantic model class"
+        "guided.JsonSchema, guided.Grammar, guided.StructuralTag, a JSON Schema dict or a pydantic model class"
         + (" (wrap a pattern string as guided.Regex(pattern))" if isinstance(spec, str) else "")
     )
 
@@ -340,6 +340,10 @@ def _compile_uncached(spec, vocab: Vocabulary, eager) -> Guide:
 
             guide = UniqueItemsGuide(guide, sites)
         return guide
+    if isinstance(spec, StructuralTag):
+        from guided.grammars.structural_tag import compile_structural_tag
+
+        return FSMGuide(compile_structural_tag(spec.format, spec.whitespace), vocab, eager=eager)
     if isinstance(spec, Grammar):
         from guided.grammars.lark_frontend import compile_lark
 

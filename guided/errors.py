@@ -17,6 +17,7 @@ them with one "bad request" and a caller can tell them apart by type::
     │       └── SchemaTooLargeError   a keyword whose automaton passes the size limits
     │                                 (also a RegexTooLargeError)
     ├── GrammarError               a lark grammar, naming the line and column
+    ├── StructuralTagError         a structural tag, naming the JSON pointer of the format
     ├── UnwritableSpecError        a spec no text in the vocabulary's tokens can start
     └── BudgetExceededError        a spec whose compile or guide passes a budget
         ├── CompileTimeoutError    ... the compile time limit (``timeout=``)
@@ -150,6 +151,24 @@ class GrammarError(SpecError):
     line and column for syntax errors, the terminal or rule otherwise)."""
 
 
+# -- structural tags -----------------------------------------------------------------------
+
+
+class StructuralTagError(SpecError):
+    """A structural tag that is malformed or asks for what cannot be enforced exactly;
+    the message starts with the JSON pointer of the format at fault
+    (``/format/tags/0/content: ...``).
+
+    Args:
+        message: what is wrong.
+        pointer: where, in the structural tag as given.
+    """
+
+    def __init__(self, message: str, pointer: str = ""):
+        self.pointer = pointer
+        super().__init__(f"{pointer}: {message}" if pointer else message)
+
+
 class UnwritableSpecError(SpecError):
     """The spec matches some text, but no token of the vocabulary can begin any of it
     (a byte the tokenizer has no token for, say): generation could only stop at once
@@ -194,6 +213,7 @@ class GuideMemoryError(BudgetExceededError):
 
 
 __all__ = [
+    "StructuralTagError",
     "BudgetExceededError",
     "CompileTimeoutError",
     "GuideMemoryError",

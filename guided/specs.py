@@ -1,8 +1,8 @@
 """Spec types: what the output must look like, independent of any tokenizer.
 
 A spec is compiled for one vocabulary by ``guided.compile`` (or by ``guided.generate``,
-which calls it): ``Regex`` and ``JsonSchema`` become byte-level automata, ``Grammar``
-(and recursive JSON Schemas) an Earley parser over a lexer.
+which calls it): ``Regex``, ``JsonSchema`` and ``StructuralTag`` become byte-level
+automata, ``Grammar`` (and recursive JSON Schemas) an Earley parser over a lexer.
 """
 
 from __future__ import annotations
@@ -258,6 +258,58 @@ class Grammar:
         if self.name:
             return f"Grammar.from_name({self.name!r})"
         return f"Grammar({self.lark_text[:40]!r}..., start={self.start!r})"
+
+
+class StructuralTag:
+    """Output is free text with constrained parts, in XGrammar's structural-tag format.
+
+    Tool calls in a model's own syntax, a reasoning block before an answer: text is
+    free outside the tags, and each tag's content is held to its format (a JSON
+    Schema, a regex, a constant, ...). The JSON is XGrammar's, so a structural tag
+    written for XGrammar (or for vLLM's ``structural_tag`` requests) compiles
+    unchanged: ``{"type": "structural_tag", "format": {...}}``, a bare format, or the
+    older ``{"structures": [...], "triggers": [...]}``. Formats: ``const_string``,
+    ``json_schema``, ``regex``, ``any_text``, ``sequence``, ``or``, ``optional``,
+    ``star``, ``plus``, ``repeat``, ``tag``, ``triggered_tags``, ``tags_with_separator``
+    (docs/structural-tags.md says how each reads text). What guided cannot enforce
+    exactly (``grammar`` content, a recursive schema inside, token-level formats) is a
+    ``StructuralTagError`` naming the JSON pointer, never a looser constraint.
+
+    Args:
+        structural_tag: a dict or its JSON text.
+        whitespace: the whitespace of every ``json_schema`` part (as ``JsonSchema``'s).
+
+    Raises:
+        StructuralTagError: a malformed structural tag, or a part that cannot be
+            enforced exactly (``guided.compile`` raises it for a JSON Schema or regex
+            part that does not compile).
+
+    Example::
+
+        >>> spec = guided.StructuralTag({"type": "structural_tag", "format": {
+        ...     "type": "triggered_tags", "triggers": ["<tool_call>"],
+        ...     "tags": [{"begin": "<tool_call>", "end": "</tool_call>",
+        ...               "content": {"type": "json_schema", "json_schema": {"type": "object"}}}]}})
+        >>> guided.generate(model, tokenizer, prompt, spec).text
+        'Let me look that up. <tool_call>{"city": "Paris"}</tool_call>'
+    """
+
+    def __init__(self, structural_tag, whitespace="flexible"):
+        from guided.grammars.structural_tag import parse_structural_tag
+
+        self.format = parse_structural_tag(structural_tag)
+        if isinstance(structural_tag, (str, bytes)):
+            structural_tag = json.loads(structural_tag)
+        self.structural_tag = structural_tag
+        self.whitespace = whitespace
+
+    def key(self) -> tuple:
+        """The compile cache's key: the structural tag's JSON and the whitespace."""
+        return ("structural_tag", json.dumps(self.structural_tag, sort_keys=True, default=str),
+                json.dumps(self.whitespace, sort_keys=True))
+
+    def __repr__(self) -> str:
+        return f"StructuralTag({json.dumps(self.structural_tag)[:60]!r}..., whitespace={self.whitespace!r})"
 
 
 def _is_pydantic_model(cls) -> bool:
