@@ -1,6 +1,6 @@
 """guided: structured and guided generation for PyTorch / Hugging Face models.
 
-A spec (``Regex``, ``JsonSchema``, ``Grammar``, ``StructuralTag``) compiles into a ``Guide`` for one
+A spec (``Regex``, ``JsonSchema``, ``Grammar``, ``StructuralTag``, ``ToolCalls``) compiles into a ``Guide`` for one
 vocabulary; a ``Matcher`` per sequence fills a token bitmask each step, which
 ``apply_token_bitmask_`` applies to the logits (on their device).
 
@@ -61,6 +61,7 @@ from .decoding.generation import GenerationResult, GenerationStats, generate
 from .matcher import Guide, Matcher
 from .processor import LogitsProcessor
 from .specs import Grammar, JsonSchema, Regex, StructuralTag
+from .tool_calls import ToolCalls
 
 __version__ = "0.1.0"
 
@@ -70,6 +71,7 @@ __all__ = [
     "JsonSchema",
     "Regex",
     "StructuralTag",
+    "ToolCalls",
     "Vocabulary",
     "cache_info",
     "clear_cache",

@@ -21,6 +21,7 @@ from guided.bitmask import allocate_token_bitmask
 from guided.compiler import as_vocabulary, compile
 from guided.matcher import Guide
 from guided.specs import JsonSchema
+from guided.tool_calls import ToolCalls
 
 from .beam_search import beam_search
 from .speculative import default_drafters, speculative_loop
@@ -94,7 +95,8 @@ class GenerationResult:
         text: the generated text (EOS not included), decoded from the token bytes.
         value: for a JSON Schema, the parsed JSON (a validated model instance for a
             pydantic class; ``None`` when generation stopped at the length limit);
-            for other specs and for unconstrained text, the text.
+            for ``ToolCalls``, the text outside the calls; for other specs and for
+            unconstrained text, the text.
         token_ids: the generated tokens, EOS not included.
         finish_reason: ``"eos"`` (the model ended, where the spec allows),
             ``"complete"`` (the spec admits nothing more), ``"length"``
@@ -102,6 +104,8 @@ class GenerationResult:
             ``"no_match"`` (the text reached a point where no token of the
             vocabulary continues it, so it does not match the spec).
         stats: the ``GenerationStats``.
+        tool_calls: for ``ToolCalls``, the calls made, OpenAI-shaped (``{"id", "type":
+            "function", "function": {"name", "arguments"}}``); None for other specs.
 
     Example::
 
@@ -115,6 +119,7 @@ class GenerationResult:
     token_ids: list[int]
     finish_reason: str
     stats: GenerationStats = field(default_factory=GenerationStats)
+    tool_calls: list[dict] | None = None
 
     def as_dict(self) -> dict:
         """The result as plain data (``stats`` through ``GenerationStats.as_dict``);
@@ -125,6 +130,7 @@ class GenerationResult:
             "token_ids": self.token_ids,
             "finish_reason": self.finish_reason,
             "stats": self.stats.as_dict(),
+            "tool_calls": self.tool_calls,
         }
 
 
@@ -332,6 +338,11 @@ def _result(vocab, guide, tokens, finish, stats, t_start) -> GenerationResult:
     stats.new_tokens = len(tokens)
     stats.total_s = time.perf_counter() - t_start
     text = vocab.decode(tokens).decode("utf-8", errors="replace")
+    spec = getattr(guide, "spec", None)
+    if isinstance(spec, ToolCalls):
+        content, calls = spec.parse(text)
+        return GenerationResult(text=text, value=content, token_ids=tokens, finish_reason=finish, stats=stats,
+                                tool_calls=calls)
     return GenerationResult(text=text, value=_value(guide, text, finish), token_ids=tokens, finish_reason=finish,
                             stats=stats)
 
