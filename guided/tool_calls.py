@@ -64,8 +64,7 @@ class ToolCalls(StructuralTag):
         >>> spec = guided.ToolCalls([{"type": "function", "function": {"name": "get_weather",
         ...     "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
         ...                    "required": ["city"]}}}], tool_choice="required")
-        >>> result = guided.generate(model, tokenizer, [{"role": "system", "content": spec.system_prompt()},
-        ...                                              {"role": "user", "content": "Weather in Paris?"}], spec)
+        >>> result = guided.generate(model, tokenizer, "Weather in Paris?", spec, system=spec.system_prompt())
         >>> result.tool_calls[0]["function"]
         {'name': 'get_weather', 'arguments': '{"city": "Paris"}'}
     """
