@@ -1,7 +1,8 @@
 """guided: structured and guided generation for PyTorch / Hugging Face models.
 
-A spec (``Regex``, ``JsonSchema``, ``Grammar``, ``StructuralTag``, ``ToolCalls``) compiles into a ``Guide`` for one
-vocabulary; a ``Matcher`` per sequence fills a token bitmask each step, which
+A spec (``Regex``, ``JsonSchema``, ``Grammar``, ``StructuralTag``, ``ToolCalls``,
+``AfterThinking``) compiles into a ``Guide`` for one vocabulary; a ``Matcher`` per
+sequence fills a token bitmask each step, which
 ``apply_token_bitmask_`` applies to the logits (on their device).
 
 Example::
@@ -61,12 +62,14 @@ from .decoding.generation import GenerationResult, GenerationStats, generate
 from .matcher import Guide, Matcher
 from .processor import LogitsProcessor
 from .specs import Grammar, JsonSchema, Regex, StructuralTag
+from .thinking import AfterThinking
 from .tool_calls import ToolCalls
 
 __version__ = "0.1.0"
 
 __all__ = [
     # specs and their compilation
+    "AfterThinking",
     "Grammar",
     "JsonSchema",
     "Regex",

@@ -20,6 +20,7 @@ from guided.fsm.vocabulary import Vocabulary
 from .bitmask import allocate_token_bitmask
 from .matcher import FSMGuide, Guide
 from .specs import Grammar, JsonSchema, Regex, StructuralTag, as_spec
+from .thinking import AfterThinking, ThinkingGuide
 
 #: Defaults: the compile time limit (seconds), the most bytes a guide may hold as it
 #: grows, and the compile cache's bounds (bytes, then entries).
@@ -308,9 +309,12 @@ def _spec_key(spec):
         return ("regex", spec.pattern, spec.flags)
     if isinstance(spec, (JsonSchema, Grammar, StructuralTag)):
         return spec.key()
+    if isinstance(spec, AfterThinking):
+        return spec.key(_spec_key(spec.spec))
     raise TypeError(
         f"cannot compile a spec of type {type(spec).__name__}: expected guided.Regex, "
-        "guided.JsonSchema, guided.Grammar, guided.StructuralTag, a JSON Schema dict or a pydantic model class"
+        "guided.JsonSchema, guided.Grammar, guided.StructuralTag, guided.AfterThinking, a JSON Schema dict or "
+        "a pydantic model class"
         + (" (wrap a pattern string as guided.Regex(pattern))" if isinstance(spec, str) else "")
     )
 
@@ -340,6 +344,13 @@ def _compile_uncached(spec, vocab: Vocabulary, eager) -> Guide:
 
             guide = UniqueItemsGuide(guide, sites)
         return guide
+    if isinstance(spec, AfterThinking):
+        from guided.grammars.structural_tag import compile_structural_tag, parse_structural_tag
+
+        think = FSMGuide(compile_structural_tag(parse_structural_tag(spec.think_tag())), vocab, eager=eager)
+        answer = _compile_uncached(spec.spec, vocab, eager)
+        answer.spec = spec.spec
+        return ThinkingGuide(think, answer, spec)
     if isinstance(spec, StructuralTag):
         from guided.grammars.structural_tag import compile_structural_tag
 

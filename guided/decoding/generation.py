@@ -21,6 +21,7 @@ from guided.bitmask import allocate_token_bitmask
 from guided.compiler import as_vocabulary, compile
 from guided.matcher import Guide
 from guided.specs import JsonSchema
+from guided.thinking import AfterThinking
 from guided.tool_calls import ToolCalls
 
 from .beam_search import beam_search
@@ -106,6 +107,8 @@ class GenerationResult:
         stats: the ``GenerationStats``.
         tool_calls: for ``ToolCalls``, the calls made, OpenAI-shaped (``{"id", "type":
             "function", "function": {"name", "arguments"}}``); None for other specs.
+        reasoning: for ``AfterThinking``, the thinking text (``value`` and
+            ``tool_calls`` are then the answer's); None for other specs.
 
     Example::
 
@@ -120,6 +123,7 @@ class GenerationResult:
     finish_reason: str
     stats: GenerationStats = field(default_factory=GenerationStats)
     tool_calls: list[dict] | None = None
+    reasoning: str | None = None
 
     def as_dict(self) -> dict:
         """The result as plain data (``stats`` through ``GenerationStats.as_dict``);
@@ -131,6 +135,7 @@ class GenerationResult:
             "finish_reason": self.finish_reason,
             "stats": self.stats.as_dict(),
             "tool_calls": self.tool_calls,
+            "reasoning": self.reasoning,
         }
 
 
@@ -339,20 +344,23 @@ def _result(vocab, guide, tokens, finish, stats, t_start) -> GenerationResult:
     stats.total_s = time.perf_counter() - t_start
     text = vocab.decode(tokens).decode("utf-8", errors="replace")
     spec = getattr(guide, "spec", None)
+    reasoning, answer = None, text
+    if isinstance(spec, AfterThinking):
+        reasoning, answer = spec.split(text)
+        spec = spec.spec
+    value, calls = _value(spec, answer, finish)
+    return GenerationResult(text=text, value=value, token_ids=tokens, finish_reason=finish, stats=stats,
+                            tool_calls=calls, reasoning=reasoning)
+
+
+def _value(spec, text: str, finish: str):
+    """``(value, tool_calls)`` of an answer's text: parsed JSON (a validated pydantic
+    instance for a model class) for JSON Schema specs, ``None`` if generation stopped
+    early; the free text and the calls for ``ToolCalls``; the text itself otherwise."""
     if isinstance(spec, ToolCalls):
-        content, calls = spec.parse(text)
-        return GenerationResult(text=text, value=content, token_ids=tokens, finish_reason=finish, stats=stats,
-                                tool_calls=calls)
-    return GenerationResult(text=text, value=_value(guide, text, finish), token_ids=tokens, finish_reason=finish,
-                            stats=stats)
-
-
-def _value(guide, text: str, finish: str):
-    """Parsed JSON (a validated pydantic instance for a model class) for JSON Schema
-    specs, ``None`` if generation stopped early; the text itself for other specs."""
-    spec = getattr(guide, "spec", None)
+        return spec.parse(text)
     if not isinstance(spec, JsonSchema):
-        return text
+        return text, None
     if finish in ("length", "no_match"):
-        return None
-    return spec.parse(text)
+        return None, None
+    return spec.parse(text), None

@@ -1,0 +1,216 @@
+"""Think, then answer: free reasoning text, its end string, then any spec.
+
+``AfterThinking(spec)`` lets a reasoning model write ``<think>`` free text
+``</think>`` before an answer that ``spec`` constrains. Two guides, one matcher::
+
+    start · text without the end string · end       the think guide (a structural tag)
+    then spec                                        the answer guide (any spec kind)
+
+    mask: think phase  ── budget left ──> the think guide's row
+                       ── budget spent ─> the think row ∩ tokens that spell the rest of
+                                          the end string (the end is forced)
+          answer phase ─────────────────> the answer matcher's mask
+
+A token may not run past the end string into the answer (its bytes would leave the
+think guide): the answer starts on a token boundary, which costs a tokenizer that
+merges the end with what follows one more token, and keeps the two guides apart so
+that any spec (grammars too) can follow.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import torch
+
+from guided.fsm.regex import compile_regex
+
+from .bitmask import write_host_row
+from .matcher import FSMGuide, Guide, Matcher
+
+
+class AfterThinking:
+    """Output: free reasoning text between ``start`` and ``end``, then ``spec``.
+
+    The thinking text may be anything but the end string; ``end`` closes it, and the
+    rest of the output satisfies ``spec``. With ``max_thinking_tokens``, once that many
+    tokens have been spent thinking, only tokens that spell the rest of ``end`` are
+    allowed, so the answer always comes.
+
+    Args:
+        spec: what the answer must satisfy (any spec, or a JSON Schema dict).
+        start: what the output starts with (``""`` when the chat template already
+            opened the thinking block).
+        end: what closes it; must not be empty.
+        max_thinking_tokens: the most tokens for ``start`` and the thinking text
+            before ``end`` is forced (None: no limit).
+
+    Raises:
+        ValueError: an empty ``end``, or a negative ``max_thinking_tokens``.
+
+    Example::
+
+        >>> spec = guided.AfterThinking({"type": "integer"}, max_thinking_tokens=64)
+        >>> guided.generate(model, tokenizer, "How many legs have 3 spiders?", spec).text
+        '<think>Each spider has 8 legs ...</think>24'
+    """
+
+    def __init__(self, spec, start: str = "<think>", end: str = "</think>", max_thinking_tokens: int | None = None):
+        from .specs import as_spec
+
+        if not isinstance(end, str) or not end:
+            raise ValueError("end must be a non-empty string")
+        if not isinstance(start, str):
+            raise TypeError("start must be a string")
+        if max_thinking_tokens is not None and max_thinking_tokens < 0:
+            raise ValueError(f"max_thinking_tokens must be >= 0, got {max_thinking_tokens}")
+        self.spec = as_spec(spec)
+        self.start = start
+        self.end = end
+        self.max_thinking_tokens = max_thinking_tokens
+
+    def split(self, text: str) -> tuple[str | None, str]:
+        """``(thinking text, answer text)`` of an output (an unclosed block is all
+        thinking, with an empty answer)."""
+        body = text[len(self.start):] if text.startswith(self.start) else text
+        at = body.find(self.end)
+        if at < 0:
+            return body, ""
+        return body[:at], body[at + len(self.end):]
+
+    def think_tag(self) -> dict:
+        """The thinking block as a structural tag."""
+        return {"type": "tag", "begin": self.start, "content": {"type": "any_text"}, "end": self.end}
+
+    def key(self, answer_key) -> tuple:
+        """The compile cache's key, given the answer spec's key."""
+        return ("after_thinking", self.start, self.end, self.max_thinking_tokens, answer_key)
+
+    def __repr__(self) -> str:
+        return (f"AfterThinking({self.spec!r}, start={self.start!r}, end={self.end!r}, "
+                f"max_thinking_tokens={self.max_thinking_tokens})")
+
+
+class ThinkingGuide(Guide):
+    """The guide of an ``AfterThinking`` spec: the think guide, then the answer's.
+
+    Internal: ``guided.compile`` returns one for an ``AfterThinking`` spec.
+
+    Args:
+        think: the ``FSMGuide`` of the thinking block.
+        answer: the answer spec's guide.
+        spec: the ``AfterThinking`` spec.
+
+    Example::
+
+        >>> guide = guided.compile(guided.AfterThinking(guided.Regex("yes|no")), tokenizer)
+        >>> m = guide.matcher()
+    """
+
+    def __init__(self, think: FSMGuide, answer: Guide, spec: AfterThinking):
+        self.think = think
+        self.answer = answer
+        self.vocab = answer.vocab
+        self.budget = spec.max_thinking_tokens
+        self._start = spec.start.encode()
+        self._end = spec.end.encode()
+        self._forced: dict[bytes, FSMGuide] = {}  # the rest of the end string -> its literal guide
+
+    def matcher(self) -> "ThinkingMatcher":
+        return ThinkingMatcher(self)
+
+    def _shared_roots(self) -> tuple:
+        return self.think._shared_roots() + self.answer._shared_roots()
+
+    def forced_row(self, think_text: bytes) -> np.ndarray:
+        """The tokens that spell a non-empty prefix of what is left of the end string
+        after ``think_text`` (the shortest way to close the block)."""
+        rest = self._rest(think_text)
+        guide = self._forced.get(rest)
+        if guide is None:
+            guide = self._forced[rest] = FSMGuide(compile_regex(re.escape(rest.decode("utf-8", "surrogatepass"))),
+                                                  self.vocab, eager=False)
+        return guide.row(guide.dfa.start)
+
+    def _rest(self, text: bytes) -> bytes:
+        start, end = self._start, self._end
+        if len(text) < len(start):
+            return start[len(text):] + end
+        body = text[len(start):]
+        for k in range(min(len(end) - 1, len(body)), 0, -1):  # the end string's part written already
+            if body.endswith(end[:k]):
+                return end[k:]
+        return end
+
+
+class ThinkingMatcher(Matcher):
+    """The state of one sequence under a ``ThinkingGuide``: a think matcher, an answer
+    matcher, and the tokens the think matcher took (the thinking text, for the
+    forced end; and what ``rollback`` undoes where)."""
+
+    __slots__ = ("guide", "_think", "_answer", "_phases", "_thought")
+
+    def __init__(self, guide: ThinkingGuide, think=None, answer=None, phases=(), thought=()):
+        self.guide = guide
+        self._think = think if think is not None else guide.think.matcher()
+        self._answer = answer if answer is not None else guide.answer.matcher()
+        self._phases: list[bool] = list(phases)  # per accepted token: whether the answer took it
+        self._thought: list[int] = list(thought)  # the tokens the think matcher took
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self._phases)
+
+    @property
+    def answering(self) -> bool:
+        """Whether the thinking block is closed (tokens now go to the answer)."""
+        return self._think.is_accepting()
+
+    def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:
+        if self.answering:
+            return self._answer.fill_next_token_bitmask(bitmask, index)
+        budget = self.guide.budget
+        if budget is None or len(self._thought) < budget:
+            return self._think.fill_next_token_bitmask(bitmask, index)
+        row = self.guide.think.row(self._think.state)
+        forced = row & self.guide.forced_row(self.guide.vocab.decode(self._thought))
+        if forced.any():  # (none where the text stops inside a character: it is finished first)
+            row = forced
+        if not write_host_row(bitmask, index, row):  # on an accelerator
+            bitmask[index, : len(row)].copy_(torch.from_numpy(row))
+            bitmask[index, len(row):] = 0
+        return True
+
+    def accept_token(self, token_id: int) -> bool:
+        answering = self.answering
+        if not (self._answer if answering else self._think).accept_token(token_id):
+            return False
+        self._phases.append(answering)
+        if not answering:
+            self._thought.append(int(token_id))
+        return True
+
+    def is_accepting(self) -> bool:
+        return self.answering and self._answer.is_accepting()
+
+    def is_terminated(self) -> bool:
+        return self.answering and self._answer.is_terminated()
+
+    def rollback(self, num_tokens: int = 1) -> None:
+        if not 0 <= num_tokens <= self.num_tokens:
+            raise ValueError(f"cannot roll back {num_tokens} tokens: {self.num_tokens} accepted")
+        if not num_tokens:
+            return
+        in_answer = sum(self._phases[-num_tokens:])
+        del self._phases[-num_tokens:]
+        self._answer.rollback(in_answer)
+        self._think.rollback(num_tokens - in_answer)
+        if num_tokens > in_answer:
+            del self._thought[-(num_tokens - in_answer):]
+
+    def fork(self) -> "ThinkingMatcher":
+        return ThinkingMatcher(self.guide, self._think.fork(), self._answer.fork(), self._phases, self._thought)
+
+    def reset(self) -> None:
+        self.rollback(self.num_tokens)
