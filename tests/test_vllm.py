@@ -191,17 +191,30 @@ def _run_job(tmp_path, name, job) -> dict:
     return json.loads(out_file.read_text())
 
 
-def _check(kind, value, text):
-    if kind == "guided_json":
-        import jsonschema
+TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {
+    "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}}]
 
-        jsonschema.validate(json.loads(text), json.loads(value))
-    elif kind in ("guided_regex",):
-        assert re.fullmatch(value, text), text
-    elif kind == "guided_choice":
-        assert text in value
-    elif kind == "guided_grammar":
-        guided.Grammar(value).parse(text)
+
+def _check(extra, text):
+    """The output satisfies the request's constraint, by a reference check."""
+    import jsonschema
+
+    if extra.get("guided_thinking"):
+        m = re.fullmatch(r"<think>(.*?)</think>(.*)", text, re.S)
+        assert m and "</think>" not in m.group(1), text
+        text = m.group(2)
+    if "guided_json" in extra:
+        jsonschema.validate(json.loads(text), json.loads(extra["guided_json"]))
+    elif "guided_regex" in extra:
+        assert re.fullmatch(extra["guided_regex"], text), text
+    elif "guided_choice" in extra:
+        assert text in extra["guided_choice"]
+    elif "guided_grammar" in extra:
+        guided.Grammar(extra["guided_grammar"]).parse(text)
+    elif "guided_tools" in extra:
+        content, calls = guided.ToolCalls(TOOLS).parse(text)
+        assert content == "" and len(calls) == 1, text
+        jsonschema.validate(json.loads(calls[0]["function"]["arguments"]), TOOLS[0]["function"]["parameters"])
 
 
 @pytest.mark.slow
@@ -230,14 +243,31 @@ def test_offline_mixed_batch(tmp_path, model_folder):
         extra = r.get("extra_args")
         if extra is None:
             continue
-        kind = next(k for k in extra if k in ("guided_json", "guided_regex", "guided_choice", "guided_grammar"))
         assert out["finish_reason"] == "stop", (extra, out)
-        _check(kind, extra[kind], out["text"])
+        _check(extra, out["text"])
     # Unconstrained requests: the same tokens as an engine without guided's processor.
     plain = _run_job(tmp_path, "plain", {**job, "plugin": False})
     for r, a, b in zip(requests, got["outputs"], plain["outputs"]):
         if r.get("extra_args") is None:
             assert a["token_ids"] == b["token_ids"]
+
+
+@pytest.mark.slow
+def test_offline_tool_calls_and_thinking(tmp_path, model_folder):
+    chat = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
+    requests = [
+        {"prompt": chat.format("What is 2 + 3? Call add."), "max_tokens": 60, "temperature": 0.7, "seed": 0,
+         "extra_args": {"guided_tools": json.dumps(TOOLS), "guided_tool_choice": "required",
+                        "guided_parallel_tool_calls": False}},
+        {"prompt": chat.format("Is 7 prime? Think first."), "max_tokens": 60, "temperature": 0.7, "seed": 1,
+         "extra_args": {"guided_regex": "yes|no", "guided_thinking": True, "guided_max_thinking_tokens": 20}},
+        {"prompt": chat.format("Say hi."), "max_tokens": 30, "temperature": 0.0},
+    ]
+    got = _run_job(tmp_path, "tools", {"model": model_folder, "max_num_seqs": 3, "requests": requests,
+                                       "plugin": True})
+    for r, out in zip(requests[:2], got["outputs"]):
+        assert out["finish_reason"] == "stop", (r["extra_args"], out)
+        _check(r["extra_args"], out["text"])
 
 
 # -- the OpenAI-compatible server --------------------------------------------------------

@@ -1,5 +1,6 @@
 """A serving request's constraint from its extra_args (no engine needed)."""
 
+import json
 import re
 
 import pytest
@@ -35,8 +36,39 @@ def test_regex_grammar_choice():
     assert not re.fullmatch(choice.pattern, "cxd")
 
 
+TOOLS = [{"type": "function", "function": {"name": "add", "parameters": {
+    "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}]
+
+
+def test_structural_tags_tools_and_thinking(smollm2_vocab):
+    tag = {"type": "structural_tag", "format": {"type": "tag", "begin": "<a>", "content": {"type": "any_text"},
+                                                 "end": "</a>"}}
+    spec = spec_from_extra_args({"guided_structural_tag": json.dumps(tag), "guided_whitespace": "compact"})
+    assert isinstance(spec, guided.StructuralTag) and spec.whitespace == "compact"
+    tools = spec_from_extra_args({"guided_tools": json.dumps(TOOLS), "guided_tool_choice": "add",
+                                  "guided_parallel_tool_calls": "false", "guided_tool_format": "llama3"})
+    assert isinstance(tools, guided.ToolCalls) and tools.call_format == "llama3" and not tools.parallel
+    assert tools.tool_choice == {"type": "function", "function": {"name": "add"}}
+    dfa = guided.compile(tools, smollm2_vocab).dfa
+    assert dfa.matches(b'{"name": "add", "parameters": {"a": 1}}') and not dfa.matches(b"text")
+    think = spec_from_extra_args({"guided_regex": "yes|no", "guided_thinking": True,
+                                  "guided_max_thinking_tokens": 32, "guided_thinking_end": "</reasoning>"})
+    assert isinstance(think, guided.AfterThinking) and think.spec == guided.Regex("yes|no")
+    assert think.end == "</reasoning>" and think.max_thinking_tokens == 32
+    free = spec_from_extra_args({"guided_thinking": "true"})
+    assert isinstance(free, guided.AfterThinking) and isinstance(free.spec, guided.StructuralTag)
+
+
 @pytest.mark.parametrize("extra, message", [
     ({"guided_jsn": "{}"}, "unknown key 'guided_jsn'"),
+    ({"guided_tools": "[]", "guided_regex": "a"}, "one constraint per request"),
+    ({"guided_regex": "a", "guided_tool_choice": "auto"}, "guided_tool_choice applies to guided_tools"),
+    ({"guided_tools": "{}"}, "guided_tools must be a JSON list"),
+    ({"guided_tools": json.dumps(TOOLS), "guided_tool_choice": "sub"}, "'sub', which is not among the tools"),
+    ({"guided_structural_tag": '{"type": "grammar", "grammar": "x"}'}, "grammar content is not supported"),
+    ({"guided_regex": "a", "guided_max_thinking_tokens": 5}, "needs guided_thinking: true"),
+    ({"guided_thinking": True, "guided_max_thinking_tokens": -1}, "non-negative integer"),
+    ({"guided_thinking": "maybe"}, "guided_thinking must be true or false"),
     ({"guided_json": "{}", "guided_regex": "a"}, "one constraint per request"),
     ({"guided_whitespace": "compact"}, "needs a constraint"),
     ({"guided_regex": "a", "guided_key_order": "any"}, "guided_key_order applies to guided_json"),
