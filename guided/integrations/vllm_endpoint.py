@@ -6,8 +6,13 @@ plugins only when named in ``VLLM_PLUGINS``::
     VLLM_PLUGINS=guided GUIDED_WATERMARK_KEY_FILE=wm.key \\
         python -m vllm.entrypoints.openai.api_server --model MODEL
 
-It does three things:
+It does four things:
 
+* serves structural tags: a request's ``response_format: {"type": "structural_tag",
+  ...}`` or ``structured_outputs: {"structural_tag": ...}`` is moved into its
+  ``vllm_xargs`` (``guided_structural_tag``) before vLLM reads it, so guided
+  compiles and enforces it instead of vLLM's backend (``GUIDED_VLLM_STRUCTURAL_TAGS=vllm``
+  leaves them to vLLM);
 * compiles the spec of each ``/v1/completions`` and ``/v1/chat/completions``
   request (its ``vllm_xargs``) in a worker thread before vLLM reads the request:
   vLLM runs ``validate_params`` in its event loop, where a compile of seconds
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 
 import anyio
 
@@ -67,6 +73,7 @@ class ValidateSpecs:
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
         body = b"".join(chunks)
+        body, scope = _structural_tags_to_guided(body, scope)
         error = await self._check(body)
         if error is not None:
             from starlette.responses import JSONResponse
@@ -104,6 +111,40 @@ class ValidateSpecs:
         except ValueError as e:  # every spec error is a guided.SpecError, a ValueError
             return str(e)
         return None
+
+
+def _structural_tags_to_guided(body: bytes, scope: dict) -> tuple[bytes, dict]:
+    """The request with its structural tag (``response_format`` or
+    ``structured_outputs``) moved into ``vllm_xargs`` as ``guided_structural_tag``,
+    and its scope's ``content-length`` to match; unchanged where it has none, or where
+    ``GUIDED_VLLM_STRUCTURAL_TAGS=vllm``."""
+    if os.environ.get("GUIDED_VLLM_STRUCTURAL_TAGS", "guided") == "vllm":
+        return body, scope
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return body, scope
+    if not isinstance(payload, dict):
+        return body, scope
+    tag = None
+    outputs = payload.get("structured_outputs")
+    if isinstance(outputs, dict) and outputs.get("structural_tag") is not None:
+        tag = outputs.pop("structural_tag")
+        if not outputs:
+            del payload["structured_outputs"]
+    response_format = payload.get("response_format")
+    if isinstance(response_format, dict) and response_format.get("type") == "structural_tag":
+        tag = payload.pop("response_format")  # (vLLM: response_format overrides structured_outputs)
+    if tag is None:
+        return body, scope
+    xargs = payload.get("vllm_xargs")
+    if not isinstance(xargs, dict):
+        xargs = payload["vllm_xargs"] = {}
+    xargs["guided_structural_tag"] = tag if isinstance(tag, str) else json.dumps(tag)
+    body = json.dumps(payload).encode()
+    headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"content-length"]
+    headers.append((b"content-length", str(len(body)).encode()))
+    return body, {**scope, "headers": headers}
 
 
 class GuidedEndpoints:
