@@ -30,9 +30,10 @@ trigger as a prefix), the tag's content and end follow, then free text again.
 the first tag. ``tags_with_separator``: tags only, separated by the separator.
 
 Not supported (a ``StructuralTagError`` naming the pointer): ``grammar`` content, a
-recursive JSON Schema inside a structural tag, formats and options that work on token
-ids or token counts (``token``, ``any_tokens``, ``max_tokens``, ...), JSON styles
-other than ``"json"``, ``max_whitespace_cnt`` and ``excludes`` on a JSON Schema.
+recursive JSON Schema or ``uniqueItems`` (but on a small enum) inside a structural tag,
+formats and options that work on token ids or token counts (``token``, ``any_tokens``,
+``max_tokens``, ...), JSON styles other than ``"json"``, ``max_whitespace_cnt`` and
+``excludes`` on a JSON Schema.
 
 Cost notes: a free-text automaton has at most (bytes of its strings + 1) × 8 states
 (the Aho-Corasick nodes times the UTF-8 decoder's states), built in Python in
