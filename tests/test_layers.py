@@ -7,7 +7,8 @@ Layers, bottom to top (``docs/design.md`` draws them)::
     guided.fsm                         automata, vocabularies, token indexes
     guided.grammars                    JSON Schema and lark grammars
     contract                           specs, compiler, matcher, grammar_matcher,
-                                       unique_items, bitmask, batch, processor
+                                       unique_items, tool_calls, thinking, bitmask,
+                                       batch, processor
     guided.decoding                    generate, beam search, speculative decoding
     guided.steering                    bias, penalties, DExperts, classifier guidance
     guided.watermark                   on the contract only (not decoding / steering)
@@ -28,7 +29,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 # The source folders and the packages they install as (pyproject.toml's package-dir).
 FOLDERS = {"guided": "guided", "fsm": "guided.fsm", "grammars": "guided.grammars", "watermark": "guided.watermark"}
-CONTRACT = {"specs", "compiler", "matcher", "grammar_matcher", "unique_items", "bitmask", "processor", "batch"}
+CONTRACT = {"specs", "compiler", "matcher", "grammar_matcher", "unique_items", "bitmask", "processor", "batch",
+            "tool_calls", "thinking"}
 
 # layer -> the layers it may import from (itself included)
 BELOW = ["errors", "kernels", "fsm", "grammars", "contract", "decoding", "steering"]
