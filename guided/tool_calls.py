@@ -15,7 +15,9 @@ call syntax of a chat template family; ``parse`` reads calls back out of the tex
                   calls only (of that function), at least one
 
 Every call's name is one of the tools and its arguments satisfy that tool's
-``parameters`` schema; ``parallel=False`` allows one call at most.
+``parameters`` schema; ``parallel=False`` allows one call at most. With ``strict`` (the
+default, as OpenAI's strict function calling and XGrammar do) an object that does not
+say which other keys it allows takes only its declared ones.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ class ToolCalls(StructuralTag):
         format: ``"hermes"`` (Qwen, Hermes and many others), ``"llama3"``,
             ``"mistral"`` or ``"json"`` (a bare JSON array of calls).
         whitespace: whitespace inside the arguments' JSON (``JsonSchema``'s).
+        strict: objects in ``parameters`` without ``additionalProperties`` (or
+            ``patternProperties`` / ``unevaluatedProperties``) take only their declared
+            keys; ``False`` reads the schemas as JSON Schema does (other keys allowed).
 
     Raises:
         StructuralTagError: a malformed tool, duplicate tool names, an unknown format
@@ -70,14 +75,17 @@ class ToolCalls(StructuralTag):
     """
 
     def __init__(self, tools, tool_choice="auto", parallel: bool = True, format: str = "hermes",  # noqa: A002
-                 whitespace="flexible"):
+                 whitespace="flexible", strict: bool = True):
         if format not in _FORMATS:
             raise StructuralTagError(f"unknown tool-call format {format!r} (known: {', '.join(FORMATS)})")
         self.tools = _functions(tools)
+        self.strict = strict
         self.tool_choice = tool_choice
         self.parallel = parallel
         self.call_format = format
         chosen = _chosen(self.tools, tool_choice)
+        if strict:
+            chosen = [{**f, "parameters": closed_objects(f["parameters"])} for f in chosen]
         super().__init__(_structural_tag(chosen, tool_choice, parallel, format), whitespace=whitespace)
 
     def parse(self, text: str) -> tuple[str, list[dict]]:
@@ -166,6 +174,45 @@ def _functions(tools) -> list[dict]:
         if not isinstance(params, (dict, bool)):
             raise StructuralTagError("parameters must be a JSON Schema object", f"/tools/{i}/function/parameters")
         out.append({**fn, "parameters": params})
+    return out
+
+
+#: Keywords that say which keys an object takes besides its declared ones.
+_OPEN_KEYWORDS = ("additionalProperties", "patternProperties", "unevaluatedProperties")
+#: Keywords whose value is one sub-schema, and those whose value maps names to sub-schemas.
+_SUBSCHEMA = ("items", "additionalItems", "contains", "not", "if", "then", "else", "propertyNames")
+_SUBSCHEMA_MAPS = ("properties", "$defs", "definitions", "dependentSchemas")
+
+
+def closed_objects(schema, in_all_of: bool = False):
+    """``schema`` with ``"additionalProperties": false`` on each object schema that
+    declares ``properties`` and says nothing of other keys (a copy; the input is left
+    as it is). ``allOf`` parts are left open: closing each part would refuse the keys
+    the other parts declare.
+
+    Example::
+
+        >>> closed_objects({"type": "object", "properties": {"a": {"type": "integer"}}})
+        {'type': 'object', 'properties': {'a': {'type': 'integer'}}, 'additionalProperties': False}
+    """
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    for key in _SUBSCHEMA:
+        if key in out:
+            out[key] = (closed_objects(out[key]) if not isinstance(out[key], list)
+                        else [closed_objects(s) for s in out[key]])
+    for key in _SUBSCHEMA_MAPS:
+        if isinstance(out.get(key), dict):
+            out[key] = {k: closed_objects(v) for k, v in out[key].items()}
+    for key in ("anyOf", "oneOf", "prefixItems"):
+        if isinstance(out.get(key), list):
+            out[key] = [closed_objects(s) for s in out[key]]
+    if isinstance(out.get("allOf"), list):
+        out["allOf"] = [closed_objects(s, in_all_of=True) for s in out["allOf"]]
+    if (not in_all_of and "allOf" not in out and isinstance(out.get("properties"), dict)
+            and not any(k in out for k in _OPEN_KEYWORDS)):
+        out["additionalProperties"] = False
     return out
 
 

@@ -94,6 +94,22 @@ def test_a_call_is_refused_unless_its_name_and_arguments_fit(smollm2_vocab):
     assert one.matches(ok.encode()) and not one.matches((ok + "\n" + ok).encode())
 
 
+def test_strict_calls_take_only_declared_keys(smollm2_vocab):
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}, "o": {"type": "object", "properties": {
+            "x": {"type": "string"}}}}, "required": ["a"]}}}]
+    call = '<tool_call>\n{{"name": "f", "arguments": {}}}\n</tool_call>'
+    strict = guided.compile(guided.ToolCalls(tools), smollm2_vocab).dfa
+    loose = guided.compile(guided.ToolCalls(tools, strict=False), smollm2_vocab).dfa
+    for args, strict_ok in [('{"a": 1}', True), ('{"a": 1, "o": {"x": "y"}}', True), ('{"a": 1, "b": 2}', False),
+                            ('{"a": 1, "o": {"x": "y", "z": 1}}', False)]:
+        text = call.format(args).encode()
+        assert strict.matches(text) == strict_ok and loose.matches(text), args
+    # allOf parts stay open (closing each would refuse the other part's keys)
+    merged = guided.tool_calls.closed_objects({"allOf": [{"properties": {"a": {}}}, {"properties": {"b": {}}}]})
+    assert all("additionalProperties" not in part for part in merged["allOf"])
+
+
 def test_the_system_prompt_lists_the_tools_and_the_syntax():
     prompt = guided.ToolCalls(TOOLS, tool_choice="required", format="hermes").system_prompt()
     assert '"name": "get_weather"' in prompt and "<tool_call>" in prompt and "must call" in prompt
