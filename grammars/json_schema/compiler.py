@@ -104,8 +104,8 @@ class Whitespace:
     """Where and what whitespace may appear between JSON tokens.
 
     ``"flexible"`` (default): at most two spaces or tabs, then at most one newline
-    followed by at most 24 spaces or tabs, between any two tokens: pretty-printing
-    fits, runaway newlines do not. ``"compact"``: none. ``{"indent": n}``: exactly
+    followed by at most 24 spaces or tabs, between any two tokens but before a comma:
+    pretty-printing fits, runaway newlines do not. ``"compact"``: none. ``{"indent": n}``: exactly
     ``json.dumps(value, indent=n)``.
 
     Args:
