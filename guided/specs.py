@@ -90,9 +90,9 @@ class JsonSchema:
             (its ``model_json_schema()``; ``parse`` then returns a validated instance).
         whitespace: what may stand between JSON tokens. ``"flexible"`` (default): at
             most two spaces or tabs, then at most one newline followed by at most 24
-            spaces or tabs, between any two tokens but before a comma
-            (pretty-printing fits, runaway newlines do not); ``"compact"``: none; ``{"indent": n}``: exactly the
-            layout of ``json.dumps(value, indent=n)``.
+            spaces or tabs, between any two tokens but before a comma (pretty-printing
+            fits, runaway newlines do not); ``"compact"``: none; ``{"indent": n}``:
+            exactly the layout of ``json.dumps(value, indent=n)``.
         strict: ``True`` refuses keywords that cannot be enforced exactly (an
             ``UnsupportedSchemaError`` naming the keyword and its JSON pointer);
             ``False`` drops them with a warning.
