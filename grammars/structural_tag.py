@@ -46,6 +46,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from dataclasses import dataclass
+from itertools import pairwise
 
 from guided.errors import (
     EmptyLanguageError,
@@ -715,7 +716,7 @@ def free_text(nfa: NFA, stops: list[tuple[bytes, int]], excludes, done: int | No
         for lo, hi, u2 in _UTF8[u]:
             cuts = sorted({lo, hi + 1, *(b for b in alphabet if lo <= b <= hi),
                            *(b + 1 for b in alphabet if lo <= b <= hi)})
-            for a, z in zip(cuts, cuts[1:]):
+            for a, z in pairwise(cuts):
                 moves.append((a, z - 1, u2))
         edges = []
         for a, z, u2 in moves:

@@ -70,10 +70,10 @@ class AfterThinking:
         self.end = end
         self.max_thinking_tokens = max_thinking_tokens
 
-    def split(self, text: str) -> tuple[str | None, str]:
+    def split(self, text: str) -> tuple[str, str]:
         """``(thinking text, answer text)`` of an output (an unclosed block is all
         thinking, with an empty answer)."""
-        body = text[len(self.start):] if text.startswith(self.start) else text
+        body = text.removeprefix(self.start)
         at = body.find(self.end)
         if at < 0:
             return body, ""
@@ -117,7 +117,7 @@ class ThinkingGuide(Guide):
         self._end = spec.end.encode()
         self._forced: dict[bytes, FSMGuide] = {}  # the rest of the end string -> its literal guide
 
-    def matcher(self) -> "ThinkingMatcher":
+    def matcher(self) -> ThinkingMatcher:
         return ThinkingMatcher(self)
 
     def _shared_roots(self) -> tuple:
@@ -149,7 +149,7 @@ class ThinkingMatcher(Matcher):
     matcher, and the tokens the think matcher took (the thinking text, for the
     forced end; and what ``rollback`` undoes where)."""
 
-    __slots__ = ("guide", "_think", "_answer", "_phases", "_thought")
+    __slots__ = ("_answer", "_phases", "_think", "_thought", "guide")
 
     def __init__(self, guide: ThinkingGuide, think=None, answer=None, phases=(), thought=()):
         self.guide = guide
@@ -209,7 +209,7 @@ class ThinkingMatcher(Matcher):
         if num_tokens > in_answer:
             del self._thought[-(num_tokens - in_answer):]
 
-    def fork(self) -> "ThinkingMatcher":
+    def fork(self) -> ThinkingMatcher:
         return ThinkingMatcher(self.guide, self._think.fork(), self._answer.fork(), self._phases, self._thought)
 
     def reset(self) -> None:

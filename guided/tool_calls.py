@@ -74,7 +74,7 @@ class ToolCalls(StructuralTag):
         {'name': 'get_weather', 'arguments': '{"city": "Paris"}'}
     """
 
-    def __init__(self, tools, tool_choice="auto", parallel: bool = True, format: str = "hermes",  # noqa: A002
+    def __init__(self, tools, tool_choice="auto", parallel: bool = True, format: str = "hermes",
                  whitespace="flexible", strict: bool = True):
         if format not in _FORMATS:
             raise StructuralTagError(f"unknown tool-call format {format!r} (known: {', '.join(FORMATS)})")
@@ -136,7 +136,7 @@ class ToolCalls(StructuralTag):
     def system_prompt(self) -> str:
         """The tools and the call syntax as a system prompt, for models whose chat
         template cannot render tools (the default model's cannot)."""
-        trigger, head, end, sep, wrapper = _FORMATS[self.call_format]
+        _, head, end, _, wrapper = _FORMATS[self.call_format]
         key = "parameters" if self.call_format == "llama3" else "arguments"
         listed = "\n".join(json.dumps({"type": "function", "function": f}) for f in self.tools)
         one = head.format(name='"<function-name>"') + f"<{key}-json-object>" + end
@@ -230,7 +230,7 @@ def _chosen(tools: list[dict], tool_choice) -> list[dict]:
                              f'"function": {{"name": ...}}}}, not {tool_choice!r}')
 
 
-def _structural_tag(tools: list[dict], tool_choice, parallel: bool, format: str) -> dict:  # noqa: A002
+def _structural_tag(tools: list[dict], tool_choice, parallel: bool, format: str) -> dict:
     trigger, head, end, sep, wrapper = _FORMATS[format]
     calls = [{"type": "tag", "begin": head.format(name=json.dumps(f["name"])), "end": end,
               "content": {"type": "json_schema", "json_schema": f["parameters"]}} for f in tools]

@@ -51,7 +51,7 @@ def _check(spec, result, choice, parallel: bool) -> None:
 
 
 @pytest.mark.parametrize("format", FORMATS)
-def test_every_output_is_valid_calls_or_allowed_text(format, tiny_model, smollm2_tokenizer):  # noqa: A002
+def test_every_output_is_valid_calls_or_allowed_text(format, tiny_model, smollm2_tokenizer):
     finished = 0
     for i, choice in enumerate(CHOICES * 25):  # 100 seeds per format, 25 per tool_choice
         parallel = i % 2 == 0
@@ -74,7 +74,7 @@ def test_every_output_is_valid_calls_or_allowed_text(format, tiny_model, smollm2
     ("json", '[{"name": "get_weather", "arguments": {"city": "Rome", "unit": "c"}}]', "", ["get_weather"]),
     ("hermes", "No tools needed: it is 4.", "No tools needed: it is 4.", []),
 ])
-def test_calls_parse_back_from_the_text(format, text, content, names, smollm2_vocab):  # noqa: A002
+def test_calls_parse_back_from_the_text(format, text, content, names, smollm2_vocab):
     spec = guided.ToolCalls(TOOLS, format=format)
     assert guided.compile(spec, smollm2_vocab).dfa.matches(text.encode())
     got_content, calls = spec.parse(text)

@@ -30,9 +30,8 @@ At most one constraint (``guided_json`` ... ``guided_tools``); a key starting wi
 
 from __future__ import annotations
 
-import re
-
 import json
+import re
 
 from guided.specs import Grammar, JsonSchema, Regex, StructuralTag
 from guided.thinking import AfterThinking
