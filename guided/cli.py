@@ -40,6 +40,17 @@ def _build_parser() -> argparse.ArgumentParser:
     spec.add_argument("--pydantic", metavar="MODULE:CLASS", help="pydantic model class the output must satisfy")
     spec.add_argument("--grammar", metavar="FILE.lark|NAME",
                       help="lark grammar file, or a shipped grammar's name (json, arithmetic, sql, csv, python_expr)")
+    spec.add_argument("--structural-tag", metavar="FILE.json",
+                      help="structural tag file (XGrammar's format): free text with constrained tags")
+    spec.add_argument("--tools", metavar="FILE.json",
+                      help="OpenAI-style tools (a JSON list): tool calls, rendered into the system prompt")
+    gen.add_argument("--tool-choice", default="auto",
+                     help='with --tools: "auto" (default), "none", "required", or a tool\'s name')
+    gen.add_argument("--tool-format", choices=("hermes", "llama3", "mistral", "json"), default="hermes",
+                     help="with --tools: the call syntax (default hermes)")
+    gen.add_argument("--one-tool-call", action="store_true", help="with --tools: at most one call")
+    gen.add_argument("--think", metavar="N", type=_count(0), default=None,
+                     help="a <think> block of at most N tokens first, then the spec (or free text)")
     gen.add_argument("--start", default="start", help="the grammar's start rule (with --grammar)")
     gen.add_argument("--whitespace", default="flexible",
                      help='JSON whitespace: "flexible" (default), "compact" or "indent=N"')
@@ -252,7 +263,19 @@ def _load(model_path, threads):
 
 
 def _spec_from_args(args):
-    from .specs import Grammar, JsonSchema, Regex
+    spec = _constraint_from_args(args)
+    if args.think is None:
+        return spec
+    from .specs import StructuralTag
+    from .thinking import AfterThinking
+
+    return AfterThinking(spec if spec is not None else StructuralTag({"type": "any_text"}),
+                         max_thinking_tokens=args.think)
+
+
+def _constraint_from_args(args):
+    from .specs import Grammar, JsonSchema, Regex, StructuralTag
+    from .tool_calls import ToolCalls
 
     if args.regex is not None:
         return Regex(args.regex)
@@ -267,6 +290,14 @@ def _spec_from_args(args):
     if args.pydantic is not None:
         return JsonSchema(_import_class(args.pydantic), whitespace=whitespace, strict=not args.lenient,
                           key_order=args.key_order)
+    if args.structural_tag is not None:
+        return StructuralTag(_read_text(args.structural_tag), whitespace=whitespace)
+    if args.tools is not None:
+        choice = args.tool_choice
+        if choice not in ("auto", "none", "required"):
+            choice = {"type": "function", "function": {"name": choice}}
+        return ToolCalls(json.loads(_read_text(args.tools)), tool_choice=choice, parallel=not args.one_tool_call,
+                         format=args.tool_format, whitespace=whitespace)
     return None
 
 
@@ -299,7 +330,8 @@ def _check_spec(spec) -> None:
     """Compile the spec's automaton now, so a bad spec fails before the model loads."""
     from guided.fsm.regex import compile_regex
 
-    from .specs import Grammar, JsonSchema, Regex
+    from .specs import Grammar, JsonSchema, Regex, StructuralTag
+    from .thinking import AfterThinking
 
     if isinstance(spec, Regex):
         compile_regex(spec.pattern, spec.flags)
@@ -311,6 +343,12 @@ def _check_spec(spec) -> None:
         from guided.grammars.json_schema.compiler import compile_json_schema
 
         compile_json_schema(spec.schema, spec.whitespace, spec.strict, spec.key_order)
+    elif isinstance(spec, StructuralTag):  # ToolCalls too
+        from guided.grammars.structural_tag import compile_structural_tag
+
+        compile_structural_tag(spec.format, spec.whitespace)
+    elif isinstance(spec, AfterThinking):
+        _check_spec(spec.spec)
 
 
 def _cmd_generate(args) -> int:
@@ -346,7 +384,7 @@ def _cmd_generate(args) -> int:
         top_p=args.top_p,
         seed=args.seed,
         chat=not args.no_chat,
-        system=args.system,
+        system=_system(args, spec),
         watermark=watermark,
         speculative=_drafters(drafter_names, model, tokenizer),
         num_draft_tokens=args.num_draft_tokens,
@@ -369,6 +407,17 @@ def _cmd_generate(args) -> int:
               "vocabulary continues it", file=sys.stderr)
         return 1
     return 0
+
+
+def _system(args, spec):
+    """The system message: ``--system``, with the tools rendered after it for ``--tools``."""
+    from .thinking import AfterThinking
+    from .tool_calls import ToolCalls
+
+    inner = spec.spec if isinstance(spec, AfterThinking) else spec
+    if not isinstance(inner, ToolCalls):
+        return args.system
+    return inner.system_prompt() if args.system is None else f"{args.system}\n\n{inner.system_prompt()}"
 
 
 _DRAFTERS = ("forced", "lookup", "early-exit")

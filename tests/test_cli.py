@@ -96,6 +96,33 @@ def test_generate_json_with_default_model():
 
 @pytest.mark.subprocess
 @pytest.mark.slow
+def test_generate_tool_calls_after_thinking(tmp_path):
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps([{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"]}}}]))
+    proc = subprocess.run(
+        [sys.executable, "-m", "guided.cli", "generate", "--tools", str(tools), "--tool-choice", "required",
+         "--one-tool-call", "--think", "8", "--json", "--threads", "1", "--max-tokens", "80",
+         "What is the weather in Paris?"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["text"].startswith("<think>") and result["reasoning"] is not None
+    assert [c["function"]["name"] for c in result["tool_calls"]] == ["get_weather"]
+    assert isinstance(json.loads(result["tool_calls"][0]["function"]["arguments"])["city"], str)
+
+
+def test_a_bad_structural_tag_is_named_before_loading_a_model(tmp_path, capsys):
+    tag = tmp_path / "tag.json"
+    tag.write_text(json.dumps({"type": "structural_tag", "format": {"type": "tag", "begin": "<a>", "end": "</a>",
+                                                                    "content": {"type": "grammar", "grammar": "x"}}}))
+    assert main(["generate", "--structural-tag", str(tag), "--model", "/nonexistent", "hi"]) == 2
+    assert "/format/content: grammar content is not supported" in capsys.readouterr().err
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_generate_plain_text_on_stdout():
     proc = subprocess.run(
         [sys.executable, "-m", "guided.cli", "generate", "--regex", "(yes|no)", "--threads", "1",
