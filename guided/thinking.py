@@ -123,14 +123,19 @@ class ThinkingGuide(Guide):
     def _shared_roots(self) -> tuple:
         return self.think._shared_roots() + self.answer._shared_roots()
 
-    def forced_row(self, think_text: bytes) -> np.ndarray:
+    def forced_row(self, think_text: bytes) -> np.ndarray | None:
         """The tokens that spell a non-empty prefix of what is left of the end string
-        after ``think_text`` (the shortest way to close the block)."""
+        after ``think_text`` (the shortest way to close the block); None where that
+        rest starts inside a character (``start`` cut mid-character: it is finished
+        first)."""
         rest = self._rest(think_text)
         guide = self._forced.get(rest)
         if guide is None:
-            guide = self._forced[rest] = FSMGuide(compile_regex(re.escape(rest.decode("utf-8", "surrogatepass"))),
-                                                  self.vocab, eager=False)
+            try:
+                pattern = re.escape(rest.decode("utf-8"))
+            except UnicodeDecodeError:
+                return None
+            guide = self._forced[rest] = FSMGuide(compile_regex(pattern), self.vocab, eager=False)
         return guide.row(guide.dfa.start)
 
     def _rest(self, text: bytes) -> bytes:
@@ -174,8 +179,9 @@ class ThinkingMatcher(Matcher):
         if budget is None or len(self._thought) < budget:
             return self._think.fill_next_token_bitmask(bitmask, index)
         row = self.guide.think.row(self._think.state)
-        forced = row & self.guide.forced_row(self.guide.vocab.decode(self._thought))
-        if forced.any():  # (none where the text stops inside a character: it is finished first)
+        allowed = self.guide.forced_row(self.guide.vocab.decode(self._thought))
+        forced = row & allowed if allowed is not None else None
+        if forced is not None and forced.any():  # (none where the text stops inside a character)
             row = forced
         if not write_host_row(bitmask, index, row):  # on an accelerator
             bitmask[index, : len(row)].copy_(torch.from_numpy(row))
