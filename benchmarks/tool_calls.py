@@ -36,7 +36,10 @@ format="hermes").system_prompt()``; the user message is the entry's question. Ar
 * ``unconstrained``: no spec; the calls are what ``ToolCalls(tools,
   format="hermes").parse(text)`` finds in the text;
 * ``required``: ``ToolCalls(tools, tool_choice="required", parallel=True, format="hermes")``;
-* ``auto``: ``ToolCalls(tools, tool_choice="auto", parallel=True, format="hermes")``.
+* ``auto``: ``ToolCalls(tools, tool_choice="auto", parallel=True, format="hermes")``;
+* ``required-one`` (not run unless named in ``--arms``): ``ToolCalls(tools,
+  tool_choice="required", parallel=False, format="hermes")``, what a user who wants one
+  call asks for (OpenAI's ``parallel_tool_calls: false``); run on the one-call categories.
 
 ``irrelevance`` runs ``unconstrained`` and ``auto`` only. Each item runs its arms in a
 fresh random order (seeded). A call is **well-formed** when its name is one of the
@@ -86,7 +89,7 @@ Usage::
 
     python benchmarks/tool_calls.py [--per-category 15] [--seed 0] [--max-new-tokens 160]
         [--categories simple_python,multiple,parallel,parallel_multiple,irrelevance]
-        [--arms unconstrained,required,auto] [--mask-only | --skip-mask] [--mask-tools 10]
+        [--arms unconstrained,required,auto[,required-one]] [--mask-only | --skip-mask] [--mask-tools 10]
         [--compile-repeats 3] [--out RESULT.json]
 
 The defaults take about 35 minutes on a 2-core machine (the mask part a few seconds).
@@ -116,7 +119,10 @@ CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "irr
 #: reported; under a spec it is the call ``parallel=False`` gives under greedy decoding
 #: (the masks, and so the tokens, are the same up to the end of the first call).
 ONE_CALL = ("simple_python", "multiple")
-ARMS = ("unconstrained", "required", "auto")
+ARMS = ("unconstrained", "required", "auto", "required-one")
+DEFAULT_ARMS = ARMS[:3]
+#: Each arm's ``ToolCalls`` settings (``tool_choice``, ``parallel``); ``unconstrained`` has none.
+ARM_SPECS = {"required": ("required", True), "auto": ("auto", True), "required-one": ("required", False)}
 #: A bfcl-eval model entry for OpenAI-style function calling: its ``underscore_to_dot``
 #: makes the checker compare ``math.factorial`` with the tool name ``math_factorial``.
 CHECKER_MODEL = "gpt-4.1-nano-2025-04-14-FC"
@@ -256,8 +262,10 @@ def run_item(b, guided, model, tokenizer, category: str, entry: dict, arm: str, 
     """One generation and its verdicts."""
     tools = entry["tools"]
     system = guided.ToolCalls(tools, tool_choice="auto", parallel=True, format="hermes").system_prompt()
-    spec = None if arm == "unconstrained" else guided.ToolCalls(tools, tool_choice=arm, parallel=True,
-                                                                format="hermes")
+    spec = None
+    if arm in ARM_SPECS:
+        choice, parallel = ARM_SPECS[arm]
+        spec = guided.ToolCalls(tools, tool_choice=choice, parallel=parallel, format="hermes")
     rec = {"category": category, "id": entry["id"], "arm": arm}
     t0 = time.perf_counter()
     try:
@@ -334,7 +342,8 @@ def run_bfcl(args, b, out: dict) -> dict:
     started = time.perf_counter()
     for category in [c for c in args.categories.split(",") if c]:
         entries = sample_entries(b, category, args.per_category, args.seed)
-        cat_arms = [a for a in arms if not (category == "irrelevance" and a == "required")]
+        cat_arms = [a for a in arms if not (category == "irrelevance" and a.startswith("required"))
+                    and not (a == "required-one" and category not in ONE_CALL)]
         rng = random.Random(f"{args.seed}:{category}:order")
         by_arm: dict = {a: [] for a in cat_arms}
         for i, entry in enumerate(entries, 1):
@@ -385,7 +394,7 @@ def bfcl_tables(results: dict, arms: list[str]) -> str:
         if "required" in by_arm:
             w = by_arm["required"]["well_formed"]
             lines.append(f"| {category} | required: 100% well-formed | {w:.0%} | {'yes' if w == 1 else 'no'} |")
-        for arm in ("required", "auto"):
+        for arm in ("required", "auto", "required-one"):
             if base and arm in by_arm:
                 a, u = by_arm[arm]["ast"], base["ast"]
                 lines.append(f"| {category} | {arm}: AST above unconstrained | {a:.0%} vs {u:.0%} | "
@@ -652,7 +661,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-new-tokens", type=int, default=160)
     ap.add_argument("--categories", default=",".join(CATEGORIES))
-    ap.add_argument("--arms", default=",".join(ARMS))
+    ap.add_argument("--arms", default=",".join(DEFAULT_ARMS))
     ap.add_argument("--mask-only", action="store_true", help="run only the mask comparison")
     ap.add_argument("--skip-mask", action="store_true", help="skip the mask comparison")
     ap.add_argument("--mask-tools", type=int, default=10)
