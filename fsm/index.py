@@ -472,6 +472,43 @@ class TokenIndex:
         self._row_of_state[batch] = ids
         return np.unique(np.concatenate([es, xs])), len(en) + len(xn)
 
+    def successors(self, states) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Where each allowed token leads from each of ``states``, in runs of the
+        byte-level split trie's token order: ``(member, lo, hi, target)``, the tokens
+        ``order[lo:hi]`` all lead from ``states[member]`` to DFA state ``target``.
+
+        A token end is its own run; below a node whose state loops on any plain text
+        (any character, for text tokens: the inside of a free string, ``.*``) the
+        whole subtree is one run back to that state, so a free string costs a few
+        hundred runs, not ~49k. Elsewhere (a counted string) each token is walked.
+        For ``fsm.distance``; rows are built from such runs by ``row_from_runs``.
+        """
+        split = self._split.byte_level
+        batch = np.asarray(states, dtype=np.int64)
+
+        def loops(nodes: np.ndarray, st: np.ndarray) -> np.ndarray:
+            out = np.zeros(len(st), dtype=bool)
+            for kind, successor in ((split.plain_node, self._plain_successor),
+                                    (split.text_node, self._char_successor)):
+                on = np.nonzero(kind[nodes])[0]
+                if len(on):
+                    looping = {q: successor(q) == q for q in np.unique(st[on]).tolist()}
+                    out[on] = [looping[q] for q in st[on].tolist()]
+            return out
+
+        with self._lock:
+            (em, en, es), (xm, xn, xs) = walk(split.trie, np.append(self.dfa.byte_to_class, [0, 0, 0]), self.dfa,
+                                              batch, split.is_end, absorbing=loops, roots=split.roots)
+        member = np.concatenate([em, xm])
+        lo = np.concatenate([split.lo[en], split.lo[xn]])
+        hi = np.concatenate([split.lo[en] + split.own[en], split.hi[xn]])
+        return member, lo, hi, np.concatenate([es, xs])
+
+    def row_from_runs(self, lo: np.ndarray, hi: np.ndarray, accepting: bool) -> np.ndarray:
+        """The packed row (int32 words) of the tokens in runs ``order[lo:hi]`` of the
+        byte-level split trie (``successors``), EOS added where ``accepting``."""
+        return self._row_from_runs(self._split.byte_level, lo, hi, accepting)
+
     def _row_from_runs(self, split: RunTrie, lo: np.ndarray, hi: np.ndarray, accepting: bool) -> np.ndarray:
         row = np.zeros(self.words, dtype=np.uint32)
         big = hi - lo >= LONG_RUN

@@ -169,6 +169,13 @@ class LazyDFA:
         return max((rooms.get(x, 0) for x in self._sets[state]), default=0) if rooms else 0
 
     @property
+    def has_deferred(self) -> bool:
+        """Whether the NFA still holds fragments built only when reached (open JSON
+        values, huge counted repetitions): then the states tokens reach are not
+        worth enumerating (``fsm.distance``)."""
+        return bool(self._nfa.pending)
+
+    @property
     def has_levels(self) -> bool:
         """Whether the NFA holds counted levels (``mask_twin`` may find twins)."""
         return bool(self._nfa.levelled)

@@ -35,7 +35,7 @@ _pool_size = 0
 _pool_lock = threading.Lock()
 
 
-def fill_next_token_bitmasks(matchers, bitmask, indices=None, *, threads: int = 1):
+def fill_next_token_bitmasks(matchers, bitmask, indices=None, *, threads: int = 1, remaining=None):
     """Write each matcher's allowed tokens into its row of ``bitmask``.
 
     Each row gets what ``matcher.fill_next_token_bitmask(bitmask, row)`` writes;
@@ -50,6 +50,9 @@ def fill_next_token_bitmasks(matchers, bitmask, indices=None, *, threads: int = 
         indices: the bitmask row of each matcher (default: ``0 .. len(matchers) - 1``).
         threads: build new rows on up to this many threads (1: all in the caller's
             thread; rows already built are always copied in the caller's thread).
+        remaining: budget-aware masks (``Matcher.fill_next_token_bitmask``): the
+            tokens each sequence may still generate, one number for all or one per
+            matcher (None entries: no limit). None: no limit.
 
     Returns:
         ``bitmask``.
@@ -68,12 +71,18 @@ def fill_next_token_bitmasks(matchers, bitmask, indices=None, *, threads: int = 
         raise ValueError(f"{len(matchers)} matchers but {len(rows)} indices")
     if threads < 1:
         raise ValueError(f"threads must be at least 1, got {threads}")
+    if remaining is None or isinstance(remaining, int):
+        left = [remaining] * len(matchers)
+    else:
+        left = list(remaining)
+        if len(left) != len(matchers):
+            raise ValueError(f"{len(matchers)} matchers but {len(left)} remaining counts")
     view = host_array(bitmask)
     if view is not None:
-        work = [(m, r) for m, r in zip(matchers, rows) if m is not None]
+        work = [(m, r, n) for m, r, n in zip(matchers, rows, left) if m is not None]
         staging = None
     else:  # on an accelerator: fill a pinned host copy of the rows, then one transfer
-        work = [(m, k) for k, m in enumerate(m for m in matchers if m is not None)]
+        work = [(m, k, n) for k, (m, n) in enumerate((m, n) for m, n in zip(matchers, left) if m is not None)]
         targets = [r for m, r in zip(matchers, rows) if m is not None]
         staging = torch.empty((len(work), bitmask.shape[-1]), dtype=torch.int32,
                               pin_memory=bitmask.device.type == "cuda")
@@ -99,16 +108,22 @@ def fill_next_token_bitmasks(matchers, bitmask, indices=None, *, threads: int = 
 
 def _copy_cached(work, view: np.ndarray) -> list:
     """Copy the rows of automaton matchers whose state's mask is already built;
-    the other ``(matcher, row)`` pairs are returned, in order.
+    the other ``(matcher, row, remaining)`` jobs are returned, in order.
 
     ``FSMGuide.built_row`` answers without building anything; a new state (or a row
     never checked for emptiness) is left to the matcher, which builds it and
     measures the guide's growth."""
     rest = []
-    for m, r in work:
-        row = m.guide.built_row(m.state) if type(m) is FSMMatcher else None
-        if row is None:
-            rest.append((m, r))
+    for m, r, n in work:
+        row = None
+        if type(m) is FSMMatcher:
+            # With a budget: the budget row where it binds, the plain row where it
+            # does not, False while not known (the matcher computes it).
+            row = None if n is None else m.guide.budget_row(m.state, n, build=False)
+            if row is None:
+                row = m.guide.built_row(m.state)
+        if row is None or row is False:
+            rest.append((m, r, n))
             continue
         copy_row(view[r], row)
     return rest
@@ -130,8 +145,11 @@ def _by_guide(jobs, threads: int) -> list:
 
 
 def _fill(jobs, view: np.ndarray) -> None:
-    for m, r in jobs:
-        m.fill_next_token_bitmask(view, r)
+    for m, r, n in jobs:
+        if n is None:
+            m.fill_next_token_bitmask(view, r)
+        else:
+            m.fill_next_token_bitmask(view, r, n)
 
 
 def _executor(threads: int) -> ThreadPoolExecutor:

@@ -212,8 +212,26 @@ class GuideMemoryError(BudgetExceededError):
                          f"{limit / 2**20:.1f} MiB (raise it with max_guide_bytes=, or simplify the spec)")
 
 
+class TokenBudgetError(ValueError):
+    """No output of the spec fits in the tokens allowed (``max_new_tokens``): the
+    shortest takes more. Raised before generating, by budget-aware decoding.
+
+    Args:
+        needed: the fewest tokens an output takes, EOS included.
+        budget: the tokens allowed.
+    """
+
+    def __init__(self, needed: int, budget: int):
+        self.needed = needed
+        self.budget = budget
+        super().__init__(f"max_new_tokens={budget} is too small: the shortest output of the spec takes {needed} "
+                         "tokens, EOS included (raise max_new_tokens, or pass budget_aware=False to allow an "
+                         "unfinished output)")
+
+
 __all__ = [
     "StructuralTagError",
+    "TokenBudgetError",
     "BudgetExceededError",
     "CompileTimeoutError",
     "GuideMemoryError",

@@ -21,7 +21,7 @@ from guided.grammars.lark_frontend import CompiledGrammar
 from guided.grammars.lexer import Lexer
 
 from .bitmask import write_host_row
-from .matcher import Guide, StackMatcher
+from .matcher import Guide, StackMatcher, refuse_budget
 
 _EOS_ACCEPTED = None  # history entry after EOS; nothing may follow it
 
@@ -115,9 +115,10 @@ class GrammarMatcher(StackMatcher):
         self.guide = guide
         self._states = list(states) if states is not None else [guide._initial]
 
-    def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:
+    def fill_next_token_bitmask(self, bitmask, index: int = 0, remaining: int | None = None) -> bool:
         """Write the allowed tokens into row ``index`` of ``bitmask`` (computed on the
         CPU, copied to the bitmask's device); returns True (see ``Matcher``)."""
+        refuse_budget(self.guide, remaining)
         row = self.guide.row(self._states[-1])
         if write_host_row(bitmask, index, row):
             return True

@@ -25,6 +25,7 @@ import torch
 from guided.errors import GuideMemoryError
 from guided.fsm import footprint
 from guided.fsm.dfa import DFA
+from guided.fsm.distance import INFINITE, TokenDistances
 from guided.fsm.index import TokenIndex
 from guided.fsm.trie import split_vocabulary
 
@@ -52,6 +53,8 @@ class Guide:
 
     vocab = None
     spec = None  # the spec it was compiled from (set by guided.compile)
+    #: Whether its matchers take ``remaining`` (budget-aware masks, ``guided.fsm.distance``).
+    supports_budget = False
     #: The most bytes the guide may hold as it grows while decoding (None: no limit);
     #: ``guided.compile`` sets it from ``max_guide_bytes``.
     max_bytes: int | None = None
@@ -92,6 +95,13 @@ class Guide:
         return self.vocab.eos_token_ids
 
 
+def refuse_budget(guide: Guide, remaining) -> None:
+    """``ValueError`` where ``remaining`` is given to a guide without ``supports_budget``."""
+    if remaining is not None:
+        raise ValueError(f"budget-aware masks (remaining=...) are available for regex and JSON Schema automata "
+                         f"(FSMGuide), not for {type(guide).__name__}")
+
+
 class Matcher:
     """The state of one sequence under a ``Guide``; made by ``guide.matcher()``.
 
@@ -120,7 +130,7 @@ class Matcher:
 
     guide: Guide
 
-    def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:
+    def fill_next_token_bitmask(self, bitmask, index: int = 0, remaining: int | None = None) -> bool:
         """Write the tokens allowed next into row ``index`` of ``bitmask``.
 
         Bit ``t % 32`` of word ``t // 32`` is set for each allowed token ``t``; words
@@ -132,9 +142,16 @@ class Matcher:
                 tensor on any device, or a numpy array), at least
                 ``ceil(vocab_size / 32)`` words wide.
             index: the row to write.
+            remaining: tokens that may still be generated, this one and EOS
+                included: only tokens after which the spec can be completed, and
+                EOS written, within the rest are allowed (where the guide's
+                ``supports_budget``; see ``docs/budget.md``). None: no limit.
 
         Returns:
             True (the row was written).
+
+        Raises:
+            ValueError: ``remaining`` given to a guide without ``supports_budget``.
         """
         raise NotImplementedError
 
@@ -256,10 +273,13 @@ class FSMGuide(Guide):
         >>> m = guide.matcher()
     """
 
+    supports_budget = True
+
     def __init__(self, dfa: DFA, vocab, eager: bool | None = None):
         self.dfa = dfa
         self.vocab = vocab
         self.index = TokenIndex(dfa, vocab, eager=eager)
+        self._distances: TokenDistances | None = None
         self._eos_row = self.index.eos_row
         self._empty_rows: dict[int, bool] = {}
         self._device_rows: dict[torch.device, torch.Tensor] = {}
@@ -306,6 +326,33 @@ class FSMGuide(Guide):
             return None
         return self._eos_row if empty else self.index.rows()[rid]
 
+    def distances(self) -> TokenDistances:
+        """Tokens from each state to the end of a match (made on first use)."""
+        if self._distances is None:
+            with self.index._lock:
+                if self._distances is None:
+                    self._distances = TokenDistances(self.index)
+        return self._distances
+
+    def min_tokens(self, state: int | None = None) -> int:
+        """The fewest tokens that finish a match from ``state`` (default: the
+        start), EOS included: the smallest budget that fits (exact or a sound upper
+        bound, see ``guided.fsm.distance``)."""
+        if state == _EOS_ACCEPTED:
+            return 0
+        d = self.distances().distance(self.dfa.start if state is None else state)
+        return d + 1 if d < INFINITE else INFINITE
+
+    def budget_row(self, state: int, remaining: int, build: bool = True):
+        """The mask at ``state`` with ``remaining`` tokens left (see
+        ``TokenDistances.within``): a row, None where the plain row serves, or
+        False when not known without building (``build=False``)."""
+        if state == _EOS_ACCEPTED:
+            return None
+        if self._distances is None and not build:
+            return False
+        return self.distances().within(state, remaining, build)
+
     def row(self, state: int) -> np.ndarray:
         """A state's mask, packed int32 words (see ``row_number``)."""
         n = self.row_number(state)
@@ -340,9 +387,18 @@ class FSMMatcher(StackMatcher):
         """The current DFA state (``-2`` once EOS has been accepted)."""
         return self._states[-1]
 
-    def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:
+    def fill_next_token_bitmask(self, bitmask, index: int = 0, remaining: int | None = None) -> bool:
         """Write the allowed tokens into row ``index`` of ``bitmask``; returns True
         (see ``Matcher``)."""
+        if remaining is not None:
+            row = self.guide.budget_row(self.state, remaining)
+            if row is not None:
+                if isinstance(bitmask, np.ndarray) or bitmask.device.type == "cpu":
+                    return write_host_row(bitmask, index, row)
+                words = len(row)
+                bitmask[index, :words].copy_(torch.from_numpy(row), non_blocking=False)
+                bitmask[index, words:] = 0
+                return True
         if isinstance(bitmask, np.ndarray) or bitmask.device.type == "cpu":
             return write_host_row(bitmask, index, self.guide.row(self.state))
         # On an accelerator: copy one row of the device-resident table, no host sync.

@@ -11,6 +11,7 @@ import torch
 
 from .batch import fill_next_token_bitmasks
 from .bitmask import allocate_token_bitmask, apply_token_bitmask_
+from .budget import check_budget
 from .matcher import Guide, Matcher
 
 
@@ -28,9 +29,16 @@ class LogitsProcessor:
 
     Args:
         guide: a compiled guide (``guided.compile(spec, tokenizer)``).
+        max_new_tokens: the ``max_new_tokens`` given to ``generate``: masks are then
+            budget-aware (``docs/budget.md``), so each row ends with a complete
+            match and EOS by that many tokens. None: no budget.
+        budget_aware: as for ``guided.generate`` (None: where the guide supports it,
+            when ``max_new_tokens`` is given).
 
     Raises:
         TypeError: ``guide`` is not a ``Guide`` (a spec must be compiled first).
+        TokenBudgetError: the shortest output of the spec does not fit in
+            ``max_new_tokens``.
 
     Example::
 
@@ -39,10 +47,12 @@ class LogitsProcessor:
         >>> out = model.generate(**inputs, logits_processor=[guided.LogitsProcessor(guide)], max_new_tokens=8)
     """
 
-    def __init__(self, guide: Guide):
+    def __init__(self, guide: Guide, max_new_tokens: int | None = None, budget_aware: bool | None = None):
         if not isinstance(guide, Guide):
             raise TypeError("LogitsProcessor takes a compiled guide: guided.compile(spec, tokenizer)")
         self.guide = guide
+        self.max_new_tokens = max_new_tokens
+        self._budget = max_new_tokens is not None and check_budget(guide, max_new_tokens, budget_aware)
         self.reset()
 
     def reset(self) -> None:
@@ -76,7 +86,10 @@ class LogitsProcessor:
         for i, m in enumerate(self.matchers):
             if m is None:
                 self._bitmask[i] = 0  # a dead beam: nothing is allowed
-        fill_next_token_bitmasks(self.matchers, self._bitmask)
+        remaining = None
+        if self._budget:
+            remaining = max(1, self.max_new_tokens - (input_ids.shape[1] - self._prompt_len))
+        fill_next_token_bitmasks(self.matchers, self._bitmask, remaining=remaining)
         return apply_token_bitmask_(scores, self._bitmask)
 
     @property

@@ -27,7 +27,7 @@ import torch
 from guided.fsm.regex import compile_regex
 
 from .bitmask import write_host_row
-from .matcher import FSMGuide, Guide, Matcher
+from .matcher import FSMGuide, Guide, Matcher, refuse_budget
 
 
 class AfterThinking:
@@ -172,7 +172,8 @@ class ThinkingMatcher(Matcher):
         """Whether the thinking block is closed (tokens now go to the answer)."""
         return self._think.is_accepting()
 
-    def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:
+    def fill_next_token_bitmask(self, bitmask, index: int = 0, remaining: int | None = None) -> bool:
+        refuse_budget(self.guide, remaining)
         if self.answering:
             return self._answer.fill_next_token_bitmask(bitmask, index)
         budget = self.guide.budget

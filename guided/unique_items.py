@@ -36,7 +36,7 @@ import torch
 from guided.grammars.json_schema.containers.unique import SiteMap, item_key
 
 from .bitmask import host_row
-from .matcher import Guide, Matcher
+from .matcher import Guide, Matcher, refuse_budget
 
 # Where the tracker stands between two bytes.
 _VALUE, _KEY, _COLON, _AFTER, _STRING, _NUMBER, _LITERAL = range(7)
@@ -361,8 +361,9 @@ class UniqueItemsMatcher(Matcher):
         self._states = list(states) if states is not None else [(_START, 0)]
         self._text = bytearray(text)
 
-    def fill_next_token_bitmask(self, bitmask, index: int = 0) -> bool:
+    def fill_next_token_bitmask(self, bitmask, index: int = 0, remaining: int | None = None) -> bool:
         """The base mask less the tokens that would complete a repeated item; returns True."""
+        refuse_budget(self.guide, remaining)
         self.base.fill_next_token_bitmask(bitmask, index)
         state, pos = self._states[-1]
         need = self.guide.needs(state)

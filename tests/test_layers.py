@@ -8,7 +8,7 @@ Layers, bottom to top (``docs/design.md`` draws them)::
     guided.grammars                    JSON Schema and lark grammars
     contract                           specs, compiler, matcher, grammar_matcher,
                                        unique_items, tool_calls, thinking, bitmask,
-                                       batch, processor
+                                       batch, budget, processor
     guided.decoding                    generate, beam search, speculative decoding
     guided.steering                    bias, penalties, DExperts, classifier guidance
     guided.watermark                   on the contract only (not decoding / steering)
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The source folders and the packages they install as (pyproject.toml's package-dir).
 FOLDERS = {"guided": "guided", "fsm": "guided.fsm", "grammars": "guided.grammars", "watermark": "guided.watermark"}
 CONTRACT = {"specs", "compiler", "matcher", "grammar_matcher", "unique_items", "bitmask", "processor", "batch",
-            "tool_calls", "thinking"}
+            "tool_calls", "thinking", "budget"}
 
 # layer -> the layers it may import from (itself included)
 BELOW = ["errors", "kernels", "fsm", "grammars", "contract", "decoding", "steering"]

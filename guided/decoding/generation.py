@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from guided.bitmask import allocate_token_bitmask
+from guided.budget import check_budget
 from guided.compiler import as_vocabulary, compile
 from guided.matcher import Guide
 from guided.specs import JsonSchema
@@ -180,6 +181,7 @@ def generate(
     spec=None,
     *,
     max_new_tokens: int = 256,
+    budget_aware: bool | None = None,
     temperature: float = 0.0,
     top_k: int | None = None,
     top_p: float | None = None,
@@ -209,6 +211,12 @@ def generate(
             Schema as a dict or pydantic class, an already compiled ``Guide``, or
             ``None`` for unconstrained text.
         max_new_tokens: the most tokens to generate.
+        budget_aware: keep the output finishable within ``max_new_tokens``: each
+            mask allows only tokens after which the spec can still be completed,
+            EOS included, in the tokens left, so the output is never cut short
+            (``docs/budget.md``). None (default): where the guide supports it
+            (regex and JSON Schema automata) and decoding is token by token (not
+            beam search or speculative decoding); True: required; False: off.
         temperature: 0 is greedy; above 0, sampling.
         top_k: sampling: keep the ``top_k`` best tokens.
         top_p: sampling: keep the smallest set of tokens with probability ``top_p``.
@@ -235,6 +243,8 @@ def generate(
 
     Raises:
         SpecError: ``spec`` cannot be compiled.
+        TokenBudgetError: budget-aware, and the shortest output of the spec does not
+            fit in ``max_new_tokens``.
         ValueError: a negative ``temperature``, or ``num_beams > 1`` with sampling or
             a watermark.
         RuntimeError: the token chosen is one the spec forbids (a processor left
@@ -256,6 +266,10 @@ def generate(
         guide = spec if isinstance(spec, Guide) else compile(spec, vocab)
         stats.compile_s = time.perf_counter() - t
     matcher = guide.matcher() if guide is not None else None
+    plain_loop = num_beams <= 1 and speculative is None
+    if budget_aware and not plain_loop:
+        raise ValueError("budget_aware=True works token by token: not with beam search or speculative decoding")
+    budget = check_budget(guide, max_new_tokens, budget_aware) if plain_loop else False
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0 (0 is greedy), not {temperature}")
     processors = list(processors)
@@ -298,7 +312,7 @@ def generate(
     if matcher is not None:
         t = time.perf_counter()
         bitmask = allocate_token_bitmask(1, out.logits.shape[-1])
-        matcher.fill_next_token_bitmask(bitmask, 0)
+        matcher.fill_next_token_bitmask(bitmask, 0, max_new_tokens if budget else None)
         stats.mask_s += time.perf_counter() - t
     for step in range(max_new_tokens):
         logits = out.logits[:, -1, :].float()
@@ -322,10 +336,10 @@ def generate(
             if not matcher.accept_token(tok):
                 raise RuntimeError(f"token {tok} was chosen although the spec forbids it")
             done = matcher.is_terminated()
-            if not done:
+            if not done and step + 1 < max_new_tokens:
                 # The next mask depends only on this token: fill it now, before the
                 # forward pass evicts the matcher's data from the CPU caches.
-                matcher.fill_next_token_bitmask(bitmask, 0)
+                matcher.fill_next_token_bitmask(bitmask, 0, max_new_tokens - step - 1 if budget else None)
             stats.mask_s += time.perf_counter() - t
             if done:
                 finish = "complete"
