@@ -109,10 +109,11 @@ def test_a_draft_model_uses_generations_processors_and_watermark(tiny_model, smo
     spec = guided.compile(guided.JsonSchema(PERSON, whitespace="compact"), smollm2_tokenizer)
 
     def run(speculative):
+        # Speculative decoding has no budget-aware masks: compare with the plain loop without them.
         wm = WatermarkLogitsProcessor(tiny_model.config.vocab_size, b"speculative-test-key-0001", guide=spec)
         return guided.generate(tiny_model, smollm2_tokenizer, PROMPT, spec, max_new_tokens=30, chat=False,
                                temperature=temperature, seed=3, processors=[RepetitionPenalty(1.5)], watermark=wm,
-                               speculative=speculative, num_draft_tokens=4)
+                               speculative=speculative, num_draft_tokens=4, budget_aware=False)
 
     plain, fast = run(None), run([DraftModel(tiny_model)])
     assert fast.stats.draft_tokens > 0
