@@ -143,10 +143,6 @@ class TokenDistances:
             self._levels[state] = got
         return got
 
-    def known_levels(self, state: int) -> list[int] | None:
-        """``levels(state)`` if computed already, else None (nothing computed)."""
-        return self._levels.get(state)
-
     # -- rows -------------------------------------------------------------------
 
     def within(self, state: int, remaining: int, build: bool = True) -> np.ndarray | None:
