@@ -22,6 +22,15 @@ if __name__ == "__main__":
         print(f"  without budget masks ({cut.finish_reason}): {cut.text}")
         print(f"  with budget masks    ({fit.finish_reason}): {fit.text}")
         print(f"  parsed: {fit.value}")
+    # The same guarantee in beam search and speculative decoding, and with a tighter
+    # whitespace bound (at most 2 characters per run).
+    beams = guided.generate(model, tok, prompt, guide, max_new_tokens=16, num_beams=3)
+    fast = guided.generate(model, tok, prompt, guide, max_new_tokens=16, speculative="auto")
+    tight = guided.generate(model, tok, prompt, guided.JsonSchema(schema, max_whitespace=2), max_new_tokens=16)
+    print(f"\nmax_new_tokens=16, 3 beams ({beams.finish_reason}): {beams.text}")
+    print(f"max_new_tokens=16, speculative ({fast.finish_reason}, {fast.stats.target_forward_passes} passes): "
+          f"{fast.text}")
+    print(f"max_new_tokens=16, max_whitespace=2 ({tight.finish_reason}): {tight.text}")
     try:
         guided.generate(model, tok, prompt, guide, max_new_tokens=guide.min_tokens() - 1)
     except guided.TokenBudgetError as err:

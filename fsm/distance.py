@@ -8,9 +8,10 @@
       exact   (automata without deferred parts, up to EXACT_MAX_STATES states)
               every state tokens reach from the start enumerated, then a
               breadth-first search back from the accepting states
-      bound   (the others) a witness: q's shortest byte completion, split into the
-              fewest tokens; every state on that token path gets the rest of the
-              path's length as its distance if that is smaller
+      bound   (the others) a witness: q's cheapest byte completion (closing bytes
+              cheap, whitespace and openers dear; it may end at a state that has a
+              bound already), split into the fewest tokens; every state on that
+              token path gets the rest of the path's length as its bound if smaller
 
     within(q, k) = the tokens whose target has distance <= k (+ EOS where q accepts)
 
@@ -24,8 +25,15 @@ earlier than it had to.
 
 Cost notes: exact enumeration walks the vocabulary trie once per state (batched; a
 free string's inside is one run per node that loops, a few hundred runs); it gives up
-past EXACT_MAX_STATES. A witness is a byte-level breadth-first search (up to
-WITNESS_MAX_STATES states) and a tokenisation of its few dozen bytes. A state's
+past EXACT_MAX_STATES. A witness is a cheapest-first byte search (up to
+WITNESS_CHEAPEST_STATES states expanded), else a depth-first one trying the cheapest
+byte first (up to WITNESS_MAX_STATES), and a tokenisation of its few dozen bytes. The
+weights keep the search narrow: a breadth-first one expands every state within the
+completion's length, and in open JSON those are every whitespace run and every
+nesting the next bytes could open, each a part of the lazy automaton built for
+nothing; where the completion is long (many required keys with open values), even
+the cheapest-first search meets too many of them, and the depth-first one walks
+straight to an end. Neither builds more than WITNESS_NFA_GROWTH NFA states. A state's
 target distances are computed the first time a budget mask is asked for there and
 kept (a few integers); budget rows are kept per (state, level), like index rows.
 """
@@ -33,19 +41,27 @@ kept (a few integers); budget rows are kept per (state, level), like index rows.
 from __future__ import annotations
 
 import bisect
+import heapq
 import threading
 import weakref
 from collections import deque
 
 import numpy as np
 
+from .lazy import GrowthDeferred
+from .nfa import MAX_GROWN_NFA_STATES
+
 #: The distance of a state from which no token path reaches acceptance.
 INFINITE = 1 << 30
 
 #: Exact distances only where the token graph from the start has at most this many states.
 EXACT_MAX_STATES = 2_000
+#: A witness's cheapest-first search gives way to a depth-first one past this many states.
+WITNESS_CHEAPEST_STATES = 10_000
 #: A witness search gives up (the state's distance is then INFINITE) past this many states.
-WITNESS_MAX_STATES = 200_000
+WITNESS_MAX_STATES = 20_000
+#: NFA states a witness search may build in a lazy automaton (deferred parts).
+WITNESS_NFA_GROWTH = 50_000
 #: States walked together while enumerating the token graph.
 _BATCH = 512
 
@@ -97,6 +113,8 @@ class TokenDistances:
 
     Args:
         index: the guide's ``TokenIndex`` (its DFA, vocabulary and trie walks).
+        tops: where to keep each state's largest target distance as ``levels``
+            finds it (a caller's dict: a fill checks it before calling ``within``).
 
     Example::
 
@@ -106,15 +124,21 @@ class TokenDistances:
         >>> d.within(state, 2)                 # None: every allowed token fits
     """
 
-    def __init__(self, index):
+    def __init__(self, index, tops: dict | None = None):
         self.index = index
         self.dfa = index.dfa
         self._lock: threading.RLock = index._lock
         self._dist: dict[int, int] = {}
         self._levels: dict[int, list[int]] = {}
+        #: Per state: its targets' largest distance (-1: no token); the budget binds
+        #: at a state only where ``remaining - 2`` is below it.
+        self.tops: dict[int, int] = {} if tops is None else tops
         self._rows: dict[tuple[int, int], np.ndarray] = {}
         self._strings, self._longest = token_strings(index.vocab)
         self._byte_of_class = self._class_bytes()
+        self._key_of_class = [(_byte_cost(b), _byte_rank(b)) for b in self._byte_of_class]
+        self._moves: dict[int, list[tuple[int, int, int]]] = {}
+        self._last_runs: tuple | None = None
         with self._lock:
             #: Whether every distance is exact (the token graph was enumerated).
             self.exact = self._enumerate()
@@ -138,9 +162,10 @@ class TokenDistances:
         (kept per state)."""
         got = self._levels.get(state)
         if got is None:
-            _, _, _, targets = self.index.successors([state])
+            _, _, _, targets = self._successors(state)
             got = sorted({self.distance(t) for t in np.unique(targets).tolist()})
             self._levels[state] = got
+            self.tops[state] = got[-1] if got else -1
         return got
 
     # -- rows -------------------------------------------------------------------
@@ -184,8 +209,16 @@ class TokenDistances:
             self._rows[key] = row
         return row
 
+    def _successors(self, state: int):
+        """``TokenIndex.successors`` of one state; the last one kept, since a state
+        where the budget binds asks for its levels and then for its row."""
+        last = self._last_runs
+        if last is None or last[0] != state:
+            last = self._last_runs = (state, self.index.successors([state]))
+        return last[1]
+
     def _row(self, state: int, limit: int, accepting: bool) -> np.ndarray:
-        _, lo, hi, targets = self.index.successors([state])
+        _, lo, hi, targets = self._successors(state)
         keep = np.array([self.distance(t) <= limit for t in targets.tolist()], dtype=bool)
         return self.index.row_from_runs(lo[keep], hi[keep], accepting)
 
@@ -204,7 +237,9 @@ class TokenDistances:
                 return False
             batch, frontier = frontier[:_BATCH], frontier[_BATCH:]
             member, _, _, targets = self.index.successors(batch)
-            pairs = np.unique(np.stack([np.asarray(batch, dtype=np.int64)[member], targets]), axis=1)
+            # (source, target) pairs, deduplicated as one int64 key each
+            keys = np.unique(np.asarray(batch, dtype=np.int64)[member] << 32 | targets)
+            pairs = np.stack([keys >> 32, keys & 0xFFFFFFFF])
             edges.append(pairs)
             for t in np.unique(pairs[1]).tolist():
                 if t not in seen:
@@ -225,6 +260,15 @@ class TokenDistances:
         for s in seen:
             dist.setdefault(s, INFINITE)
         self._dist = dist
+        # Every state's levels come with the enumeration: no walk at decoding time.
+        reached: dict[int, set[int]] = {}
+        for t, sources in back.items():
+            for s in sources:
+                reached.setdefault(s, set()).add(dist[t])
+        for s in seen:
+            levels = sorted(reached.get(s, ()))
+            self._levels[s] = levels
+            self.tops[s] = levels[-1] if levels else -1
         return True
 
     # -- bounds -----------------------------------------------------------------
@@ -242,26 +286,20 @@ class TokenDistances:
         return out
 
     def _witness(self, state: int) -> int:
-        """Bound ``state``'s distance by its shortest byte completion, split into
-        the fewest tokens; the states at that split's cuts get bounds too."""
+        """Bound ``state``'s distance by a cheap byte completion (``_byte_cost``),
+        split into the fewest tokens; the states at that split's cuts get bounds
+        too. The search ends at an accepting state or at one with a finite bound:
+        cheapest-first where that stays small, else depth-first, cheapest byte
+        first. Neither builds more than WITNESS_NFA_GROWTH states of a lazy
+        automaton's NFA (a state whose row would build more is left unexpanded)."""
         got = self._dist.get(state)
         if got is not None:
             return got
-        parent: dict[int, tuple[int, int] | None] = {state: None}
-        queue = deque([state])
-        found = -1
-        while queue and len(parent) <= WITNESS_MAX_STATES:
-            s = queue.popleft()
-            if self.dfa.is_accepting(s):
-                found = s
-                break
-            for c, t in enumerate(self.dfa.next_states(s)):
-                if t >= 0 and t not in parent:
-                    parent[t] = (s, self._byte_of_class[c])
-                    queue.append(t)
+        found = self._search(state, cheapest=True) or self._search(state, cheapest=False)
         cuts = None
-        if found >= 0:
-            path, data = [found], []
+        if found is not None:
+            end, tail, parent = found
+            path, data = [end], []
             while parent[path[-1]] is not None:
                 s, b = parent[path[-1]]
                 path.append(s)
@@ -275,6 +313,114 @@ class TokenDistances:
         m = len(cuts) - 1
         for j, pos in enumerate(cuts):
             s = path[pos]
-            if m - j < self._dist.get(s, INFINITE):
-                self._dist[s] = m - j
+            if m - j + tail < self._dist.get(s, INFINITE):
+                self._dist[s] = m - j + tail
         return self._dist[state]
+
+    def _search(self, state: int, cheapest: bool):
+        """A byte path from ``state`` to an accepting state or one with a finite
+        bound: ``(that state, its bound or 0, parent links)``, or None. ``cheapest``:
+        least total ``_byte_cost`` first, up to WITNESS_CHEAPEST_STATES expanded;
+        else depth-first, the cheapest byte tried first, up to WITNESS_MAX_STATES."""
+        lazy = getattr(self.dfa, "lazy", False)
+        if lazy:  # each search its own allowance: the second must not find it spent
+            self.dfa.growth_limit = min(self.dfa.nfa_size + WITNESS_NFA_GROWTH, MAX_GROWN_NFA_STATES // 4)
+        try:
+            return self._cheapest(state) if cheapest else self._depth_first(state)
+        finally:
+            if lazy:
+                self.dfa.growth_limit = None
+
+    def _depth_first(self, state: int):
+        # A state's parent is set when it is expanded, not when first seen: a state
+        # seen early but deep in the stack must not hold back the branch that
+        # reaches it again now.
+        parent: dict[int, tuple[int, int] | None] = {}
+        stack: list[tuple[int, int | None, int]] = [(state, None, 0)]
+        while stack and len(parent) < WITNESS_MAX_STATES:
+            s, before, b = stack.pop()
+            if s in parent:
+                continue
+            parent[s] = None if before is None else (before, b)
+            end = self._end(s, state)
+            if end is not None:
+                if end >= 0:
+                    return s, end, parent
+                continue  # a dead end (or a search given up): not through there
+            moves = self._moves_of(s)
+            for _, byte, t in reversed(moves or ()):  # the first move is popped first
+                if t not in parent:
+                    stack.append((t, s, byte))
+        return None
+
+    def _end(self, s: int, state: int) -> int | None:
+        """Where a search stops at ``s``: 0 (accepting), its bound (a finite one
+        known), -1 (a dead end known), or None (go on)."""
+        if self.dfa.is_accepting(s):
+            return 0
+        known = self._dist.get(s)
+        if known is None or s == state:
+            return None
+        return known if known < INFINITE else -1
+
+    def _cheapest(self, state: int):
+        parent: dict[int, tuple[int, int] | None] = {state: None}
+        best = {state: 0}
+        heap = [(0, state)]
+        expanded = 0
+        while heap and expanded < WITNESS_CHEAPEST_STATES:
+            cost, s = heapq.heappop(heap)
+            if cost > best[s]:
+                continue
+            end = self._end(s, state)
+            if end is not None:
+                if end >= 0:
+                    return s, end, parent
+                continue  # a dead end (or a search given up): not through there
+            expanded += 1
+            for step, b, t in self._moves_of(s) or ():
+                if cost + step < best.get(t, INFINITE):
+                    best[t] = cost + step
+                    parent[t] = (s, b)
+                    heapq.heappush(heap, (cost + step, t))
+        return None
+
+    def _moves_of(self, s: int) -> list[tuple[int, int, int]] | None:
+        """``(cost, byte, target)`` per state ``s`` leads to, by its cheapest byte,
+        in the order a depth-first search tries them (kept: searches meet the same
+        states again and again); None where the row would grow the NFA too far."""
+        got = self._moves.get(s)
+        if got is None:
+            try:
+                row = self.dfa.next_states(s)
+            except GrowthDeferred:
+                return None
+            best: dict[int, tuple[int, int, int]] = {}
+            for c, t in enumerate(row):
+                if t >= 0:
+                    key = self._key_of_class[c]
+                    if t not in best or key < best[t][:2]:
+                        best[t] = (*key, self._byte_of_class[c])
+            got = self._moves[s] = [(cost, b, t) for t, (cost, _, b) in sorted(best.items(), key=lambda x: x[1])]
+        return got
+
+
+def _byte_rank(b: int) -> int:
+    """Among bytes of one cost, the order a depth-first witness tries them: closers,
+    then a quote, digits, a colon, letters, a comma (which opens another member)."""
+    for rank, group in enumerate((b"}]", b'"', b"0123456789", b":")):
+        if b in group:
+            return rank
+    return 4 if chr(b).isalpha() and b < 0x80 else 5
+
+
+def _byte_cost(b: int) -> int:
+    """A byte's weight in the witness search: what closes a structure or spells a
+    key is cheap; openers, whitespace, escapes and bytes outside ASCII are dear."""
+    if b in b'"}]:,' or 0x30 <= b <= 0x39 or 0x41 <= b <= 0x5A or 0x61 <= b <= 0x7A:
+        return 1
+    if b in b"{[":
+        return 3
+    if 0x21 <= b < 0x7F and b != 0x5C:
+        return 2
+    return 6

@@ -200,6 +200,10 @@ class TokenIndex:
         self._class_runs: RunTrie | None = None  # the split trie over this DFA's classes
         self._run_of = np.full(max(dfa.num_states, 64), -1, dtype=np.int64)  # _plain_run; -1: unknown
         self._text_of: dict[int, int] = {}  # _text_run
+        # Per state: whether every plain byte / every character loops back (successors;
+        # -1: not known yet).
+        self._loops = np.full((2, 64), -1, dtype=np.int8)
+        self._successor_buffers: tuple | None = None
         byte_level = self._split.byte_level
         text_roots = byte_level.roots[byte_level.text_node[byte_level.roots]]
         self._text_cap = int(byte_level.chars[text_roots].max(initial=0)) + 1
@@ -474,8 +478,9 @@ class TokenIndex:
 
     def successors(self, states) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Where each allowed token leads from each of ``states``, in runs of the
-        byte-level split trie's token order: ``(member, lo, hi, target)``, the tokens
-        ``order[lo:hi]`` all lead from ``states[member]`` to DFA state ``target``.
+        split trie's token order (the one rows are built from after the first:
+        ``_runs``): ``(member, lo, hi, target)``, the tokens ``order[lo:hi]`` all
+        lead from ``states[member]`` to DFA state ``target``.
 
         A token end is its own run; below a node whose state loops on any plain text
         (any character, for text tokens: the inside of a free string, ``.*``) the
@@ -483,31 +488,85 @@ class TokenIndex:
         hundred runs, not ~49k. Elsewhere (a counted string) each token is walked.
         For ``fsm.distance``; rows are built from such runs by ``row_from_runs``.
         """
-        split = self._split.byte_level
+        split, classes = self._runs(first=False)
         batch = np.asarray(states, dtype=np.int64)
+        if self.compiled:
+            return self._successors_compiled(split, classes, batch)
 
         def loops(nodes: np.ndarray, st: np.ndarray) -> np.ndarray:
             out = np.zeros(len(st), dtype=bool)
-            for kind, successor in ((split.plain_node, self._plain_successor),
-                                    (split.text_node, self._char_successor)):
-                on = np.nonzero(kind[nodes])[0]
+            for kind, marked in enumerate((split.plain_node, split.text_node)):
+                on = np.nonzero(marked[nodes])[0]
                 if len(on):
-                    looping = {q: successor(q) == q for q in np.unique(st[on]).tolist()}
-                    out[on] = [looping[q] for q in st[on].tolist()]
+                    out[on] = self._loop_facts(np.unique(st[on]).tolist())[kind, st[on]] == 1
             return out
 
         with self._lock:
-            (em, en, es), (xm, xn, xs) = walk(split.trie, np.append(self.dfa.byte_to_class, [0, 0, 0]), self.dfa,
-                                              batch, split.is_end, absorbing=loops, roots=split.roots)
+            (em, en, es), (xm, xn, xs) = walk(split.trie, classes, self.dfa, batch, split.is_end,
+                                              absorbing=loops, roots=split.roots)
         member = np.concatenate([em, xm])
         lo = np.concatenate([split.lo[en], split.lo[xn]])
         hi = np.concatenate([split.lo[en] + split.own[en], split.hi[xn]])
         return member, lo, hi, np.concatenate([es, xs])
 
+    def _successors_compiled(self, split: RunTrie, classes: np.ndarray, batch: np.ndarray):
+        """``successors`` by ``fsm.kernels.successors``: a walk per state, in rounds
+        until every row and loop fact it meets is built."""
+        from guided.fsm.kernels.successors import successor_runs  # imports numba
+
+        trie = split.trie
+        buffers = self._successor_buffers
+        if buffers is None or buffers[0] is not split:
+            n = trie.num_nodes
+            sym = np.asarray(classes, dtype=np.int64)[np.maximum(trie.symbol, 0)]
+            buffers = self._successor_buffers = (
+                split, sym, *(np.empty(n, dtype=np.int64) for _ in range(7)), split.is_end.astype(np.bool_),
+                *(np.asarray(a, dtype=np.int64) for a in (split.lo, split.hi, split.own, split.roots)))
+        _, sym, stack_node, stack_state, out_lo, out_hi, out_target, pend_node, pend_state, is_end, lo, hi, own, roots \
+            = buffers
+        members, los, his, targets = [], [], [], []
+        with self._lock:
+            for k, state in enumerate(batch.tolist()):
+                sp, runs = len(roots), 0
+                stack_node[:sp] = roots
+                stack_state[:sp] = state
+                while sp:
+                    runs, pending = successor_runs(
+                        sp, stack_node, stack_state, trie.child_start, trie.child_end, sym, is_end, split.plain_node,
+                        split.text_node, self.dfa.transitions, self._loop_facts(()), lo, hi, own, runs, out_lo,
+                        out_hi, out_target, pend_node, pend_state)
+                    if pending:
+                        need = np.unique(pend_state[:pending])
+                        self.dfa.ensure_rows(need)
+                        self._loop_facts(need.tolist())
+                        stack_node[:pending] = pend_node[:pending]
+                        stack_state[:pending] = pend_state[:pending]
+                    sp = pending
+                members.append(np.full(runs, k, dtype=np.int64))
+                los.append(out_lo[:runs].copy())
+                his.append(out_hi[:runs].copy())
+                targets.append(out_target[:runs].copy())
+        return tuple(_cat(x) for x in (members, los, his, targets))
+
+    def _loop_facts(self, states) -> np.ndarray:
+        """The table of loop facts, ``[0 / 1, state]``: whether every plain byte /
+        every character leads the state back to itself (1, 0; -1 not known), with
+        those of ``states`` (rows built) filled in."""
+        size = max(self.dfa.num_states, max(states, default=0) + 1)
+        if self._loops.shape[1] < size:
+            grown = np.full((2, max(size, 2 * self._loops.shape[1])), -1, dtype=np.int8)
+            grown[:, : self._loops.shape[1]] = self._loops
+            self._loops = grown
+        for q in states:
+            if self._loops[0, q] < 0:
+                self._loops[0, q] = self._plain_successor(q) == q
+                self._loops[1, q] = self._char_successor(q) == q
+        return self._loops
+
     def row_from_runs(self, lo: np.ndarray, hi: np.ndarray, accepting: bool) -> np.ndarray:
-        """The packed row (int32 words) of the tokens in runs ``order[lo:hi]`` of the
-        byte-level split trie (``successors``), EOS added where ``accepting``."""
-        return self._row_from_runs(self._split.byte_level, lo, hi, accepting)
+        """The packed row (int32 words) of the tokens in runs ``order[lo:hi]`` of
+        ``successors``' split trie, EOS added where ``accepting``."""
+        return self._row_from_runs(self._runs(first=False)[0], lo, hi, accepting)
 
     def _row_from_runs(self, split: RunTrie, lo: np.ndarray, hi: np.ndarray, accepting: bool) -> np.ndarray:
         row = np.zeros(self.words, dtype=np.uint32)

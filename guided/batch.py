@@ -27,6 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
+from guided.fsm.distance import INFINITE
+
 from .bitmask import copy_row, host_array
 from .matcher import FSMMatcher
 
@@ -119,7 +121,9 @@ def _copy_cached(work, view: np.ndarray) -> list:
         if type(m) is FSMMatcher:
             # With a budget: the budget row where it binds, the plain row where it
             # does not, False while not known (the matcher computes it).
-            row = None if n is None else m.guide.budget_row(m.state, n, build=False)
+            row = None
+            if n is not None and n - 2 < m.guide.budget_tops.get(m.state, INFINITE):
+                row = m.guide.budget_row(m.state, n, build=False)
             if row is None:
                 row = m.guide.built_row(m.state)
         if row is None or row is False:

@@ -14,7 +14,7 @@ from guided.fsm.distance import INFINITE
 from .matcher import Guide
 
 
-def check_budget(guide: Guide, max_new_tokens: int, wanted: bool | None = None) -> bool:
+def check_budget(guide: Guide, max_new_tokens: int, wanted: bool | None = None, **names) -> bool:
     """Whether a loop with ``max_new_tokens`` tokens should pass ``remaining`` to
     ``guide``'s matchers.
 
@@ -23,6 +23,7 @@ def check_budget(guide: Guide, max_new_tokens: int, wanted: bool | None = None) 
         max_new_tokens: the tokens the loop may generate, EOS included.
         wanted: True (required: an error where the guide cannot), None (where the
             guide supports it) or False (never).
+        **names: ``limit`` and ``opt_out`` for the error's message (``TokenBudgetError``).
 
     Returns:
         True where the loop should pass ``remaining``; False also where no token path
@@ -42,8 +43,9 @@ def check_budget(guide: Guide, max_new_tokens: int, wanted: bool | None = None) 
         return False
     if not guide.supports_budget:
         if wanted:
-            raise ValueError(f"budget-aware masks are available for regex and JSON Schema automata (FSMGuide), "
-                             f"not for {type(guide).__name__}: pass budget_aware=None or False")
+            raise ValueError(f"budget-aware masks are available for regex and JSON Schema automata (FSMGuide) "
+                             f"and thinking blocks before them, not for {type(guide).__name__}: pass "
+                             "budget_aware=None or False")
         return False
     needed = guide.min_tokens()
     if needed >= INFINITE:
@@ -51,5 +53,5 @@ def check_budget(guide: Guide, max_new_tokens: int, wanted: bool | None = None) 
         # cannot help; decoding meets the dead end as it would without one.
         return False
     if needed > max_new_tokens:
-        raise TokenBudgetError(needed, max_new_tokens)
+        raise TokenBudgetError(needed, max_new_tokens, exact=guide.budget_exact, **names)
     return True

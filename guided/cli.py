@@ -53,7 +53,8 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="a <think> block of at most N tokens first, then the spec (or free text)")
     gen.add_argument("--start", default="start", help="the grammar's start rule (with --grammar)")
     gen.add_argument("--whitespace", default="flexible",
-                     help='JSON whitespace: "flexible" (default), "compact" or "indent=N"')
+                     help='JSON whitespace: "flexible" (default), "compact", "indent=N" or "max=N" '
+                          '(flexible, at most N characters per run)')
     gen.add_argument("--key-order", choices=("schema", "any"), default="schema",
                      help="JSON object keys in the schema's properties order (default) or in any order")
     gen.add_argument("--lenient", action="store_true",
@@ -61,7 +62,11 @@ def _build_parser() -> argparse.ArgumentParser:
     gen.add_argument("prompt", help="the prompt ('-' reads it from stdin)")
     gen.add_argument("--model", default=None,
                      help="local Hugging Face model folder or .gguf file (default: SmolLM2-135M-Instruct)")
-    gen.add_argument("--max-tokens", type=_count(1), default=256, help="most new tokens (default 256)")
+    gen.add_argument("--max-tokens", type=_count(1), default=256,
+                     help="most new tokens, EOS included (default 256); regex and JSON output is finished "
+                          "within them (budget-aware masks)")
+    gen.add_argument("--no-budget", action="store_true",
+                     help="masks ignore --max-tokens: the output may be cut unfinished")
     gen.add_argument("--temperature", type=_number(0), default=0.0, help="0 = greedy (default); above 0, sampling")
     gen.add_argument("--top-k", type=_count(1), default=None, help="sampling: keep the K best tokens")
     gen.add_argument("--top-p", type=_number(0, 1, low_open=True), default=None, help="sampling: nucleus of probability P")
@@ -302,9 +307,9 @@ def _constraint_from_args(args):
 
 
 def _whitespace(args):
-    if args.whitespace.startswith("indent="):
-        return {"indent": int(args.whitespace.split("=", 1)[1])}
-    return args.whitespace
+    from guided.integrations.requests import parse_whitespace
+
+    return parse_whitespace(args.whitespace, "--whitespace")
 
 
 def _import_class(target: str):
@@ -379,6 +384,7 @@ def _cmd_generate(args) -> int:
         prompt,
         spec,
         max_new_tokens=args.max_tokens,
+        budget_aware=False if args.no_budget else None,
         temperature=args.temperature,
         top_k=args.top_k,
         top_p=args.top_p,

@@ -219,14 +219,20 @@ class TokenBudgetError(ValueError):
     Args:
         needed: the fewest tokens an output takes, EOS included.
         budget: the tokens allowed.
+        limit: the setting's name (``max_new_tokens``; vLLM: ``max_tokens``).
+        opt_out: how to turn budget-aware masks off, for the message.
+        exact: ``needed`` is the true minimum (False: an upper bound, the shortest
+            output guided found; see docs/budget.md).
     """
 
-    def __init__(self, needed: int, budget: int):
+    def __init__(self, needed: int, budget: int, limit: str = "max_new_tokens",
+                 opt_out: str = "pass budget_aware=False", exact: bool = True):
         self.needed = needed
         self.budget = budget
-        super().__init__(f"max_new_tokens={budget} is too small: the shortest output of the spec takes {needed} "
-                         "tokens, EOS included (raise max_new_tokens, or pass budget_aware=False to allow an "
-                         "unfinished output)")
+        self.exact = exact
+        what = "the shortest output of the spec takes" if exact else "the shortest output guided finds takes"
+        super().__init__(f"{limit}={budget} is too small: {what} {needed} tokens, EOS included (raise {limit}, "
+                         f"or {opt_out} to allow an unfinished output)")
 
 
 __all__ = [

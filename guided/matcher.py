@@ -97,9 +97,9 @@ class Guide:
 
 def refuse_budget(guide: Guide, remaining) -> None:
     """``ValueError`` where ``remaining`` is given to a guide without ``supports_budget``."""
-    if remaining is not None:
+    if remaining is not None and not guide.supports_budget:
         raise ValueError(f"budget-aware masks (remaining=...) are available for regex and JSON Schema automata "
-                         f"(FSMGuide), not for {type(guide).__name__}")
+                         f"(FSMGuide) and thinking blocks before them, not for {type(guide).__name__}")
 
 
 class Matcher:
@@ -280,6 +280,8 @@ class FSMGuide(Guide):
         self.vocab = vocab
         self.index = TokenIndex(dfa, vocab, eager=eager)
         self._distances: TokenDistances | None = None
+        #: Per state, the largest distance its tokens lead to (``TokenDistances.tops``).
+        self.budget_tops: dict[int, int] = {}
         self._eos_row = self.index.eos_row
         self._empty_rows: dict[int, bool] = {}
         self._device_rows: dict[torch.device, torch.Tensor] = {}
@@ -331,8 +333,13 @@ class FSMGuide(Guide):
         if self._distances is None:
             with self.index._lock:
                 if self._distances is None:
-                    self._distances = TokenDistances(self.index)
+                    self._distances = TokenDistances(self.index, self.budget_tops)
         return self._distances
+
+    @property
+    def budget_exact(self) -> bool:
+        """Whether ``min_tokens`` is the true minimum (else a sound upper bound)."""
+        return self.distances().exact
 
     def min_tokens(self, state: int | None = None) -> int:
         """The fewest tokens that finish a match from ``state`` (default: the
@@ -390,7 +397,7 @@ class FSMMatcher(StackMatcher):
     def fill_next_token_bitmask(self, bitmask, index: int = 0, remaining: int | None = None) -> bool:
         """Write the allowed tokens into row ``index`` of ``bitmask``; returns True
         (see ``Matcher``)."""
-        if remaining is not None:
+        if remaining is not None and remaining - 2 < self.guide.budget_tops.get(self.state, INFINITE):
             row = self.guide.budget_row(self.state, remaining)
             if row is not None:
                 if isinstance(bitmask, np.ndarray) or bitmask.device.type == "cpu":

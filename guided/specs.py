@@ -92,7 +92,11 @@ class JsonSchema:
             most two spaces or tabs, then at most one newline followed by at most 24
             spaces or tabs, between any two tokens but before a comma (pretty-printing
             fits, runaway newlines do not); ``"compact"``: none; ``{"indent": n}``:
-            exactly the layout of ``json.dumps(value, indent=n)``.
+            exactly the layout of ``json.dumps(value, indent=n)``;
+            ``{"max_whitespace": n}``: as ``max_whitespace``.
+        max_whitespace: flexible whitespace with at most this many characters per
+            run (spaces and tabs, at most one line break; 0 is compact). None
+            (default): the flexible bound above.
         strict: ``True`` refuses keywords that cannot be enforced exactly (an
             ``UnsupportedSchemaError`` naming the keyword and its JSON pointer);
             ``False`` drops them with a warning.
@@ -101,7 +105,8 @@ class JsonSchema:
     Raises:
         SchemaError: ``schema`` is text that is not valid JSON.
         TypeError: ``schema`` is none of the accepted kinds.
-        ValueError: ``key_order`` is neither ``"schema"`` nor ``"any"``.
+        ValueError: ``key_order`` is neither ``"schema"`` nor ``"any"``, or
+            ``max_whitespace`` is negative or given with a non-flexible ``whitespace``.
 
     Example::
 
@@ -111,7 +116,8 @@ class JsonSchema:
         {'age': 36}
     """
 
-    def __init__(self, schema, whitespace="flexible", strict: bool = True, key_order: str = "schema"):
+    def __init__(self, schema, whitespace="flexible", strict: bool = True, key_order: str = "schema",
+                 max_whitespace: int | None = None):
         self.model = None
         if isinstance(schema, type) and _is_pydantic_model(schema):
             self.model = schema
@@ -128,6 +134,12 @@ class JsonSchema:
         self.schema = schema
         if key_order not in ("schema", "any"):
             raise ValueError(f'key_order must be "schema" or "any", not {key_order!r}')
+        if max_whitespace is not None:
+            if whitespace not in (None, "flexible"):
+                raise ValueError(f"max_whitespace bounds the flexible whitespace, not {whitespace!r}")
+            if type(max_whitespace) is not int or max_whitespace < 0:
+                raise ValueError(f"max_whitespace must be an integer >= 0, not {max_whitespace!r}")
+            whitespace = {"max_whitespace": max_whitespace}
         self.whitespace = whitespace
         self.strict = strict
         self.key_order = key_order

@@ -11,6 +11,11 @@
                                           the end string (the end is forced)
           answer phase ─────────────────> the answer matcher's mask
 
+With the tokens left known (``remaining``, budget-aware masks) and an answer guide
+that supports them, the end is also forced once closing the block (at most
+``close_max`` tokens) and the shortest answer no longer fit after one more token of
+thought; the forced tokens are then those that still close in time.
+
 A token may not run past the end string into the answer (its bytes would leave the
 think guide): the answer starts on a token boundary, which costs a tokenizer that
 merges the end with what follows one more token, and keeps the two guides apart so
@@ -24,6 +29,7 @@ import re
 import numpy as np
 import torch
 
+from guided.fsm.distance import INFINITE, fewest_tokens, token_strings
 from guided.fsm.regex import compile_regex
 
 from .bitmask import write_host_row
@@ -116,6 +122,35 @@ class ThinkingGuide(Guide):
         self._start = spec.start.encode()
         self._end = spec.end.encode()
         self._forced: dict[bytes, FSMGuide] = {}  # the rest of the end string -> its literal guide
+        self._close_max: int | None = None
+
+    @property
+    def supports_budget(self) -> bool:
+        """Budget-aware where the answer's guide is."""
+        return self.answer.supports_budget
+
+    @property
+    def budget_exact(self) -> bool:
+        """Whether ``min_tokens`` is the true minimum (else a sound upper bound)."""
+        return self.think.budget_exact and self.answer.budget_exact
+
+    def min_tokens(self) -> int:
+        """The fewest tokens of an output: the empty block, then the shortest
+        answer, EOS included."""
+        think, answer = self.think.min_tokens(), self.answer.min_tokens()
+        return INFINITE if INFINITE in (think, answer) else think - 1 + answer
+
+    @property
+    def close_max(self) -> int:
+        """The most tokens closing the block can take from any point of it (the
+        fewest tokens spelling the longest rest of ``start`` + ``end``)."""
+        if self._close_max is None:
+            strings, longest = token_strings(self.vocab)
+            rests = [self._start[j:] + self._end for j in range(len(self._start) + 1)]
+            rests += [self._end[k:] for k in range(1, len(self._end))]
+            cuts = [fewest_tokens(rest, strings, longest) for rest in rests]
+            self._close_max = max(INFINITE if c is None else len(c) - 1 for c in cuts)
+        return self._close_max
 
     def matcher(self) -> ThinkingMatcher:
         return ThinkingMatcher(self)
@@ -123,11 +158,12 @@ class ThinkingGuide(Guide):
     def _shared_roots(self) -> tuple:
         return self.think._shared_roots() + self.answer._shared_roots()
 
-    def forced_row(self, think_text: bytes) -> np.ndarray | None:
+    def forced_row(self, think_text: bytes, close_within: int | None = None) -> np.ndarray | None:
         """The tokens that spell a non-empty prefix of what is left of the end string
         after ``think_text`` (the shortest way to close the block); None where that
         rest starts inside a character (``start`` cut mid-character: it is finished
-        first)."""
+        first). ``close_within``: only those after which the rest takes at most that
+        many tokens more (the closest where none does)."""
         rest = self._rest(think_text)
         guide = self._forced.get(rest)
         if guide is None:
@@ -136,6 +172,12 @@ class ThinkingGuide(Guide):
             except UnicodeDecodeError:
                 return None
             guide = self._forced[rest] = FSMGuide(compile_regex(pattern), self.vocab, eager=False)
+        if close_within is not None:
+            # The literal's own budget rows: "remaining" counts its EOS, standing in
+            # for the answer's first token here.
+            row = guide.budget_row(guide.dfa.start, close_within + 2)
+            if row is not None:
+                return row
         return guide.row(guide.dfa.start)
 
     def _rest(self, text: bytes) -> bytes:
@@ -173,14 +215,21 @@ class ThinkingMatcher(Matcher):
         return self._think.is_accepting()
 
     def fill_next_token_bitmask(self, bitmask, index: int = 0, remaining: int | None = None) -> bool:
-        refuse_budget(self.guide, remaining)
+        guide = self.guide
+        refuse_budget(guide, remaining)
         if self.answering:
-            return self._answer.fill_next_token_bitmask(bitmask, index)
-        budget = self.guide.budget
-        if budget is None or len(self._thought) < budget:
+            return self._answer.fill_next_token_bitmask(bitmask, index, remaining)
+        spent = guide.budget is not None and len(self._thought) >= guide.budget
+        close_within = None
+        if remaining is not None:
+            # After this token: the block closed in close_max tokens at most, then the answer.
+            left = remaining - 1 - guide.answer.min_tokens()
+            if left < guide.close_max:
+                close_within = left
+        if not spent and close_within is None:
             return self._think.fill_next_token_bitmask(bitmask, index)
-        row = self.guide.think.row(self._think.state)
-        allowed = self.guide.forced_row(self.guide.vocab.decode(self._thought))
+        row = guide.think.row(self._think.state)
+        allowed = guide.forced_row(guide.vocab.decode(self._thought), close_within)
         forced = row & allowed if allowed is not None else None
         if forced is not None and forced.any():  # (none where the text stops inside a character)
             row = forced

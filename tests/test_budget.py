@@ -15,6 +15,7 @@ import torch
 
 import guided
 from guided.fsm.distance import INFINITE, fewest_tokens
+from guided.matcher import FSMMatcher
 
 try:
     from tests import tokenizer_zoo
@@ -77,6 +78,55 @@ def test_distances_equal_a_search_over_the_whole_vocabulary(spec, family_vocab):
     assert guide.min_tokens() == expected[guide.dfa.start] + 1
 
 
+@pytest.mark.parametrize("spec", [SMALL_SPECS[1], SMALL_SPECS[5]], ids=lambda s: str(s)[:40])
+def test_budget_masks_equal_the_tokens_that_fit(spec, family_vocab):
+    """Every reachable state, every budget up to past its distance: the mask is the
+    tokens whose target can still finish in ``remaining - 2``, EOS where the state
+    accepts (or the closest tokens where nothing fits), by stepping every token."""
+    guide = guided.compile(spec, family_vocab)
+    dist = token_graph_distances(guide)
+    dfa, eos = guide.dfa, guide.vocab.eos_token_ids[0]
+    tokens = [(i, b) for i, b in enumerate(guide.vocab.token_bytes) if b]
+    bitmask = guided.allocate_token_bitmask(1, guide.vocab_size)
+    for state in dist:
+        targets = {i: dfa.step(state, b) for i, b in tokens}
+        targets = {i: t for i, t in targets.items() if t >= 0}
+        for remaining in range(1, dist[state] + 4):
+            fits = {i for i, t in targets.items() if dist[t] <= remaining - 2}
+            if not fits and not dfa.is_accepting(state):  # the closest tokens
+                fits = {i for i, t in targets.items() if dist[t] == min(dist[u] for u in targets.values())}
+            expected = fits | ({eos} if dfa.is_accepting(state) else set())
+            FSMMatcher(guide, [state]).fill_next_token_bitmask(bitmask, 0, remaining)
+            bits = np.unpackbits(bitmask[0].numpy().view(np.uint8), bitorder="little")
+            assert set(np.nonzero(bits)[0].tolist()) == expected, (state, remaining)
+
+
+@pytest.mark.parametrize("spec", [SMALL_SPECS[1], SMALL_SPECS[4], guided.JsonSchema(OPEN_SCHEMA)],
+                         ids=lambda s: str(s)[:40])
+def test_compiled_successors_equal_the_numpy_walk(spec, smollm2_vocab):
+    """The kernel's runs (``fsm.kernels.successors``) are its Python twin's, state by state."""
+    pytest.importorskip("numba")
+    guide = guided.compile(spec, smollm2_vocab)
+    m, states = guide.matcher(), []
+    rng = np.random.default_rng(0)
+    for _ in range(12):  # a random walk through the spec
+        states.append(m.state)
+        ids = np.array(m.allowed_token_ids())
+        ids = ids[ids != guide.vocab.eos_token_ids[0]]
+        if not len(ids):
+            break
+        assert m.accept_token(int(rng.choice(ids)))
+
+    def runs(compiled):
+        guide.index.compiled = compiled
+        try:
+            return sorted(zip(*(a.tolist() for a in guide.index.successors(states))))
+        finally:
+            guide.index.compiled = True
+
+    assert runs(True) == runs(False)
+
+
 def test_a_bound_is_a_real_token_path(smollm2_vocab):
     """An open schema (deferred parts) gets bounds; each is the length of a path
     whose every step the masks allow and which ends in an accepting state."""
@@ -102,6 +152,17 @@ def test_fewest_tokens_splits_into_the_fewest_pieces():
     assert fewest_tokens(b"abd", strings, 3) is None
 
 
+def finished_within(model, tokenizer, guide, budget: int, seeds, **kw):
+    """Sampled outputs, one per seed, each asserted complete (EOS, or a match nothing
+    extends) within ``budget`` tokens, EOS included."""
+    for seed in seeds:
+        r = guided.generate(model, tokenizer, [1, 2, 3], guide, max_new_tokens=budget, temperature=1.0, seed=seed,
+                            **kw)
+        assert r.finish_reason in ("eos", "complete"), (budget, seed, r.text)
+        assert len(r.token_ids) + (r.finish_reason == "eos") <= budget
+        yield r
+
+
 @pytest.mark.parametrize("kind", ["regex", "closed_schema", "open_schema"])
 def test_every_output_is_complete_and_valid_within_its_budget(kind, tiny_model, smollm2_tokenizer):
     spec, check = {
@@ -114,12 +175,8 @@ def test_every_output_is_complete_and_valid_within_its_budget(kind, tiny_model, 
     guide = guided.compile(spec, smollm2_tokenizer)
     shortest = guide.min_tokens()
     for budget in (shortest, shortest + 2, shortest + 7):
-        for seed in range(100):
-            r = guided.generate(tiny_model, smollm2_tokenizer, [1, 2, 3], guide, max_new_tokens=budget,
-                                temperature=1.0, seed=seed)
-            assert r.finish_reason in ("eos", "complete"), (budget, seed, r.text)
-            assert len(r.token_ids) + (r.finish_reason == "eos") <= budget
-            assert check(r.text), (budget, seed, r.text)
+        for r in finished_within(tiny_model, smollm2_tokenizer, guide, budget, range(100)):
+            assert check(r.text), (budget, r.text)
 
 
 def test_without_a_budget_outputs_are_cut(tiny_model, smollm2_tokenizer):
@@ -193,3 +250,143 @@ def test_guides_without_budget_masks_refuse_remaining(smollm2_vocab, tiny_model,
     # The default leaves them as they were.
     r = guided.generate(tiny_model, smollm2_tokenizer, [1, 2, 3], guide, max_new_tokens=5)
     assert r.text == "ab"
+
+
+# -- bounded whitespace, and no loop until the limit ---------------------------------------
+
+
+def _ws_runs_ok(text: str, n: int) -> bool:
+    """The reference for ``max_whitespace=n``: every whitespace run at most n
+    characters, one line break at most, a carriage return only before it."""
+    for run in re.findall(r"[ \t\r\n]+", text):
+        if len(run) > n or run.count("\n") > 1 or re.search(r"\r(?!\n)", run):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 6])
+def test_max_whitespace_bounds_every_run(n, smollm2_vocab):
+    """Against the reference on random layouts of one array, whitespace at every site."""
+    guide = guided.compile(guided.JsonSchema({"type": "array", "items": {"type": "integer"}}, max_whitespace=n),
+                           smollm2_vocab)
+    rng = np.random.default_rng(n)
+    pieces = [" ", "\t", "\n", "\r\n", "\r"]
+    for _ in range(300):
+        runs = ["".join(rng.choice(pieces, size=rng.integers(0, 4))) for _ in range(4)]
+        text = f"[{runs[0]}1,{runs[1]}22,{runs[2]}3{runs[3]}]"
+        assert guide.dfa.matches(text.encode()) == _ws_runs_ok(text, n), repr(text)
+    assert guided.JsonSchema({"type": "integer"}, max_whitespace=0).whitespace == {"max_whitespace": 0}
+    with pytest.raises(ValueError, match="bounds the flexible whitespace"):
+        guided.JsonSchema({"type": "integer"}, whitespace="compact", max_whitespace=2)
+    with pytest.raises(ValueError, match="integer >= 0"):
+        guided.JsonSchema({"type": "integer"}, max_whitespace=-1)
+
+
+class _Bias:
+    """Pushes the model toward the given tokens (a model that loves whitespace and commas)."""
+
+    def __init__(self, tokens, by=12.0):
+        self.tokens = torch.tensor(sorted(tokens))
+        self.by = by
+
+    def __call__(self, input_ids, scores):
+        scores[:, self.tokens] += self.by
+        return scores
+
+
+@pytest.mark.parametrize("whitespace", [None, 4])
+def test_no_output_loops_on_whitespace_or_an_array_until_the_limit(whitespace, tiny_model, smollm2_tokenizer):
+    """A model pushed to whitespace and to one more item: without a budget the array
+    runs to the limit; with one, every output closes in time and every whitespace run
+    keeps its bound."""
+    schema = {"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "integer"}}},
+              "required": ["xs"], "additionalProperties": False}
+    guide = guided.compile(guided.JsonSchema(schema, max_whitespace=whitespace), smollm2_tokenizer)
+    vocab = guide.vocab
+    loves = [t for t, b in enumerate(vocab.token_bytes) if b and (b.strip(b" \t\r\n") in (b"", b",", b"1", b"7"))]
+    bias = _Bias(loves)
+    limit = max(_flexible_max(whitespace), 1)
+    budget = guide.min_tokens() + 12
+    cut = 0
+    for seed in range(20):
+        free = guided.generate(tiny_model, smollm2_tokenizer, [1, 2, 3], guide, max_new_tokens=budget,
+                               temperature=1.0, seed=seed, processors=[bias], budget_aware=False)
+        cut += free.finish_reason == "length"
+        r, = finished_within(tiny_model, smollm2_tokenizer, guide, budget, [seed], processors=[bias])
+        jsonschema.validate(json.loads(r.text), schema)
+        for run in re.findall(r"[ \t\r\n]+", free.text + r.text):
+            assert len(run) <= limit and run.count("\n") <= 1, repr(run)
+    assert cut >= 15
+
+
+def _flexible_max(n):
+    return 28 if n is None else n  # the default: two spaces or tabs, a line break, 24 more
+
+
+# -- other loops: speculative decoding, beam search ---------------------------------------
+
+
+def test_speculative_decoding_keeps_the_budget(tiny_model, smollm2_tokenizer):
+    """Each verified position is masked with the tokens left there: greedy output is
+    plain budget-aware decoding's, and sampled outputs finish within the budget."""
+    from guided.decoding.speculative import DraftModel, ForcedTokens
+
+    guide = guided.compile(guided.JsonSchema(OPEN_SCHEMA), smollm2_tokenizer)
+    for budget in (guide.min_tokens(), guide.min_tokens() + 6):
+        plain = guided.generate(tiny_model, smollm2_tokenizer, [1, 2, 3], guide, max_new_tokens=budget)
+        for drafters in ("auto", [ForcedTokens(smollm2_tokenizer), DraftModel(tiny_model)]):
+            fast = guided.generate(tiny_model, smollm2_tokenizer, [1, 2, 3], guide, max_new_tokens=budget,
+                                   speculative=drafters, num_draft_tokens=4)
+            assert fast.token_ids == plain.token_ids and fast.finish_reason == plain.finish_reason
+            assert fast.stats.draft_tokens > 0
+        for r in finished_within(tiny_model, smollm2_tokenizer, guide, budget, range(30), speculative="auto",
+                                 num_draft_tokens=4):
+            jsonschema.validate(json.loads(r.text), OPEN_SCHEMA)
+
+
+def test_beam_search_hypotheses_finish_within_the_budget(tiny_model, smollm2_tokenizer):
+    guide = guided.compile(guided.JsonSchema(OPEN_SCHEMA), smollm2_tokenizer)
+    shortest = guide.min_tokens()
+    for budget in range(shortest, shortest + 8, 2):
+        r = guided.generate(tiny_model, smollm2_tokenizer, [1, 2, 3], guide, max_new_tokens=budget, num_beams=3)
+        assert r.finish_reason in ("eos", "complete"), (budget, r.text)
+        assert len(r.token_ids) + (r.finish_reason == "eos") <= budget
+        jsonschema.validate(json.loads(r.text), OPEN_SCHEMA)
+    cut = guided.generate(tiny_model, smollm2_tokenizer, [1, 2, 3], guide, max_new_tokens=shortest + 2, num_beams=3,
+                          budget_aware=False)
+    assert cut.finish_reason == "length"
+
+
+def test_tool_calls_finish_within_the_budget(tiny_model, smollm2_tokenizer):
+    """Tool calls compile to an automaton: a required call is whole by the limit."""
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"]}}}]
+    spec = guided.ToolCalls(tools, tool_choice="required")
+    guide = guided.compile(spec, smollm2_tokenizer)
+    budget = guide.min_tokens() + 4
+    for r in finished_within(tiny_model, smollm2_tokenizer, guide, budget, range(20)):
+        _, calls = spec.parse(r.text)
+        assert calls and all(c["function"]["name"] == "add" for c in calls), r.text
+        for c in calls:
+            jsonschema.validate(json.loads(c["function"]["arguments"]), tools[0]["function"]["parameters"])
+
+
+@pytest.mark.parametrize("max_thinking_tokens", [None, 3])
+def test_thinking_then_the_answer_within_the_budget(max_thinking_tokens, tiny_model, smollm2_tokenizer):
+    """The block is closed in time for the shortest answer; the answer then finishes."""
+    spec = guided.AfterThinking(guided.JsonSchema(OPEN_SCHEMA), max_thinking_tokens=max_thinking_tokens)
+    guide = guided.compile(spec, smollm2_tokenizer)
+    shortest = guide.min_tokens()
+    assert shortest == guide.think.min_tokens() - 1 + guide.answer.min_tokens()
+    for budget in (shortest, shortest + 3, shortest + 10):
+        for r in finished_within(tiny_model, smollm2_tokenizer, guide, budget, range(15)):
+            thought, answer = spec.split(r.text)
+            assert r.text.startswith("<think>") and "</think>" not in thought, r.text
+            jsonschema.validate(json.loads(answer), OPEN_SCHEMA)
+    with pytest.raises(guided.TokenBudgetError):
+        guided.generate(tiny_model, smollm2_tokenizer, [1, 2, 3], guide, max_new_tokens=shortest - 1)
+    cut = sum(guided.generate(tiny_model, smollm2_tokenizer, [1, 2, 3], guide, max_new_tokens=shortest + 3,
+                              temperature=1.0, seed=seed, budget_aware=False).finish_reason == "length"
+              for seed in range(10))
+    assert cut >= 5  # without budget-aware masks, the same runs are cut

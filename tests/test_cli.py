@@ -96,6 +96,27 @@ def test_generate_json_with_default_model():
 
 @pytest.mark.subprocess
 @pytest.mark.slow
+def test_generate_finishes_json_within_max_tokens(tmp_path):
+    schema = tmp_path / "person.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"name": {"type": "string"},
+                                                                   "hobbies": {"type": "array", "items": {"type": "string"}}},
+                                  "required": ["name", "hobbies"]}))
+    command = [sys.executable, "-m", "guided.cli", "generate", "--schema", str(schema), "--json", "--threads", "1",
+               "Describe a sailor as JSON."]
+    proc = subprocess.run(command + ["--max-tokens", "14"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["finish_reason"] in ("eos", "complete") and len(result["token_ids"]) <= 14
+    assert set(json.loads(result["text"])) >= {"name", "hobbies"}
+    proc = subprocess.run(command + ["--max-tokens", "14", "--no-budget"], capture_output=True, text=True,
+                          timeout=300)
+    assert json.loads(proc.stdout)["finish_reason"] == "length"
+    proc = subprocess.run(command + ["--max-tokens", "4"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "is too small: the shortest output" in proc.stderr, proc.stderr
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
 def test_generate_tool_calls_after_thinking(tmp_path):
     tools = tmp_path / "tools.json"
     tools.write_text(json.dumps([{"type": "function", "function": {"name": "get_weather", "parameters": {

@@ -109,7 +109,7 @@ def test_a_draft_model_uses_generations_processors_and_watermark(tiny_model, smo
     spec = guided.compile(guided.JsonSchema(PERSON, whitespace="compact"), smollm2_tokenizer)
 
     def run(speculative):
-        # Speculative decoding has no budget-aware masks: compare with the plain loop without them.
+        # The draft model drafts without the budget: both runs leave it off, so that every draft is kept.
         wm = WatermarkLogitsProcessor(tiny_model.config.vocab_size, b"speculative-test-key-0001", guide=spec)
         return guided.generate(tiny_model, smollm2_tokenizer, PROMPT, spec, max_new_tokens=30, chat=False,
                                temperature=temperature, seed=3, processors=[RepetitionPenalty(1.5)], watermark=wm,

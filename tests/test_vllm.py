@@ -41,8 +41,9 @@ GRAMMAR = 'start: "The answer is " ANSWER "."\nANSWER: "yes" | "no" | /[0-9]{1,3
 # -- the batch bookkeeping, without an engine ---------------------------------------------
 
 
-def _params(extra, temperature=1.0, stops=(EOS,)):
-    return SimpleNamespace(extra_args=extra, all_stop_token_ids=set(stops), temperature=temperature)
+def _params(extra, temperature=1.0, stops=(EOS,), max_tokens=None):
+    return SimpleNamespace(extra_args=extra, all_stop_token_ids=set(stops), temperature=temperature,
+                           max_tokens=max_tokens)
 
 
 def _allowed(logits_row) -> set[int]:
@@ -121,6 +122,33 @@ def test_v1_min_tokens_does_not_leave_a_row_without_tokens():
     assert _allowed(proc.apply(logits)[0]) == {EOS}
 
 
+def test_v1_masks_keep_the_output_within_max_tokens():
+    proc = GuidedLogitsProcessor.from_vocabulary(BYTES, 3)
+    a, b = ord("a"), ord("b")
+    proc.update_state(BatchUpdate(3, [], [
+        (0, _params({"guided_regex": "a+b"}, max_tokens=4), [1], [a, a]),
+        (1, _params({"guided_regex": "a+b", "guided_budget_aware": False}, max_tokens=4), [1], [a, a]),
+        (2, _params({"guided_regex": "a+b"}), [1], [a, a]),
+    ], []))
+    logits = proc.apply(torch.zeros(3, 257))
+    assert _allowed(logits[0]) == {b}  # two tokens left: "b", then EOS
+    assert _allowed(logits[1]) == _allowed(logits[2]) == {a, b}
+
+
+def test_v2_masks_keep_the_output_within_max_tokens():
+    states = SimpleNamespace(prompt_len=SimpleNamespace(np=np.array([3])),
+                             all_token_ids=SimpleNamespace(gpu=torch.zeros(1, 16, dtype=torch.int64)))
+    proc = GuidedLogitsProcessor.from_vocabulary(BYTES, 4, req_states=states)
+    assert proc.add_request(0, _params({"guided_regex": "a+b"}, max_tokens=3))
+    a, b = ord("a"), ord("b")
+    ctx = SimpleNamespace(expanded_idx_mapping=torch.tensor([0, 0]), idx_mapping_np=np.array([0]),
+                          pos=torch.tensor([2, 3]), input_ids=torch.tensor([9, a]),
+                          expanded_local_pos=torch.tensor([0, 1]))
+    logits = proc.apply(torch.zeros(2, 257), ctx)  # rows: the first output, then the one after a draft "a"
+    assert _allowed(logits[0]) == {a}
+    assert _allowed(logits[1]) == {b}
+
+
 def test_v2_rows_follow_positions_and_drafts():
     prompt_len = np.array([3, 2], dtype=np.int64)
     history = torch.zeros(2, 32, dtype=torch.int64)
@@ -165,6 +193,20 @@ def test_validate_params_names_the_problem():
         GuidedLogitsProcessor.validate_params(_params({"guided_grammar": 'start: ("a"'}))
     with pytest.raises(ValueError, match="no watermark key"):
         GuidedLogitsProcessor.validate_params(_params({"watermark": True}))
+
+
+def test_validate_params_refuses_a_max_tokens_below_the_shortest_output(monkeypatch):
+    import guided.integrations.vllm as plugin
+
+    digits = {"guided_regex": "[0-9]{4}"}  # four digits, then EOS: 5 tokens of the byte vocabulary
+    GuidedLogitsProcessor.validate_params(_params(digits, max_tokens=3))  # token counts unknown: let through
+    monkeypatch.setattr(plugin, "_frontend_vocab", BYTES)  # the served vocabulary, registered
+    with pytest.raises(guided.TokenBudgetError, match="max_tokens=3 is too small.* takes 5 tokens"):
+        GuidedLogitsProcessor.validate_params(_params(digits, max_tokens=3))
+    GuidedLogitsProcessor.validate_params(_params(digits, max_tokens=5))
+    GuidedLogitsProcessor.validate_params(_params({**digits, "guided_budget_aware": False}, max_tokens=3))
+    with pytest.raises(ValueError, match="guided_budget_aware must be true or false"):
+        GuidedLogitsProcessor.validate_params(_params({**digits, "guided_budget_aware": "maybe"}, max_tokens=9))
 
 
 # -- a real engine -------------------------------------------------------------------------
@@ -337,6 +379,15 @@ def test_server_constrains_and_refuses_bad_specs(server):
     import jsonschema
 
     jsonschema.validate(json.loads(r.json()["choices"][0]["text"]), SCHEMA)
+    # max_tokens binds: the masks finish the JSON in time; below the shortest output, a 400
+    for seed in range(3):
+        r = _complete(server, "A person as JSON:", {"guided_json": json.dumps(SCHEMA)}, max_tokens=16, seed=seed,
+                      temperature=1.0)
+        choice = r.json()["choices"][0]
+        assert choice["finish_reason"] == "stop" and len(choice["token_ids"]) <= 16, choice
+        jsonschema.validate(json.loads(choice["text"]), SCHEMA)
+    r = _complete(server, "A person as JSON:", {"guided_json": json.dumps(SCHEMA)}, max_tokens=4)
+    assert r.status_code == 400 and "max_tokens=4 is too small" in r.text, r.text
     r = _complete(server, "Pick:", {"guided_regex": "(red|green"})
     assert r.status_code == 400 and "position" in r.text, r.text
     bad = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 5, "maximum": 1}}, "required": ["n"]}

@@ -6,7 +6,12 @@ import re
 import pytest
 
 import guided
-from guided.integrations.requests import choice_pattern, spec_from_extra_args, watermark_requested
+from guided.integrations.requests import (
+    budget_aware_requested,
+    choice_pattern,
+    spec_from_extra_args,
+    watermark_requested,
+)
 
 
 def test_no_constraint():
@@ -21,6 +26,8 @@ def test_json_with_options():
     assert isinstance(spec, guided.JsonSchema)
     assert spec.schema == {"type": "object"} and spec.whitespace == {"indent": 2} and spec.key_order == "any"
     assert spec_from_extra_args({"guided_json": "true", "guided_whitespace": 4}).whitespace == {"indent": 4}
+    assert spec_from_extra_args({"guided_json": "true", "guided_whitespace": "max=3"}).whitespace == \
+        {"max_whitespace": 3}
     assert spec_from_extra_args({"guided_json": {"type": "integer"}}).schema == {"type": "integer"}
 
 
@@ -83,6 +90,14 @@ def test_structural_tags_tools_and_thinking(smollm2_vocab):
 def test_bad_arguments_name_the_problem(extra, message):
     with pytest.raises(ValueError, match=message):
         spec_from_extra_args(extra)
+
+
+def test_budget_aware_flag():
+    assert budget_aware_requested(None) and budget_aware_requested({"guided_regex": "a"})
+    assert not budget_aware_requested({"guided_regex": "a", "guided_budget_aware": False})
+    assert spec_from_extra_args({"guided_regex": "a", "guided_budget_aware": "false"}) == guided.Regex("a")
+    with pytest.raises(ValueError, match="guided_budget_aware must be true or false"):
+        budget_aware_requested({"guided_budget_aware": "sometimes"})
 
 
 def test_watermark_flag():

@@ -23,6 +23,8 @@ kernel module        Python twin                                     driven by
                      piece view, ``grammars.lexer.Lexer.live_classes``
 ``key_trie``         ``grammars.json_schema.text``'s other-key       ``grammars.json_schema.text``
                      builder (``_key_excluding_by_byte``)
+``successors``       the numpy walk of                               ``fsm.index.TokenIndex.successors``
+                     ``fsm.index.TokenIndex.successors``
 ===================  ==============================================  ===========================================
 
 Importing a kernel module imports numba (~0.3 s), so kernel modules are imported

@@ -105,12 +105,14 @@ class Whitespace:
 
     ``"flexible"`` (default): at most two spaces or tabs, then at most one newline
     followed by at most 24 spaces or tabs, between any two tokens but before a comma:
-    pretty-printing fits, runaway newlines do not. ``"compact"``: none. ``{"indent": n}``: exactly
-    ``json.dumps(value, indent=n)``.
+    pretty-printing fits, runaway newlines do not. ``{"max_whitespace": n}``: the
+    same sites, each run at most ``n`` characters (spaces and tabs, at most one line
+    break, ``\r\n`` counting two); 0 is compact. ``"compact"``: none.
+    ``{"indent": n}``: exactly ``json.dumps(value, indent=n)``.
 
     Args:
-        spec: ``"flexible"`` (or None), ``"compact"`` or ``{"indent": n}`` with an
-            int ``n >= 0``.
+        spec: ``"flexible"`` (or None), ``"compact"``, ``{"indent": n}`` or
+            ``{"max_whitespace": n}`` with an int ``n >= 0``.
 
     Raises:
         ValueError: for any other ``spec``.
@@ -121,6 +123,8 @@ class Whitespace:
         ('indent', 2)
         >>> Whitespace("compact").depth_matters()
         False
+        >>> Whitespace({"max_whitespace": 4}).key()
+        ('max', 4)
     """
 
     FLEXIBLE = r"[ \t]{0,2}(\r?\n[ \t]{0,24})?"
@@ -131,11 +135,13 @@ class Whitespace:
             self.kind = "flexible"
         elif spec == "compact":
             self.kind = "compact"
-        elif isinstance(spec, dict) and set(spec) == {"indent"} and isinstance(spec["indent"], int) and spec["indent"] >= 0:
-            self.kind = "indent"
-            self.indent = spec["indent"]
+        elif isinstance(spec, dict) and len(spec) == 1 and set(spec) <= {"indent", "max_whitespace"} \
+                and type(n := next(iter(spec.values()))) is int and n >= 0:
+            self.kind = "indent" if "indent" in spec else "max"
+            self.indent = n
         else:
-            raise ValueError(f'whitespace must be "flexible", "compact" or {{"indent": n}}, not {spec!r}')
+            raise ValueError(f'whitespace must be "flexible", "compact", {{"indent": n}} or '
+                             f'{{"max_whitespace": n}} (n >= 0), not {spec!r}')
 
     def key(self):
         """A hashable key of this layout (caches of whitespace-dependent automata)."""
@@ -163,6 +169,8 @@ class Whitespace:
             return nfa.empty()
         if self.kind == "flexible":
             return jt.regex_fragment(nfa, self.FLEXIBLE)
+        if self.kind == "max":
+            return self._bounded(nfa, self.indent)
         pad = b" " * self.indent
         text = {
             "open": b"\n" + pad * (depth + 1),
@@ -172,6 +180,28 @@ class Whitespace:
             "empty": b"",
         }[kind]
         return nfa.byte_string(text)
+
+    @staticmethod
+    def _bounded(nfa: NFA, n: int) -> tuple[int, int]:
+        """Fragment: at most ``n`` spaces, tabs and line breaks, one line break at most.
+        A state per (characters so far, line break seen), plus one after each ``\r``."""
+        end = nfa.state()
+        before = [nfa.state() for _ in range(n + 1)]    # no line break yet
+        after = [nfa.state() for _ in range(n + 1)]     # after the line break
+        for k in range(n + 1):
+            nfa.epsilon(before[k], end)
+            nfa.epsilon(after[k], end)
+            if k == n:
+                continue
+            for states in (before, after):
+                nfa.edge(states[k], 0x20, 0x20, states[k + 1])
+                nfa.edge(states[k], 0x09, 0x09, states[k + 1])
+            nfa.edge(before[k], 0x0A, 0x0A, after[k + 1])
+            if k + 2 <= n:
+                cr = nfa.state()
+                nfa.edge(before[k], 0x0D, 0x0D, cr)
+                nfa.edge(cr, 0x0A, 0x0A, after[k + 2])
+        return before[0], end
 
 
 

@@ -214,9 +214,9 @@ def generate(
         budget_aware: keep the output finishable within ``max_new_tokens``: each
             mask allows only tokens after which the spec can still be completed,
             EOS included, in the tokens left, so the output is never cut short
-            (``docs/budget.md``). None (default): where the guide supports it
-            (regex and JSON Schema automata) and decoding is token by token (not
-            beam search or speculative decoding); True: required; False: off.
+            (``docs/budget.md``); in every loop (beams, speculative decoding).
+            None (default): where the guide supports it (regex and JSON Schema
+            automata); True: required; False: off.
         temperature: 0 is greedy; above 0, sampling.
         top_k: sampling: keep the ``top_k`` best tokens.
         top_p: sampling: keep the smallest set of tokens with probability ``top_p``.
@@ -266,10 +266,7 @@ def generate(
         guide = spec if isinstance(spec, Guide) else compile(spec, vocab)
         stats.compile_s = time.perf_counter() - t
     matcher = guide.matcher() if guide is not None else None
-    plain_loop = num_beams <= 1 and speculative is None
-    if budget_aware and not plain_loop:
-        raise ValueError("budget_aware=True works token by token: not with beam search or speculative decoding")
-    budget = check_budget(guide, max_new_tokens, budget_aware) if plain_loop else False
+    budget = check_budget(guide, max_new_tokens, budget_aware)
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0 (0 is greedy), not {temperature}")
     processors = list(processors)
@@ -287,7 +284,7 @@ def generate(
         if temperature != 0 or watermark is not None:
             raise ValueError("beam search keeps the most likely hypotheses: use temperature=0 and no watermark")
         t = time.perf_counter()
-        tokens, finish = beam_search(model, ids, guide, eos, num_beams, max_new_tokens, processors)
+        tokens, finish = beam_search(model, ids, guide, eos, num_beams, max_new_tokens, processors, budget=budget)
         stats.decode_s = time.perf_counter() - t
         return _result(vocab, guide, tokens, finish, stats, t_start)
     if speculative is not None:
@@ -296,7 +293,7 @@ def generate(
         tokens, finish = speculative_loop(
             model, vocab, ids, guide, drafters, max_new_tokens=max_new_tokens, num_draft_tokens=num_draft_tokens,
             temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, processors=processors,
-            watermark=watermark, generator=generator, stats=stats,
+            watermark=watermark, generator=generator, stats=stats, budget_aware=budget,
         )
         stats.decode_s = time.perf_counter() - t
         return _result(vocab, guide, tokens, finish, stats, t_start)

@@ -377,8 +377,11 @@ def propose(drafters, context: list[int], matcher, k: int):
 
 
 def speculative_loop(model, vocab, prompt: list[int], guide, drafters, *, max_new_tokens: int, num_draft_tokens: int,
-                     temperature: float, top_k, top_p, min_p, processors, watermark, generator, stats):
-    """The decoding loop of the module docstring; returns ``(tokens, finish reason)``."""
+                     temperature: float, top_k, top_p, min_p, processors, watermark, generator, stats,
+                     budget_aware: bool = False):
+    """The decoding loop of the module docstring; returns ``(tokens, finish reason)``.
+    ``budget_aware``: each position's mask is budget-aware (the tokens left there), so
+    the output is the one plain budget-aware decoding gives."""
     device = model.device
     eos = set(vocab.eos_token_ids)
     if max_new_tokens <= 0:
@@ -428,7 +431,8 @@ def speculative_loop(model, vocab, prompt: list[int], guide, drafters, *, max_ne
         kept, chosen = 0, None
         for i in range(len(draft) + 1):
             scores = _scores(next_token_scores, logits[:, i, :].float(), seq, matcher, processors,
-                             temperature, top_k, top_p, min_p, watermark)
+                             temperature, top_k, top_p, min_p, watermark,
+                             max_new_tokens - len(tokens) if budget_aware else None)
             d = draft[i] if i < len(draft) else None
             tok = _verify(scores, d, qs[i] if d is not None else None, temperature, generator)
             if d is not None and tok == d:
@@ -477,19 +481,20 @@ def _padding(n: int, device) -> int:
     return max(0, _CPU_MIN_ROWS - n)
 
 
-def _bitmask(matcher, width: int):
+def _bitmask(matcher, width: int, remaining: int | None = None):
     """The matcher's mask for the next token (None without a matcher)."""
     if matcher is None:
         return None
     bitmask = allocate_token_bitmask(1, width)
-    matcher.fill_next_token_bitmask(bitmask, 0)
+    matcher.fill_next_token_bitmask(bitmask, 0, remaining)
     return bitmask
 
 
-def _scores(next_token_scores, logits, seq, matcher, processors, temperature, top_k, top_p, min_p, watermark):
+def _scores(next_token_scores, logits, seq, matcher, processors, temperature, top_k, top_p, min_p, watermark,
+            remaining=None):
     ids = torch.tensor([seq], device=logits.device)
-    return next_token_scores(logits, ids, _bitmask(matcher, logits.shape[-1]), processors, temperature, top_k, top_p,
-                             min_p, watermark)
+    return next_token_scores(logits, ids, _bitmask(matcher, logits.shape[-1], remaining), processors, temperature,
+                             top_k, top_p, min_p, watermark)
 
 
 def _verify(scores: torch.Tensor, draft: int | None, q, temperature: float, generator) -> int:

@@ -11,7 +11,7 @@ strings, numbers or lists, so a JSON Schema travels as JSON text. The keys
     guided_structural_tag  a structural tag (XGrammar's format), as JSON text
     guided_tools       OpenAI-style tools, as JSON text: tool calls (``guided.ToolCalls``)
     guided_whitespace  JSON, structural tags and tools: "flexible" (default), "compact",
-                       "indent=N" or N
+                       "indent=N" or N, "max=N" (flexible, at most N characters per run)
     guided_key_order   JSON only: "schema" (default) or "any"
     guided_start       grammar only: the start rule (default "start")
     guided_tool_choice tools only: "auto" (default), "none", "required", or a function's
@@ -22,6 +22,8 @@ strings, numbers or lists, so a JSON Schema travels as JSON text. The keys
                        constraint (or free text without one)
     guided_thinking_start / guided_thinking_end  the block's strings ("<think>", "</think>")
     guided_max_thinking_tokens   the thinking budget; the end is forced once it is spent
+    guided_budget_aware  true (default): regex and JSON Schema outputs finish within the
+                       request's max_tokens (``docs/budget.md``); false: masks ignore it
     watermark          true: watermark the output with the server's key
 
 At most one constraint (``guided_json`` ... ``guided_tools``); a key starting with
@@ -43,6 +45,7 @@ OPTION_KEYS = ("guided_whitespace", "guided_key_order", "guided_start", "guided_
                "guided_parallel_tool_calls")
 #: Keys of the thinking block, around any constraint.
 THINKING_KEYS = ("guided_thinking", "guided_thinking_start", "guided_thinking_end", "guided_max_thinking_tokens")
+BUDGET_KEY = "guided_budget_aware"
 #: Which constraint each option belongs to.
 _OPTION_OF = {"guided_whitespace": ("guided_json", "guided_structural_tag", "guided_tools"),
               "guided_key_order": ("guided_json",), "guided_start": ("guided_grammar",),
@@ -77,7 +80,7 @@ def spec_from_extra_args(extra_args):
         return None
     if not isinstance(extra_args, dict):
         raise ValueError(f"extra_args must be a mapping, not {type(extra_args).__name__}")
-    known = SPEC_KEYS + OPTION_KEYS + THINKING_KEYS
+    known = SPEC_KEYS + OPTION_KEYS + THINKING_KEYS + (BUDGET_KEY,)
     unknown = sorted(k for k in extra_args if isinstance(k, str) and k.startswith("guided_") and k not in known)
     if unknown:
         raise ValueError(f"unknown key {unknown[0]!r}; guided reads {', '.join(known)}")
@@ -112,7 +115,7 @@ def _constraint(extra_args):
     for option in options:
         if key not in _OPTION_OF[option]:
             raise ValueError(f"{option} applies to {' / '.join(_OPTION_OF[option])}, not {key}")
-    whitespace = _whitespace(options.get("guided_whitespace", "flexible"))
+    whitespace = parse_whitespace(options.get("guided_whitespace", "flexible"))
     if key == "guided_json":
         if not isinstance(value, (str, dict, bool)):
             raise ValueError(f"guided_json must be a JSON Schema as JSON text, not {type(value).__name__}")
@@ -152,6 +155,18 @@ def watermark_requested(extra_args) -> bool:
     return _flag(WATERMARK_KEY, extra_args[WATERMARK_KEY])
 
 
+def budget_aware_requested(extra_args) -> bool:
+    """Whether a request's masks keep its output finishable within ``max_tokens``
+    (``"guided_budget_aware"``, default true).
+
+    Raises:
+        ValueError: the value is not a boolean (or 0 / 1, "true" / "false").
+    """
+    if not extra_args or extra_args.get(BUDGET_KEY) is None:
+        return True
+    return _flag(BUDGET_KEY, extra_args[BUDGET_KEY])
+
+
 def choice_pattern(choices) -> str:
     """The regex matching exactly one of ``choices`` (a list of strings)."""
     if not isinstance(choices, (list, tuple)) or not choices:
@@ -162,18 +177,33 @@ def choice_pattern(choices) -> str:
     return "(?:" + "|".join(re.escape(c) for c in choices) + ")"
 
 
-def _whitespace(value):
+def parse_whitespace(value, key: str = "guided_whitespace"):
+    """A JSON whitespace setting written as text (requests, the CLI) as the specs take it.
+
+    Args:
+        value: "flexible", "compact", "indent=N" or N (``{"indent": N}``), "max=N"
+            (``{"max_whitespace": N}``).
+        key: the setting's name in the error message.
+
+    Raises:
+        ValueError: any other value.
+
+    Example::
+
+        >>> parse_whitespace("max=4")
+        {'max_whitespace': 4}
+    """
     if isinstance(value, bool):
-        raise ValueError(f"guided_whitespace must be flexible, compact, indent=N or N, not {value!r}")
+        raise ValueError(f"{key} must be flexible, compact, indent=N, N or max=N, not {value!r}")
     if isinstance(value, int):
         return {"indent": value}
-    text = _text("guided_whitespace", value)
+    text = _text(key, value)
     if text in ("flexible", "compact"):
         return text
-    m = re.fullmatch(r"indent=(\d+)", text)
+    m = re.fullmatch(r"(indent|max)=(\d+)", text)
     if m:
-        return {"indent": int(m.group(1))}
-    raise ValueError(f"guided_whitespace must be flexible, compact, indent=N or N, not {value!r}")
+        return {"indent" if m.group(1) == "indent" else "max_whitespace": int(m.group(2))}
+    raise ValueError(f"{key} must be flexible, compact, indent=N, N or max=N, not {value!r}")
 
 
 def _flag(key: str, value) -> bool:

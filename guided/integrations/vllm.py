@@ -45,10 +45,11 @@ from vllm.v1.sample.logits_processor import LogitsProcessor as V1LogitsProcessor
 
 from guided.batch import fill_next_token_bitmasks
 from guided.bitmask import allocate_token_bitmask, apply_token_bitmask_
+from guided.budget import check_budget
 from guided.compiler import compile as compile_spec
 from guided.fsm.vocabulary import Vocabulary
 
-from .requests import spec_from_extra_args, watermark_requested
+from .requests import budget_aware_requested, spec_from_extra_args, watermark_requested
 from .vllm_watermark import KEY_FILE_ENV, ServerWatermark
 from .vllm_watermark import configured as watermark_configured
 
@@ -96,6 +97,24 @@ def validation_vocabulary() -> Vocabulary:
         return _byte_vocab
 
 
+def check_request(extra_args, max_tokens: int | None) -> None:
+    """Compile a request's spec against ``validation_vocabulary()``; where that is
+    the served vocabulary and the request is budget-aware, check that its shortest
+    output fits in ``max_tokens``.
+
+    Raises:
+        ValueError: the spec's error, or ``TokenBudgetError`` (naming the shortest
+            output's length).
+    """
+    spec = spec_from_extra_args(extra_args)
+    if spec is None:
+        return
+    vocab = validation_vocabulary()
+    guide = compile_spec(spec, vocab, timeout=compile_timeout())
+    if max_tokens is not None and vocab is not _byte_vocab and budget_aware_requested(extra_args):
+        check_budget(guide, int(max_tokens), limit="max_tokens", opt_out='set "guided_budget_aware": false')
+
+
 def vocabulary_for(model_config) -> Vocabulary:
     """The guided vocabulary of the tokenizer vLLM serves ``model_config`` with."""
     from vllm.tokenizers import cached_tokenizer_from_config
@@ -113,6 +132,7 @@ class _Row:
         "consumed",
         "failed",
         "matcher",
+        "max_tokens",
         "min_tokens",
         "output",
         "prompt",
@@ -131,6 +151,11 @@ class _Row:
         self.watermark = watermark   # the request asked for the watermark
         self.temperature = temperature
         self.min_tokens = min_tokens  # vLLM masks the stop tokens until this many outputs
+        self.max_tokens = None       # budget-aware masks: the request's max_tokens (EOS included)
+
+    def remaining(self, next_output: int) -> int | None:
+        """Tokens left to the request when it samples output number ``next_output``."""
+        return None if self.max_tokens is None else max(1, self.max_tokens - next_output)
 
     @property
     def constrained(self) -> bool:
@@ -147,6 +172,9 @@ class GuidedLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
     masks are filled into one int32 bitmask and applied on the logits' device; other
     rows are untouched. EOS and the request's stop tokens are allowed exactly where
     the spec is complete; a complete spec that nothing can extend allows EOS alone.
+    Regex and JSON Schema masks are budget-aware (``docs/budget.md``): a token is
+    allowed only where the spec can still be finished, EOS included, within the
+    request's ``max_tokens`` (off with ``"guided_budget_aware": false``).
     A token the matcher refuses (another processor forced it) ends the request: EOS
     alone from then on, and a warning in the log. ``is_argmax_invariant`` is False:
     the mask changes greedy choices. Requests with ``"watermark": true`` get the
@@ -163,8 +191,10 @@ class GuidedLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
         *args: V1: ``device, is_pin_memory``; V2: ``req_states``.
 
     Raises:
-        ValueError (``validate_params``): the request's spec does not compile; the
-            API server answers HTTP 400 with the message.
+        ValueError (``validate_params``): the request's spec does not compile, or
+            (where the served vocabulary is registered, ``register_vocabulary``) its
+            shortest output does not fit in ``max_tokens`` (``TokenBudgetError``);
+            the API server answers HTTP 400 with the message.
 
     Example::
 
@@ -224,14 +254,15 @@ class GuidedLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
     def validate_params(cls, sampling_params) -> None:
         """Compile the request's spec (API server side); raise ``ValueError`` if it fails.
 
-        Also refuses ``"watermark": true`` when the server has no watermark key.
+        Also refuses ``"watermark": true`` when the server has no watermark key, and
+        a budget-aware request whose shortest output does not fit in ``max_tokens``
+        where the served vocabulary is known (``register_vocabulary``: the byte
+        vocabulary's token counts are not the model's).
         """
         extra = sampling_params.extra_args
-        spec = spec_from_extra_args(extra)
         if watermark_requested(extra) and not watermark_configured():
             raise ValueError(f"this server has no watermark key (start it with {KEY_FILE_ENV} set)")
-        if spec is not None:
-            compile_spec(spec, validation_vocabulary(), timeout=compile_timeout())
+        check_request(extra, sampling_params.max_tokens)
 
     def is_argmax_invariant(self) -> bool:
         """False: masks and the watermark change which token is most likely."""
@@ -273,7 +304,8 @@ class GuidedLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
         masked = [(b, row) for _, b, row in entries if row.constrained]
         if masked:
             fill_next_token_bitmasks([row.matcher if not row.failed else None for _, row in masked],
-                                     self.bitmask, [b for b, _ in masked], threads=self.threads)
+                                     self.bitmask, [b for b, _ in masked], threads=self.threads,
+                                     remaining=[row.remaining(row.consumed) for _, row in masked])
             for b, row in masked:
                 self._finish_row(b, row)
         return self._apply_masks(logits, entries, self._v1_context)
@@ -313,8 +345,9 @@ class GuidedLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
             if row.matcher is not None and not row.failed:
                 # The token fed at `pos` is output number pos - prompt_len; the matcher
                 # must hold every output before the one this row samples.
-                if self._sync_v2(slot, row, int(pos) - int(prompt_lens[slot]), int(token), draft > 0):
-                    row.matcher.fill_next_token_bitmask(self.bitmask, b)
+                out_index = int(pos) - int(prompt_lens[slot])
+                if self._sync_v2(slot, row, out_index, int(token), draft > 0):
+                    row.matcher.fill_next_token_bitmask(self.bitmask, b, row.remaining(out_index + 1))
                 else:  # a draft the spec refuses: it is rejected, this row's sample unused
                     self._words[b] = 0
                     self._allow(b, row.stops or self.vocab.eos_token_ids)  # never a row of -inf
@@ -360,6 +393,7 @@ class GuidedLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
         try:
             spec = spec_from_extra_args(extra)
             watermark = watermark_requested(extra) and self.watermark is not None
+            aware = budget_aware_requested(extra)
         except ValueError:
             return None  # validate_params refused it already; unreachable through the API
         if spec is None and not watermark:
@@ -368,7 +402,13 @@ class GuidedLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
                    float(params.temperature), int(getattr(params, "min_tokens", 0) or 0))
         if spec is not None:
             try:
-                row.matcher = compile_spec(spec, self.vocab, timeout=self.timeout).matcher()
+                guide = compile_spec(spec, self.vocab, timeout=self.timeout)
+                row.matcher = guide.matcher()
+                if aware and guide.supports_budget and params.max_tokens is not None:
+                    # Where even the shortest output does not fit (validation could not
+                    # tell: no registered vocabulary), masks still steer to the nearest
+                    # finish; the output is cut as it would be without them.
+                    row.max_tokens = int(params.max_tokens)
             except Exception as e:  # noqa: BLE001 - a tokenizer-specific error validation could not see
                 log.error("guided: the spec of the request at batch row %d does not compile for this "
                           "tokenizer (%s); the request ends at once", index, e)

@@ -16,8 +16,10 @@ It does four things:
 * compiles the spec of each ``/v1/completions`` and ``/v1/chat/completions``
   request (its ``vllm_xargs``) in a worker thread before vLLM reads the request:
   vLLM runs ``validate_params`` in its event loop, where a compile of seconds
-  would hold up every other request. A spec that fails is answered with HTTP 400
-  here; one that compiles is in the compile cache when ``validate_params`` asks;
+  would hold up every other request. A spec that fails, or whose shortest output
+  does not fit in the request's ``max_tokens`` (budget-aware masks,
+  ``docs/budget.md``), is answered with HTTP 400 here; one that compiles is in the
+  compile cache, its shortest output known, when ``validate_params`` asks;
 * hands the served tokenizer to ``validate_params``, so requests are checked
   against the served vocabulary;
 * serves ``POST /v1/watermark/detect`` (and ``GET /v1/watermark/healthz``) with the
@@ -33,10 +35,7 @@ import os
 
 import anyio
 
-from guided.compiler import compile as compile_spec
-
-from .requests import spec_from_extra_args
-from .vllm import compile_timeout, register_vocabulary, validation_vocabulary, vocabulary_for
+from .vllm import check_request, register_vocabulary, vocabulary_for
 from .vllm_watermark import configured, server_config, server_key
 
 log = logging.getLogger("guided.vllm")
@@ -102,12 +101,11 @@ class ValidateSpecs:
         xargs = payload.get("vllm_xargs") if isinstance(payload, dict) else None
         if not isinstance(xargs, dict):
             return None
+        # Without a limit in the body vLLM fills in what the context leaves: not known here.
+        limit = payload.get("max_completion_tokens") or payload.get("max_tokens")
+        limit = limit if isinstance(limit, int) and not isinstance(limit, bool) else None
         try:
-            spec = spec_from_extra_args(xargs)
-            if spec is not None:
-                await anyio.to_thread.run_sync(
-                    lambda: compile_spec(spec, validation_vocabulary(), timeout=compile_timeout()),
-                    limiter=self.limiter)
+            await anyio.to_thread.run_sync(lambda: check_request(xargs, limit), limiter=self.limiter)
         except ValueError as e:  # every spec error is a guided.SpecError, a ValueError
             return str(e)
         return None
