@@ -12,8 +12,8 @@
 
 It stops when k hypotheses are finished and none of the live beams can beat the best
 of them, or at ``max_new_tokens``. Forbidden tokens score -inf, so no beam, live or
-finished, ever leaves the spec; with budget-aware masks (``budget``) every beam can
-still finish in the tokens left, so the hypotheses are complete by the limit.
+finished, ever leaves the spec; with budget-aware masks (``budget_aware``) every beam
+can still finish in the tokens left, so the hypotheses are complete by the limit.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .step import next_token_scores
 
 
 def beam_search(model, prompt_ids, guide, eos_ids, num_beams: int, max_new_tokens: int,
-                processors=(), length_penalty: float = 1.0, budget: bool = False):
+                processors=(), length_penalty: float = 1.0, budget_aware: bool = False):
     """Constrained beam search (see the module docstring); ``generate(...,
     num_beams=k)`` calls it.
 
@@ -39,7 +39,7 @@ def beam_search(model, prompt_ids, guide, eos_ids, num_beams: int, max_new_token
         max_new_tokens: the most tokens a hypothesis may have.
         processors: as for ``generate``, run between the two masks on every beam.
         length_penalty: finished hypotheses rank by ``score / length ** length_penalty``.
-        budget: pass each matcher the tokens left (``docs/budget.md``; the guide
+        budget_aware: pass each matcher the tokens left (``docs/budget.md``; the guide
             must support it, ``guided.budget.check_budget``).
 
     Returns:
@@ -71,7 +71,7 @@ def beam_search(model, prompt_ids, guide, eos_ids, num_beams: int, max_new_token
         if guide is not None:
             bitmask = allocate_token_bitmask(n, vocab)
             for i, (_, _, m) in enumerate(beams):
-                m.fill_next_token_bitmask(bitmask, i, max_new_tokens - step if budget else None)
+                m.fill_next_token_bitmask(bitmask, i, max_new_tokens - step if budget_aware else None)
         scores = next_token_scores(logits, seq, bitmask, processors)
         total = torch.log_softmax(scores, dim=-1) + torch.tensor([b[1] for b in beams], device=device)[:, None]
         values, flat = torch.topk(total.view(-1), min(2 * num_beams, total.numel()))

@@ -284,7 +284,7 @@ def generate(
         if temperature != 0 or watermark is not None:
             raise ValueError("beam search keeps the most likely hypotheses: use temperature=0 and no watermark")
         t = time.perf_counter()
-        tokens, finish = beam_search(model, ids, guide, eos, num_beams, max_new_tokens, processors, budget=budget)
+        tokens, finish = beam_search(model, ids, guide, eos, num_beams, max_new_tokens, processors, budget_aware=budget)
         stats.decode_s = time.perf_counter() - t
         return _result(vocab, guide, tokens, finish, stats, t_start)
     if speculative is not None:
