@@ -1,12 +1,13 @@
-"""Budget-aware masks on the default model: complete and valid JSON within a token budget.
+"""Budget-aware masks on the default model: complete and valid output within a token budget.
 
 Default model (SmolLM2-135M-Instruct, CPU, greedy, one torch thread), ``--schemas``
 MaskBench schemas (``../shared/bench/maskbench.jsonl.gz``) in the order of a shuffle
-with ``--seed``, among those that compile to an automaton guide (budget-aware masks
-cover regex and JSON Schema automata; schemas that compile to a grammar, recursive
-ones, are counted apart) and whose prompt fits ``--max-prompt-tokens``. The prompt is
-the chat template around an instruction to answer with one JSON instance of the
-schema, its compact text included.
+with ``--seed``, whose prompt fits ``--max-prompt-tokens``: with ``--kind automata``
+(the default) those that compile to an automaton guide, with ``--kind grammars``
+those that compile to a grammar guide (recursive schemas), after the five shipped
+lark grammars. The prompt is the chat template around an instruction to answer with
+one JSON instance of the schema, its compact text included (for a lark grammar: to
+write one sentence of it, its text included).
 
 1. Each schema is generated without a budget (``--max-new-tokens`` at most): its
    length ``L`` counts the tokens written, EOS included.
@@ -14,11 +15,12 @@ schema, its compact text included.
    same prompt with ``max_new_tokens=B``, once with ``budget_aware=False`` and once
    with ``budget_aware=True``. An output counts as complete and valid when the loop
    ended by the spec (EOS or a terminated match) and the text is a JSON instance the
-   schema accepts (``jsonschema``). Where the schema's shortest output
+   schema accepts (``jsonschema``), or a sentence lark's own parser accepts. Where
+   the spec's shortest output
    (``Guide.min_tokens()``) exceeds ``B``, the budget-aware call must raise
    ``TokenBudgetError``; those cases are counted apart and left out of the shares.
 3. Mask time, two ways:
-   - in generation: each fill of the automaton matcher timed (rows and distances
+   - in generation: each fill of the guide's matcher timed (rows and distances
      built on first visit included: the budget runs are the first to need a
      state's distances, the plain runs meet rows the unbudgeted run built); p50 /
      p99 per step and their ratio, with / without;
@@ -30,8 +32,8 @@ schema, its compact text included.
 
 Usage::
 
-    python benchmarks/budget.py [--schemas 100] [--seed 0] [--max-new-tokens 256]
-        [--fractions 0.5,0.75,1] [--json benchmarks/results/budget.json]
+    python benchmarks/budget.py [--kind automata|grammars] [--schemas 100] [--seed 0]
+        [--max-new-tokens 256] [--fractions 0.5,0.75,1] [--json benchmarks/results/budget.json]
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import jsonschema  # noqa: E402
+import lark  # noqa: E402
 import torch  # noqa: E402
 
 torch.set_num_threads(1)
@@ -58,11 +61,15 @@ import guided  # noqa: E402
 from guided.bitmask import allocate_token_bitmask  # noqa: E402
 from guided.decoding.generation import prompt_ids  # noqa: E402
 from guided.fsm.distance import TokenDistances  # noqa: E402
-from guided.matcher import FSMMatcher  # noqa: E402
+from guided.grammar_matcher import GrammarGuide, GrammarMatcher  # noqa: E402
+from guided.matcher import FSMGuide, FSMMatcher  # noqa: E402
 
 DEFAULT_DATA = os.path.join(ROOT, "..", "shared", "bench", "maskbench.jsonl.gz")
 INSTRUCTION = ("Write one JSON instance that is valid against the JSON Schema below. "
                "Answer with the JSON only, no explanation.\n\nJSON Schema:\n")
+GRAMMAR_INSTRUCTION = ("Write one sentence of the lark grammar below (start rule: start). "
+                       "Answer with the sentence only, no explanation.\n\nGrammar:\n")
+GRAMMARS = ("arithmetic", "json", "csv", "sql", "python_expr")
 
 
 def log(msg: str) -> None:
@@ -70,20 +77,31 @@ def log(msg: str) -> None:
 
 
 def pick(args, vocab, tok):
-    """Schemas in seeded-shuffle order: (id, schema, guide, prompt ids), and the counts of those left out."""
+    """``(id, check, guide, prompt ids)`` per spec (``check(text)``: whether a text is a
+    valid output), and the counts of schemas left out."""
+    counts, picked = Counter(), []
+    if args.kind == "grammars":
+        for name in GRAMMARS:
+            spec = guided.Grammar.from_name(name)
+            parser = lark.Lark(spec.lark_text, parser="earley", start="start")
+            picked.append((name, lambda text, p=parser: accepts(p, text), guided.compile(spec, vocab),
+                           prompt_ids(tok, GRAMMAR_INSTRUCTION + spec.lark_text)))
+    wanted = GrammarGuide if args.kind == "grammars" else FSMGuide
     with gzip.open(args.data, "rt") as f:
         rows = [json.loads(line) for line in f]
     order = list(range(len(rows)))
     random.Random(args.seed).shuffle(order)
-    counts, picked = Counter(), []
+    schemas = 0
     for i in order:
-        if len(picked) >= args.schemas:
+        if schemas >= args.schemas:
             break
         schema = rows[i]["schema"]
         if not isinstance(schema, dict):
             counts["not an object"] += 1
             continue
         text = json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+        if wanted is GrammarGuide and "$ref" not in text:
+            continue  # only a schema that refers to itself compiles to a grammar
         ids = prompt_ids(tok, INSTRUCTION + text)
         if len(ids) > args.max_prompt_tokens:
             counts["prompt too long"] += 1
@@ -93,11 +111,20 @@ def pick(args, vocab, tok):
         except Exception:  # noqa: BLE001 - a schema guided refuses is not this benchmark's subject
             counts["does not compile"] += 1
             continue
-        if not guide.supports_budget:
-            counts[f"grammar guide ({type(guide).__name__})"] += 1
+        if not isinstance(guide, wanted):
+            counts[f"other guide ({type(guide).__name__})"] += 1
             continue
-        picked.append((rows[i]["id"], schema, guide, ids))
+        picked.append((rows[i]["id"], lambda t, s=schema: valid(s, t), guide, ids))
+        schemas += 1
     return picked, counts
+
+
+def accepts(parser, text: str) -> bool:
+    try:
+        parser.parse(text)
+    except lark.exceptions.LarkError:
+        return False
+    return True
 
 
 def valid(schema, text: str) -> bool:
@@ -136,11 +163,11 @@ def replay(guide, tokens, budget, width):
 
 
 class FillTimer:
-    """Times every ``FSMMatcher.fill_next_token_bitmask`` call into ``self.into``."""
+    """Times every ``fill_next_token_bitmask`` call of ``matcher_class`` into ``self.into``."""
 
-    def __init__(self):
+    def __init__(self, matcher_class):
         self.into = None
-        fill = FSMMatcher.fill_next_token_bitmask
+        fill = matcher_class.fill_next_token_bitmask
         timer = self
 
         def timed(matcher, bitmask, index=0, remaining=None):
@@ -150,7 +177,7 @@ class FillTimer:
                 timer.into.append(time.perf_counter_ns() - t)
             return out
 
-        FSMMatcher.fill_next_token_bitmask = timed
+        matcher_class.fill_next_token_bitmask = timed
 
 
 def pct(values, q):
@@ -160,6 +187,7 @@ def pct(values, q):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--kind", choices=("automata", "grammars"), default="automata")
     ap.add_argument("--schemas", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-new-tokens", type=int, default=256)
@@ -175,22 +203,25 @@ def main() -> None:
     width = model.get_output_embeddings().weight.shape[0]
     t = time.perf_counter()
     picked, left_out = pick(args, vocab, tok)
-    log(f"{len(picked)} schemas picked in {time.perf_counter() - t:.0f} s; left out: {dict(left_out)}")
+    log(f"{len(picked)} specs picked in {time.perf_counter() - t:.0f} s; left out: {dict(left_out)}")
 
     setup_ms, exact = [], 0
     for _, _, guide, _ in picked:
         t = time.perf_counter()
-        fresh = TokenDistances(guide.index)
-        fresh.distance(guide.dfa.start)
+        if isinstance(guide, FSMGuide):
+            fresh = TokenDistances(guide.index)
+            fresh.distance(guide.dfa.start)
+            exact += bool(fresh.exact)
+        else:  # before any generation: the grammar guide's first bounds
+            guide.min_tokens()
         setup_ms.append((time.perf_counter() - t) * 1e3)
-        exact += bool(fresh.exact)
 
     records = []
-    timer = FillTimer()
+    timer = FillTimer(GrammarMatcher if args.kind == "grammars" else FSMMatcher)
     in_gen = {"plain": [], "aware": []}
     steps = {"plain": [], "aware": []}
     started = time.perf_counter()
-    for n, (sid, schema, guide, ids) in enumerate(picked, 1):
+    for n, (sid, check, guide, ids) in enumerate(picked, 1):
         try:
             base = guided.generate(model, tok, ids, guide, max_new_tokens=args.max_new_tokens, budget_aware=False)
         except Exception as e:  # noqa: BLE001 - not this benchmark's subject: left out, named
@@ -199,8 +230,8 @@ def main() -> None:
             continue
         length = written(base)
         shortest = guide.min_tokens()
-        rec = {"id": sid, "L": length, "shortest": shortest, "exact": bool(guide.distances().exact),
-               "base_complete": base.finish_reason in ("eos", "complete") and valid(schema, base.text),
+        rec = {"id": sid, "L": length, "shortest": shortest, "exact": bool(guide.budget_exact),
+               "base_complete": base.finish_reason in ("eos", "complete") and check(base.text),
                "runs": []}
         for f in fractions:
             budget = max(1, round(f * length))
@@ -221,7 +252,7 @@ def main() -> None:
                 finally:
                     timer.into = None
                 run.update(tokens=written(r), finish=r.finish_reason,
-                           ok=r.finish_reason in ("eos", "complete") and valid(schema, r.text),
+                           ok=r.finish_reason in ("eos", "complete") and check(r.text),
                            within=written(r) <= budget, text=r.text)
                 if aware:
                     p, a = replay(guide, r.token_ids, budget, width)
@@ -234,7 +265,7 @@ def main() -> None:
             f"{' '.join(('E' if 'error' in x else ('!' if 'failed' in x else '+' if x['ok'] else '-')) for x in rec['runs'])} "
             f"({elapsed / 60:.1f} min, ~{elapsed / n * (len(picked) - n) / 60:.0f} min left)")
 
-    print(f"\n{len(picked)} schemas (seed {args.seed}); left out: {dict(left_out)}")
+    print(f"\n{len(picked)} specs ({args.kind}, seed {args.seed}); left out: {dict(left_out)}")
     print(f"baseline (no budget, max_new_tokens={args.max_new_tokens}): complete and valid "
           f"{sum(r['base_complete'] for r in records)}/{len(records)}; L p50 {pct([r['L'] for r in records], .5)}, "
           f"max {max(r['L'] for r in records)}")

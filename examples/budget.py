@@ -31,6 +31,15 @@ if __name__ == "__main__":
     print(f"max_new_tokens=16, speculative ({fast.finish_reason}, {fast.stats.target_forward_passes} passes): "
           f"{fast.text}")
     print(f"max_new_tokens=16, max_whitespace=2 ({tight.finish_reason}): {tight.text}")
+    # Grammars too: an SQL query and a recursive schema (a tree) close in time.
+    sql = guided.generate(model, tok, "Write an SQL query listing the customers from Paris.",
+                          guided.Grammar.from_name("sql"), max_new_tokens=12)
+    tree = {"type": "object", "properties": {"name": {"type": "string"},
+                                             "children": {"type": "array", "items": {"$ref": "#"}}},
+            "required": ["name", "children"]}
+    family = guided.generate(model, tok, "A family tree as JSON.", guided.JsonSchema(tree), max_new_tokens=30)
+    print(f"\nmax_new_tokens=12, SQL grammar ({sql.finish_reason}): {sql.text}")
+    print(f"max_new_tokens=30, recursive schema ({family.finish_reason}): {family.text}")
     try:
         guided.generate(model, tok, prompt, guide, max_new_tokens=guide.min_tokens() - 1)
     except guided.TokenBudgetError as err:

@@ -420,6 +420,12 @@ class Readings:
     def __init__(self, readings: tuple):
         self.readings = readings
 
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Readings) and self.readings == other.readings
+
+    def __hash__(self) -> int:
+        return hash(self.readings)
+
 
 class TokenView:
     """What a lexer state means for whole tokens: the packed row of tokens that stay

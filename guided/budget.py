@@ -43,8 +43,8 @@ def check_budget(guide: Guide, max_new_tokens: int, wanted: bool | None = None, 
         return False
     if not guide.supports_budget:
         if wanted:
-            raise ValueError(f"budget-aware masks are available for regex and JSON Schema automata (FSMGuide) "
-                             f"and thinking blocks before them, not for {type(guide).__name__}: pass "
+            raise ValueError(f"budget-aware masks are available for regex, JSON Schema and grammar guides and "
+                             f"thinking blocks before them, not for {type(guide).__name__}: pass "
                              "budget_aware=None or False")
         return False
     needed = guide.min_tokens()

@@ -15,15 +15,17 @@ import numpy as np
 import torch
 
 from guided.fsm.trie import vocabulary_bytes
+from guided.grammars.completion import Completions, kept_top
 from guided.grammars.earley import EarleyParser
 from guided.grammars.grammar_index import GrammarIndex, vocabulary_pieces
 from guided.grammars.lark_frontend import CompiledGrammar
 from guided.grammars.lexer import Lexer
 
 from .bitmask import write_host_row
-from .matcher import Guide, StackMatcher, refuse_budget
+from .matcher import Guide, StackMatcher
 
 _EOS_ACCEPTED = None  # history entry after EOS; nothing may follow it
+_START = object()  # min_tokens' default: the grammar's start
 
 
 class GrammarGuide(Guide):
@@ -47,6 +49,12 @@ class GrammarGuide(Guide):
         >>> m = guide.matcher()
     """
 
+    #: Budget-aware masks from checked completions (``guided.grammars.completion``).
+    supports_budget = True
+    #: ``min_tokens`` is a sound upper bound, the true minimum where the cheapest
+    #: derivation is also the one in fewest tokens.
+    budget_exact = False
+
     def __init__(self, grammar: CompiledGrammar, vocab):
         self.grammar = grammar
         self.vocab = vocab
@@ -59,6 +67,8 @@ class GrammarGuide(Guide):
         with self.lock:
             self._initial = self.index.initial()
         self._next_check = 256  # cached parse states at which the guide is measured next
+        self._per_state: float | None = None  # bytes per cached parse state, last measured
+        self._completions: Completions | None = None
 
     def _shared_roots(self) -> tuple:
         return (self.vocab, vocabulary_pieces(self.vocab), vocabulary_bytes(self.vocab))
@@ -80,17 +90,57 @@ class GrammarGuide(Guide):
 
     def _check_growth(self) -> None:
         """Measure the guide as its cached parse states double. Over ``max_bytes``,
-        the caches go (only speed is at stake); still over, ``GuideMemoryError``."""
+        the caches go (only speed is at stake); still over, ``GuideMemoryError``.
+
+        A measurement walks every cached state (seconds at tens of thousands), so
+        while the bytes per state last measured, times the states cached now, stay
+        under a quarter of ``max_bytes``, the walk is left out."""
         cached = self.index.cached_states
         if cached < self._next_check // 2:  # the caches were dropped since
             self._next_check = 256
         if cached < self._next_check:
             return
         self._next_check = 2 * cached
-        if self.max_bytes is not None and self.nbytes() > self.max_bytes:
+        if self.max_bytes is None:
+            return
+        if self._per_state is not None and self._per_state * cached < self.max_bytes / 4:
+            return
+        used = self.nbytes()
+        self._per_state = used / max(1, cached)
+        if used > self.max_bytes:
             self.index.drop_caches()
+            if self._completions is not None:
+                self._completions.drop_caches()
             self._next_check = 256
             self.check_memory()
+
+    def completions(self) -> Completions:
+        """The bounds on tokens to the end of a sentence (made on first use)."""
+        with self.lock:
+            if self._completions is None:
+                self._completions = Completions(self.index)
+            return self._completions
+
+    def min_tokens(self, state=_START) -> int:
+        """The tokens that finish a sentence from ``state`` (default: the start), EOS
+        included: a checked upper bound on the fewest (INFINITE where none is found)."""
+        if state is _EOS_ACCEPTED:
+            return 0
+        state = self._initial if state is _START else state
+        row = self.row(state)
+        with self.lock:
+            completions = self.completions()
+            completions.top(state, row)  # a token ahead: where one token finishes sooner than the witness
+            return completions.bound(state)
+
+    def budget_row(self, state, remaining: int) -> np.ndarray | None:
+        """The mask at ``state`` with ``remaining`` tokens left (see
+        ``Completions.budget_row``), or None where the plain row serves."""
+        if state is _EOS_ACCEPTED:
+            return None
+        row = self.row(state)
+        with self.lock:
+            return self.completions().budget_row(state, row, remaining)
 
     def consume_token(self, state, token_id: int):
         """The state after ``token_id`` (not EOS), or None where it is not allowed."""
@@ -118,8 +168,11 @@ class GrammarMatcher(StackMatcher):
     def fill_next_token_bitmask(self, bitmask, index: int = 0, remaining: int | None = None) -> bool:
         """Write the allowed tokens into row ``index`` of ``bitmask`` (computed on the
         CPU, copied to the bitmask's device); returns True (see ``Matcher``)."""
-        refuse_budget(self.guide, remaining)
-        row = self.guide.row(self._states[-1])
+        state, row = self._states[-1], None
+        if remaining is not None and remaining - 1 < kept_top(state):
+            row = self.guide.budget_row(state, remaining)
+        if row is None:
+            row = self.guide.row(state)
         if write_host_row(bitmask, index, row):
             return True
         target = bitmask[index]

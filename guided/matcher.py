@@ -98,8 +98,8 @@ class Guide:
 def refuse_budget(guide: Guide, remaining) -> None:
     """``ValueError`` where ``remaining`` is given to a guide without ``supports_budget``."""
     if remaining is not None and not guide.supports_budget:
-        raise ValueError(f"budget-aware masks (remaining=...) are available for regex and JSON Schema automata "
-                         f"(FSMGuide) and thinking blocks before them, not for {type(guide).__name__}")
+        raise ValueError(f"budget-aware masks (remaining=...) are available for regex, JSON Schema and grammar "
+                         f"guides and thinking blocks before them, not for {type(guide).__name__}")
 
 
 class Matcher:

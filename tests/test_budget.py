@@ -15,12 +15,16 @@ import torch
 
 import guided
 from guided.fsm.distance import INFINITE, fewest_tokens
+from guided.grammar_matcher import GrammarMatcher
+from guided.grammars.grammar_index import Readings
 from guided.matcher import FSMMatcher
 
 try:
     from tests import tokenizer_zoo
+    from tests.grammar_sampler import lalr_parser
 except ImportError:  # tests/ itself on sys.path
     import tokenizer_zoo
+    from grammar_sampler import lalr_parser
 
 SMALL_SPECS = [
     guided.Regex(r"(yes|no)"),
@@ -163,9 +167,12 @@ def finished_within(model, tokenizer, guide, budget: int, seeds, **kw):
         yield r
 
 
-@pytest.mark.parametrize("kind", ["regex", "closed_schema", "open_schema"])
+@pytest.mark.parametrize("kind", ["regex", "closed_schema", "open_schema", "grammar", "recursive_schema"])
 def test_every_output_is_complete_and_valid_within_its_budget(kind, tiny_model, smollm2_tokenizer):
     spec, check = {
+        "grammar": (ARITHMETIC, lambda text: lalr_parser(ARITHMETIC.lark_text).parse(text) is not None),
+        "recursive_schema": (guided.JsonSchema(TREE),
+                             lambda text: jsonschema.validate(json.loads(text), TREE) or True),
         "regex": (guided.Regex(r"[a-z]+(,[a-z]+)*"), lambda text: re.fullmatch(r"[a-z]+(,[a-z]+)*", text)),
         "closed_schema": (SMALL_SPECS[4], lambda text: jsonschema.validate(json.loads(text), SMALL_SPECS[4].schema)
                           or True),
@@ -242,14 +249,157 @@ def allows(row: torch.Tensor, token: int) -> bool:
 
 
 def test_guides_without_budget_masks_refuse_remaining(smollm2_vocab, tiny_model, smollm2_tokenizer):
-    guide = guided.compile(guided.Grammar('start: "a" "b"'), smollm2_vocab)
-    with pytest.raises(ValueError, match="not for GrammarGuide"):
+    guide = guided.compile(guided.JsonSchema(UNIQUE, whitespace="compact"), smollm2_vocab)
+    with pytest.raises(ValueError, match="not for UniqueItemsGuide"):
         guide.matcher().fill_next_token_bitmask(guided.allocate_token_bitmask(1, guide.vocab_size), 0, 5)
-    with pytest.raises(ValueError, match="not for GrammarGuide"):
+    with pytest.raises(ValueError, match="not for UniqueItemsGuide"):
         guided.generate(tiny_model, smollm2_tokenizer, [1, 2, 3], guide, max_new_tokens=5, budget_aware=True)
-    # The default leaves them as they were.
+    # The default leaves them as they were: unbudgeted, cut at the limit.
     r = guided.generate(tiny_model, smollm2_tokenizer, [1, 2, 3], guide, max_new_tokens=5)
-    assert r.text == "ab"
+    assert r.finish_reason == "length" and r.text.startswith("[")
+
+
+UNIQUE = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+
+
+# -- grammars and recursive schemas -----------------------------------------------------
+
+LINKED_LIST = {"$defs": {"node": {"type": "object", "properties": {
+    "value": {"type": "integer", "minimum": 0}, "next": {"anyOf": [{"$ref": "#/$defs/node"}, {"type": "null"}]}},
+    "required": ["value", "next"]}}, "$ref": "#/$defs/node"}
+TREE = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+                                         "kids": {"type": "array", "items": {"$ref": "#"}}},
+        "required": ["name"], "additionalProperties": False}
+ARITHMETIC = guided.Grammar.from_name("arithmetic")
+GRAMMAR_SPECS = [
+    guided.Grammar('start: "(" start ")" | "x"'),
+    guided.Grammar('start: "[" [NUM ("," NUM)*] "]"\nNUM: /[0-9]+/'),
+    ARITHMETIC,
+    guided.JsonSchema(LINKED_LIST, whitespace="compact"),
+    guided.JsonSchema(TREE, whitespace="compact"),
+]
+
+
+def walked_states(guide, seed: int, walks: int = 6, steps: int = 5) -> list:
+    """Matcher states on random token paths from the start (one per successor state
+    a step picks, so long tokens and short ones alike)."""
+    rng, completions, out = np.random.default_rng(seed), guide.completions(), []
+    for _ in range(walks):
+        state = guide.index.initial()
+        out.append(state)
+        for _ in range(steps):
+            nexts = completions.successors(state, guide.row(state))
+            if not nexts:
+                break
+            state = nexts[rng.integers(len(nexts))][1]
+            out.append(state)
+    return out
+
+
+def fewest_to_a_sentence(guide, state, limit: int) -> int:
+    """The reference: breadth-first over every token the masks allow, each step's
+    states merged where equal, to the first level holding a complete sentence
+    (tokens, EOS included); INFINITE past ``limit`` tokens."""
+    completions, frontier = guide.completions(), {state}
+    for depth in range(limit + 1):
+        if any(guide.can_end(s) for s in frontier):
+            return depth + 1
+        frontier = {nxt for s in frontier for _, nxt in completions.successors(s, guide.row(s))}
+    return INFINITE
+
+
+@pytest.mark.parametrize("spec", GRAMMAR_SPECS, ids=lambda s: str(s)[:40])
+def test_grammar_bounds_equal_a_search_over_the_whole_vocabulary(spec, family_vocab):
+    guide = guided.compile(spec, family_vocab)
+    completions = guide.completions()
+    for state in walked_states(guide, seed=0):
+        completions.top(state, guide.row(state))  # as a budget mask computes it
+        bound = completions.bound(state)
+        assert bound == fewest_to_a_sentence(guide, state, bound - 1)
+        # The bound is a real token path: its witness read from the state ends complete.
+        m = GrammarMatcher(guide, [state])
+        assert m.accept_tokens(completions.witness(state)) and m.is_accepting()
+        assert len(completions.witness(state)) == bound - 1
+    assert guide.min_tokens() == completions.bound(guide.index.initial())
+
+
+# if/then (a BigQuery table schema): a field read two ways at once until its "type"
+# decides (a state of several readings).
+FIELD = {"definitions": {
+    "name": {"type": "string"}, "type": {"type": "string", "enum": ["INT", "DATE", "DATETIME", "RECORD"]},
+    "field": {"type": "object", "required": ["name", "type"],
+              "properties": {"name": {"$ref": "#/definitions/name"}, "type": {"$ref": "#/definitions/type"}},
+              "if": {"properties": {"type": {"enum": ["STRUCT", "RECORD"]}}},
+              "then": {"required": ["fields", "type", "name"],
+                       "properties": {"name": {"$ref": "#/definitions/name"}, "type": {"$ref": "#/definitions/type"},
+                                      "fields": {"type": "array", "items": {"$ref": "#/definitions/field"}}}}}},
+    "items": {"$ref": "#/definitions/field"}, "type": "array"}
+
+
+@pytest.mark.parametrize("spec, text", [(ARITHMETIC, None), (guided.JsonSchema(TREE), None),
+                                        (guided.JsonSchema(LINKED_LIST), None),
+                                        (guided.JsonSchema(FIELD), '[{"name": "Big tables", "type": "DATE')],
+                         ids=["arithmetic", "tree", "linked_list", "readings"])
+def test_grammar_successors_equal_reading_each_token(spec, text, smollm2_vocab, smollm2_tokenizer):
+    """The bulk reading of a state's tokens, lexeme by lexeme (reading by reading),
+    gives each token the state that reading it alone gives."""
+    guide = guided.compile(spec, smollm2_vocab)
+    if text is None:
+        states = walked_states(guide, seed=1, walks=3, steps=6)
+    else:  # the states along a text
+        m = guide.matcher()
+        for t in smollm2_tokenizer.encode(text, add_special_tokens=False):
+            assert m.accept_token(t)
+        states = m._states
+        assert any(isinstance(s, Readings) for s in states)
+    eos = set(smollm2_vocab.eos_token_ids)
+    for state in states:
+        row = guide.row(state)
+        got = {int(t): nxt for tokens, nxt in guide.completions().successors(state, row) for t in tokens.tolist()}
+        bits = np.unpackbits(row.view(np.uint8), bitorder="little")[: guide.vocab_size]
+        expected = {t: guide.consume_token(state, t) for t in np.flatnonzero(bits).tolist() if t not in eos}
+        assert got == {t: nxt for t, nxt in expected.items() if nxt is not None}
+
+
+def test_grammar_budget_masks_allow_the_tokens_that_fit(smollm2_vocab):
+    """Under every budget, a token is allowed where its successor's bound fits and
+    the plain mask allows it; the mask is never empty while the state's own bound fits."""
+    guide = guided.compile(GRAMMAR_SPECS[1], smollm2_vocab)
+    completions = guide.completions()
+    for state in walked_states(guide, seed=2, walks=3, steps=4):
+        row = guide.row(state)
+        successors = {int(t): nxt for tokens, nxt in completions.successors(state, row) for t in tokens.tolist()}
+        for remaining in range(1, completions.top(state, row) + 2):
+            got = guided.allocate_token_bitmask(1, guide.vocab_size)
+            GrammarMatcher(guide, [state]).fill_next_token_bitmask(got, 0, remaining)
+            fits = {t for t, nxt in successors.items() if completions.bound(nxt) <= remaining - 1}
+            if guide.can_end(state):
+                fits |= set(smollm2_vocab.eos_token_ids)
+            allowed = set(np.flatnonzero(np.unpackbits(got[0].numpy().view(np.uint8), bitorder="little")).tolist())
+            if completions.bound(state) <= remaining:
+                assert allowed == fits
+                assert allowed
+
+
+def test_an_object_with_many_required_keys_in_any_order_has_a_bound(smollm2_vocab, smollm2_tokenizer):
+    """Keys in any order inside a recursive schema are lazy grammar nodes, one per set
+    of keys written: 20 required keys are too many subsets to search them all, and
+    the bound comes from a greedy derivation, still a valid document."""
+    keys = [f"k{i}" for i in range(20)]
+    schema = {"type": "object", "required": keys,
+              "properties": {**{k: {"type": "integer"} for k in keys}, "kids": {"type": "array", "items": {"$ref": "#"}}}}
+    guide = guided.compile(guided.JsonSchema(schema, whitespace="compact", key_order="any"), smollm2_vocab)
+    shortest = guide.min_tokens()
+    witness = guide.completions().witness(guide.index.initial())
+    assert len(witness) + 1 == shortest
+    jsonschema.validate(json.loads(smollm2_tokenizer.decode(witness)), schema)
+
+
+def test_a_grammar_below_its_shortest_output_is_a_clear_error(tiny_model, smollm2_tokenizer):
+    guide = guided.compile(guided.JsonSchema(LINKED_LIST, whitespace="compact"), smollm2_tokenizer)
+    shortest = guide.min_tokens()
+    with pytest.raises(guided.TokenBudgetError, match=f"shortest output guided finds takes {shortest} tokens"):
+        guided.generate(tiny_model, smollm2_tokenizer, [1, 2, 3], guide, max_new_tokens=shortest - 1)
 
 
 # -- bounded whitespace, and no loop until the limit ---------------------------------------

@@ -172,7 +172,7 @@ class GuidedLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
     masks are filled into one int32 bitmask and applied on the logits' device; other
     rows are untouched. EOS and the request's stop tokens are allowed exactly where
     the spec is complete; a complete spec that nothing can extend allows EOS alone.
-    Regex and JSON Schema masks are budget-aware (``docs/budget.md``): a token is
+    Regex, JSON Schema and grammar masks are budget-aware (``docs/budget.md``): a token is
     allowed only where the spec can still be finished, EOS included, within the
     request's ``max_tokens`` (off with ``"guided_budget_aware": false``).
     A token the matcher refuses (another processor forced it) ends the request: EOS
