@@ -163,6 +163,30 @@ class EarleySet:
                                                                      for rd in self.predicted.get(sym, ())]
 
 
+class OpaqueOrigin(Exception):
+    """A parse step needed the items of a set that ``EarleyParser.cut`` left out."""
+
+
+class _Unreadable(dict):
+    """The items of ``_CUT``: empty, and reading one raises ``OpaqueOrigin``."""
+
+    def get(self, key, default=None):
+        raise OpaqueOrigin
+
+    def __getitem__(self, key):
+        raise OpaqueOrigin
+
+    def setdefault(self, key, default=None):
+        raise OpaqueOrigin
+
+
+#: What ``EarleyParser.cut`` puts in place of the sets it leaves out: completing an
+#: item whose origin it is reads its items, and raises ``OpaqueOrigin``.
+_CUT = EarleySet()
+_CUT.after, _CUT.predicted, _CUT.leo = _Unreadable(), _Unreadable(), _Unreadable()
+_CUT.canon = {}
+
+
 def _canonical(items):
     """``items`` with each ``(rule-dot, origin)`` replaced by the one equal tuple its
     origin keeps (``EarleySet.canon``): an item sits in the buckets of every later set
@@ -224,6 +248,8 @@ class EarleyParser:
         self._tables: dict[frozenset[int], tuple[dict, frozenset[int]]] = {}
         self._num_terminals = nt
         self._root: EarleySet | None = None
+        # Sets made by scans and merges, by their items and acceptance (``_intern``).
+        self._interned: dict[tuple[frozenset, bool], EarleySet] = {}
         # Held while rules are added (rd_next / rd_lhs / _starts grow) and the root is
         # made; readers of published values never take it.
         self._lock = threading.RLock()
@@ -321,7 +347,51 @@ class EarleyParser:
         if kernel:
             result = EarleySet()
             self._close(result, kernel)
+            result = self._intern(result)
         return memo.setdefault(terminals, result)  # a thread that lost the race gets the winner's
+
+    def _intern(self, s: EarleySet) -> EarleySet:
+        """The set already made with ``s``'s items, else ``s`` (now the one made).
+
+        A set's future (what it expects, accepts and becomes) is a function of its
+        explicit items, origins by identity, and of whether it accepts, so two sets
+        with equal items are one: ``1+2+`` reaches the set of ``1+`` and everything
+        memoised on it (scans, masks), and a grammar whose inputs nest to bounded
+        depths makes a bounded number of sets, however long the input."""
+        key = (frozenset(chain.from_iterable(s.after.values())), s.accepts)
+        return self._interned.setdefault(key, s)
+
+    def cut(self, s: EarleySet, depth: int) -> EarleySet:
+        """``s`` with the origins ``depth`` links down from it left out: its items,
+        their origins' items and so on to ``depth`` sets deep, the origins below
+        replaced by a stand-in whose items cannot be read. A step from the cut set
+        that completes no item down there goes exactly as from ``s`` (and
+        ``OpaqueOrigin`` is raised where one would), and sets whose stacks agree
+        ``depth`` deep cut to one set (``_intern``), so work done on one serves the
+        others. Memoised on ``s``; ``s`` itself where nothing is that deep."""
+        if not s.after:  # predictions alone (the root, or the stand-in): nothing to cut
+            return s
+        key = ("cut", depth)
+        got = s.memo.get(key)
+        if got is None:
+            cut = EarleySet()
+            changed = False
+            for sym, items in s.after.items():
+                mapped = [(rd, self.cut(o, depth - 1) if depth > 1 or not o.after else _CUT) for rd, o in items]
+                changed = changed or any(m[1] is not o[1] for m, o in zip(mapped, items))
+                cut.after[sym] = frozenset(_canonical(mapped)) if isinstance(items, frozenset) else mapped
+            if changed:
+                cut.predicted, cut.expected, cut.accepts = s.predicted, s.expected, s.accepts
+                got = self._intern(cut)
+            else:
+                got = s
+            got = s.memo.setdefault(key, got)
+        return got
+
+    def forget(self) -> None:
+        """Drop the table of sets made (``_intern``): sets in use stay valid, and sets
+        made later no longer meet the older ones (only sharing is lost)."""
+        self._interned = {}
 
     def merge(self, a: EarleySet, b: EarleySet) -> EarleySet:
         """One set holding the items of both ``a`` and ``b``: the parses of two
@@ -337,7 +407,7 @@ class EarleyParser:
             got = EarleySet()
             self._close(got, kernel)  # explicit items only wait: nothing completes again
             got.accepts = a.accepts or b.accepts
-            got = a.memo.setdefault(key, got)
+            got = a.memo.setdefault(key, self._intern(got))
         return got
 
     def _leo(self, s: EarleySet, sym: int):

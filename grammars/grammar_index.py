@@ -65,15 +65,17 @@ from guided.fsm.index import CLASS_TRIE_MAX_CLASSES, bitmask_words, pack_bits
 from guided.fsm.kernels import AVAILABLE as COMPILED_AVAILABLE
 from guided.fsm.trie import LONG_RUN, VocabularyBytes, class_trie_of, node_depth, set_bits, vocabulary_bytes
 
-from .earley import EarleyParser, EarleySet
+from .earley import EarleyParser, EarleySet, OpaqueOrigin
 from .lexer import Lexer
 
 #: Parse states cached (across sequences) before the cache is dropped (see ``drop_caches``).
 MAX_CACHED_SCANS = 50_000
 _MISSING = object()
 
-#: Groups of at most this many pieces are checked one by one (see ``_viable_one``).
-_FEW = 8
+#: How deep ``GrammarIndex._viable`` cuts a parse state first: stack depths, each
+#: tried where the one before met an item it left out.
+CUT_DEPTHS = (1, 2, 4)
+_DEEPER = object()  # "the cut was too shallow", memoised on the cut set
 
 # A lexer-state walk with more live (node, state) pairs than this on one level goes
 # on over whole trie levels (see ``_walk_units``).
@@ -506,6 +508,8 @@ class GrammarIndex:
         self._token_views: dict[int, TokenView] = {}
         self._piece_views: dict[int, PieceView] = {}
         self._piece_reads: dict[tuple, tuple] = {}  # _read_piece and _piece_ends, memoised
+        self._reads: dict[tuple[int, int], tuple] = {}  # _read, memoised
+        self._piece_sets: dict[bytes, np.ndarray] = {}  # _same_pieces
         self._token_bytes = vocab.token_bytes
         self.eos_row = np.zeros(self.words, dtype=np.int32)
         for e in vocab.eos_token_ids:
@@ -552,6 +556,7 @@ class GrammarIndex:
         root = self.parser.root()
         root.memo.clear()
         root.cache.clear()
+        self.parser.forget()
         self._cached_scans = 0
 
     def _tie_winners(self, accept_id: int) -> frozenset[int]:
@@ -713,45 +718,118 @@ class GrammarIndex:
                     after = self.mask((p2, self.start_state(p2), True))
                     row |= after if self.every_end else after & tv.after_end
         words = row.view(np.uint32)
+        viable = self._viable_every_end if self.every_end else self._viable
         for a, tokens, rest in tv.exits.groups:
             p2 = self.scan(p, a)
             if p2 is not None:
-                set_bits(words, tokens[self._viable(p2, rest)])
+                set_bits(words, tokens[viable(p2, rest)])
         return row
 
     def _viable(self, p: EarleySet, pieces: np.ndarray) -> np.ndarray:
-        """For each piece, whether it can be read from a fresh lexeme after ``p``."""
+        """For each piece, whether it can be read from a fresh lexeme after ``p``.
+
+        ``pieces`` is an array that lives as long as the index (a token view's rests,
+        or one of ``_same_pieces``). The result is memoised by its identity on ``p``
+        cut ``CUT_DEPTHS`` deep (``EarleyParser.cut``) where reading the pieces
+        completes no item below the cut, else on ``p``: states whose innermost open
+        constructs agree share it (what a token's rest reads depends on the few
+        innermost, not on all of them)."""
+        key = ("viable", id(pieces))
+        for depth in CUT_DEPTHS:
+            q = self.parser.cut(p, depth)
+            if q is p:
+                break
+            cache = q.cache
+            got = cache.get(key)
+            if got is _DEEPER:
+                continue
+            if got is not None:
+                return got
+            try:
+                got = cache[key] = self._read_on(q, pieces)
+                return got
+            except OpaqueOrigin:
+                cache[key] = _DEEPER
+        got = p.cache.get(key)
+        if got is None:
+            got = p.cache[key] = self._read_on(p, pieces)
+        elif got is _DEEPER:  # ``p`` is itself a cut set, too shallow for these pieces
+            raise OpaqueOrigin
+        return got
+
+    def _read_on(self, p: EarleySet, pieces: np.ndarray) -> np.ndarray:
+        """``_viable`` itself: the pieces read from ``p``'s next lexeme (``_read``),
+        those that leave it read on after the parser scans what they completed."""
+        ok, groups = self._read(self.start_state(p), pieces)
+        ok = ok.copy()
+        for a, sel, rests in groups:
+            p2 = self.scan(p, a)
+            if p2 is not None:
+                ok[sel] = self._viable(p2, rests)
+        return ok
+
+    def _read(self, start: int, pieces: np.ndarray) -> tuple[np.ndarray, list]:
+        """``(inside, groups)`` of ``pieces`` (an array the index keeps) read from lexer
+        state ``start``, memoised: whether each stays inside the lexeme, and per
+        accept id ``a`` of the lexemes they complete, ``(a, positions, rests)``:
+        which pieces and the piece each reads next (kept, so reads of the rests
+        are memoised in turn)."""
+        key = (start, id(pieces))
+        got = self._reads.get(key)
+        if got is not None:
+            return got[0], got[1]
+        lexer = self.lexer
+        group = lexer.table_group(start) if self._token_units.walker is not None else None
+        if group is not None:  # over the terminals' own table, compiled
+            k, s, bits = group
+            inside, keys, rests, _ = self._token_units.walker.read_pieces(lexer, k, s, bits, pieces,
+                                                                          self._piece_first_class(), self.pieces.suffix)
+            accept = np.zeros(len(pieces), dtype=np.int64)
+            some = np.flatnonzero(keys)
+            for key_bits in np.unique(keys[some]).tolist():
+                accept[some[keys[some] == key_bits]] = lexer.accept_id_of_bits(k, key_bits)
+        elif COMPILED_AVAILABLE:  # over the lexer's rows (a piece view walks all 112k pieces)
+            from guided.grammars.unit_walk import read_lexer_pieces  # imports numba
+
+            inside, accept, rests = read_lexer_pieces(lexer, start, pieces, self._piece_first_class(),
+                                                      self.pieces.suffix)
+        else:
+            pv = self.piece_view(start)
+            inside, accept = pv.inside[pieces], pv.exit_accept[pieces]
+            rests = pv.exit_rest[pieces]
+        groups = []
+        leaving = accept > 0
+        if leaving.any():
+            for a in np.unique(accept[leaving]).tolist():
+                sel = np.flatnonzero(accept == a)
+                groups.append((a, sel, self._same_pieces(rests[sel])))
+        self._reads[key] = (inside, groups, pieces)  # (pieces kept: the key holds its id)
+        return inside, groups
+
+    def _same_pieces(self, pieces: np.ndarray) -> np.ndarray:
+        """The one array the index keeps with ``pieces``' contents (so memos keyed by
+        an array's identity meet whatever read led to it)."""
+        return self._piece_sets.setdefault(pieces.tobytes(), pieces)
+
+    def _viable_every_end(self, p: EarleySet, pieces: np.ndarray) -> np.ndarray:
+        """``_viable`` where every lexeme end is kept: pieces may also leave where
+        their lexeme accepts and could go on."""
         start = self.start_state(p)
         group = self.lexer.table_group(start) if self._token_units.walker is not None else None
-        if group is not None:  # read the pieces themselves, compiled (no piece view)
-            k, s, bits = group
-            ok, keys, rests, mid = self._token_units.walker.read_pieces(self.lexer, k, s, bits, pieces,
-                                                                        self._piece_first_class(), self.pieces.suffix)
-            some = np.flatnonzero(keys)
-            if len(some):
-                for key in np.unique(keys[some]).tolist():
-                    p2 = self.scan(p, self.lexer.accept_id_of_bits(k, key))
-                    if p2 is not None:
-                        sel = some[keys[some] == key]
-                        ok[sel] = self._viable(p2, rests[sel])
-            if self.every_end:  # the few refused that could also leave earlier: read in Python
-                for i in np.flatnonzero(mid & ~ok).tolist():
-                    ok[i] = self._viable_one(p, int(pieces[i]))
-            return ok
-        if len(pieces) <= _FEW or self._token_units.walker is not None or self.every_end:
-            # One by one: a piece view walks all 112k pieces, on lexer rows built in
-            # Python where the lexeme starts in several tables (1-3 ms, up to 0.1 s).
+        if group is None:
             return np.array([self._viable_one(p, x) for x in pieces.tolist()], dtype=bool)
-        pv = self.piece_view(start)
-        ok = pv.inside[pieces]
-        acc = pv.exit_accept[pieces]
-        leaving = acc > 0
-        if leaving.any():
-            for a in np.unique(acc[leaving]).tolist():
-                sel = acc == a
-                p2 = self.scan(p, a)
+        k, s, bits = group
+        ok, keys, rests, mid = self._token_units.walker.read_pieces(self.lexer, k, s, bits, pieces,
+                                                                    self._piece_first_class(), self.pieces.suffix)
+        some = np.flatnonzero(keys)
+        if len(some):
+            for key in np.unique(keys[some]).tolist():
+                p2 = self.scan(p, self.lexer.accept_id_of_bits(k, key))
                 if p2 is not None:
-                    ok[sel] = self._viable(p2, pv.exit_rest[pieces[sel]])
+                    sel = some[keys[some] == key]
+                    ok[sel] = self._viable_every_end(p2, rests[sel])
+        for i in np.flatnonzero(mid & ~ok).tolist():  # the few refused that could also leave earlier
+            ok[i] = self._viable_one(p, int(pieces[i]))
         return ok
 
     def _piece_first_class(self) -> np.ndarray:

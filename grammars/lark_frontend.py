@@ -129,18 +129,44 @@ def _expanded_alternatives(rule_defs, limit: int) -> tuple[int, str]:
     return total, worst[1]
 
 
-def _lark_rule_defs(text: str) -> list:
-    """Lark's parse of the grammar's rules, before EBNF expansion (``[]`` where this
-    lark has no ``load_grammar`` of that shape); lark's own errors propagate."""
+def _load(text: str):
+    """Lark's loaded grammar (``lark.load_grammar.Grammar``: its rules before EBNF
+    expansion in ``rule_defs``), or None where this lark has no ``load_grammar`` of
+    that shape; lark's own errors propagate."""
     try:
         from lark.load_grammar import load_grammar
     except ImportError:  # pragma: no cover - another lark
-        return []
+        return None
     try:
-        grammar = load_grammar(text, "<string>", [], False)[0]
+        return load_grammar(text, "<string>", [], False)[0]
     except TypeError:  # pragma: no cover - another signature
-        return []
-    return getattr(grammar, "rule_defs", [])
+        return None
+
+
+def _lark_parts(text: str, start: str) -> tuple[list, list, list]:
+    """``(terminals, rules, ignored terminal names)`` as ``lark.Lark(text, start=start,
+    parser="earley", lexer="dynamic")`` has them, and its errors: lark's loader
+    once, then what its Earley frontend would check (the start rule, each
+    terminal's regex), without building a parser guided does not use."""
+    import lark
+
+    grammar = _load(text)
+    if grammar is None:  # pragma: no cover - another lark
+        parsed = lark.Lark(text, start=start, parser="earley", lexer="dynamic")
+        return parsed.terminals, parsed.rules, parsed.ignore_tokens
+    # Bound what the loader will expand before it does (rules as lark parsed them).
+    alternatives, rule = _expanded_alternatives(getattr(grammar, "rule_defs", []), MAX_EXPANDED_ALTERNATIVES)
+    if alternatives > MAX_EXPANDED_ALTERNATIVES:
+        raise GrammarError(
+            f"grammar error: rule {rule!r} expands to more than {MAX_EXPANDED_ALTERNATIVES:,} alternatives "
+            "(each group of alternatives, [..] and ? inside a sequence multiplies them): move nested "
+            "groups into rules of their own")
+    terminals, rules, ignore = grammar.compile([start], set())
+    if not any(r.origin.name == start for r in rules):
+        raise lark.exceptions.GrammarError(f"Using an undefined rule: NonTerminal({start!r})")
+    for t in terminals:  # (lark's Earley frontend compiles them with re)
+        re.compile(t.pattern.to_regexp())
+    return terminals, rules, ignore
 
 
 @dataclass
@@ -184,16 +210,7 @@ def compile_lark(text: str, start: str = "start") -> CompiledGrammar:
     # errors are not ``re.error``s.
     regex_errors = (re.error,) + ((sys.modules["regex"].error,) if "regex" in sys.modules else ())
     try:
-        # Lark's parse of the text (~8 ms for sql.lark), to bound what its loader will
-        # expand. (An internal of lark's: where it is not there, lark expands unchecked.)
-        rule_defs = _lark_rule_defs(text)
-        alternatives, rule = _expanded_alternatives(rule_defs, MAX_EXPANDED_ALTERNATIVES)
-        if alternatives > MAX_EXPANDED_ALTERNATIVES:
-            raise GrammarError(
-                f"grammar error: rule {rule!r} expands to more than {MAX_EXPANDED_ALTERNATIVES:,} alternatives "
-                "(each group of alternatives, [..] and ? inside a sequence multiplies them): move nested "
-                "groups into rules of their own")
-        parsed = lark.Lark(text, start=start, parser="earley", lexer="dynamic")
+        terminals, rules, ignore_tokens = _lark_parts(text, start)
     except lark.exceptions.GrammarError as e:
         msg = str(e)
         if "zero-width" in msg and e.args[1:]:
@@ -212,10 +229,10 @@ def compile_lark(text: str, start: str = "start") -> CompiledGrammar:
     except RecursionError:
         raise GrammarError("grammar error: the grammar nests too deeply") from None
 
-    names = [t.name for t in parsed.terminals]
+    names = [t.name for t in terminals]
     term_id = {n: i for i, n in enumerate(names)}
     dfas = []
-    for term in parsed.terminals:
+    for term in terminals:
         regex = _terminal_regex(term)
         try:
             dfa = compile_regex(regex)
@@ -237,7 +254,7 @@ def compile_lark(text: str, start: str = "start") -> CompiledGrammar:
         return nt_id.setdefault(sym.name, len(names) + len(nt_id))
 
     start_id = nt_id.setdefault(start, len(names))
-    rules = tuple((symbol(r.origin), tuple(symbol(s) for s in r.expansion)) for r in parsed.rules)
+    rules = tuple((symbol(r.origin), tuple(symbol(s) for s in r.expansion)) for r in rules)
     cfg = CFG(len(names), rules, start_id)
     rule_names = {i: n for n, i in nt_id.items()}
     good = productive_symbols(cfg)
@@ -246,8 +263,8 @@ def compile_lark(text: str, start: str = "start") -> CompiledGrammar:
             f"the grammar's language is empty: rule {start!r} can never be completed "
             "(every alternative needs a rule that recurses without a way out)"
         )
-    ignore = frozenset(term_id[n] for n in parsed.ignore_tokens if n in term_id)
+    ignore = frozenset(term_id[n] for n in ignore_tokens if n in term_id)
     # As lark's lexers do: a higher priority wins a tie, then a string literal over a
     # regex (the keyword "select" over NAME), so keywords are never read as names.
-    ranks = [(t.priority, type(t.pattern).__name__ == "PatternStr") for t in parsed.terminals]
+    ranks = [(t.priority, type(t.pattern).__name__ == "PatternStr") for t in terminals]
     return CompiledGrammar(names, dfas, trim(cfg, good), ignore, rule_names, ranks)

@@ -17,7 +17,7 @@ import weakref
 import numpy as np
 
 from guided.fsm.kernels import compiled
-from guided.fsm.kernels.units import UNKNOWN, read_pieces_py, table_walk_py, walk_py
+from guided.fsm.kernels.units import UNKNOWN, read_lexer_pieces_py, read_pieces_py, table_walk_py, walk_py
 from guided.fsm.kernels.units import live_classes as table_live_classes
 from guided.fsm.narrow import below_words, class_words
 from guided.fsm.trie import subtree_heights
@@ -145,6 +145,23 @@ class CompiledUnitWalk:
                     return sc.runs[:n_runs].copy(), sc.wholes[:n_wholes].copy(), sc.exits[:n_exits].copy()
         finally:
             _SCRATCH[self._trie].append(sc)
+
+
+def read_lexer_pieces(lexer, start: int, pieces: np.ndarray, first_class: np.ndarray, suffix: np.ndarray):
+    """``(inside, accept, rests)`` of ``pieces`` read from lexer state ``start`` over
+    the lexer's own rows (``fsm.kernels.units.read_lexer_pieces_py``), the rows it
+    lacks built as it meets them: ``GrammarIndex._read_piece`` of each, for any
+    lexer state, without walking every piece of the vocabulary."""
+    read = compiled(read_lexer_pieces_py)
+    n = len(pieces)
+    inside, accept, rests = np.empty(n, dtype=np.bool_), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
+    i = 0
+    while True:
+        i, ask = read(pieces, first_class, suffix, lexer.transitions, lexer.accept_id_array(), start, i, inside, accept,
+                      rests)
+        if i == n:
+            return inside, accept, rests
+        lexer.ensure_rows(np.array([ask]))
 
 
 #: Bytes whose targets are a table state's candidate chain steps (``_chain_target``):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from guided.grammars.earley import CFG, EarleyParser, LazyRules, productive_symbols, trim
+from guided.grammars.earley import CFG, EarleyParser, LazyRules, OpaqueOrigin, productive_symbols, trim
 
 A, B, C = 0, 1, 2  # terminals
 S = 3              # the static start symbol
@@ -207,31 +207,90 @@ def test_the_parser_agrees_with_a_textbook_earley_on_random_grammars(bulk, monke
     give the same expected terminals and acceptance as a textbook Earley after every
     input of up to 7 terminals that a sentence starts with (with ``BULK = 0`` too, so
     that every bucket is a frozenset of shared tuples)."""
-    import random
-
     from guided.grammars import earley
 
     if bulk is not None:
         monkeypatch.setattr(earley, "BULK", bulk)
-    rng = random.Random(62)
-    checked = 0
-    while checked < 60:
+    for cfg in _random_grammars(62, 60):
+        got, want = _parser_walk(EarleyParser(cfg), 7), _reference_sets(cfg, 7)
+        assert got == want, cfg.rules
+
+
+def _random_grammars(seed: int, count: int):
+    """``count`` random small trimmed CFGs with right and left recursion and a unit cycle."""
+    import random
+
+    rng = random.Random(seed)
+    out = []
+    while len(out) < count:
         nt, n = rng.randint(1, 3), rng.randint(2, 5)
         syms = list(range(nt + n))
         rules = set()
         for lhs in range(nt, nt + n):
             for _ in range(rng.randint(1, 3)):
-                rhs = tuple(rng.choice(syms) for _ in range(rng.choice((0, 1, 1, 2, 2, 3))))
-                rules.add((lhs, rhs))
-        # Right recursion, a unit cycle, left recursion: what Leo and the completer must get right.
-        rules |= {(nt, (0, nt)), (nt + n - 1, (nt,)), (nt, (nt + n - 1,))}
+                rules.add((lhs, tuple(rng.choice(syms) for _ in range(rng.choice((0, 1, 1, 2, 2, 3))))))
+        rules |= {(nt, (0, nt)), (nt + n - 1, (nt,)), (nt, (nt + n - 1,)), (nt, (nt, 0))}
         cfg = CFG(nt, tuple(sorted(rules)), nt)
-        if nt not in productive_symbols(cfg):
-            continue
-        cfg = trim(cfg)
-        got, want = _parser_walk(EarleyParser(cfg), 7), _reference_sets(cfg, 7)
-        assert got == want, cfg.rules
-        checked += 1
+        if nt in productive_symbols(cfg):
+            out.append(trim(cfg))
+    return out
+
+
+def test_sets_with_equal_items_are_one_set():
+    """A scan whose set has the items of a set made before gets that set, with all
+    that is memoised on it: ``a+a`` is the set of ``a`` again, so a left-recursive
+    list makes the same few sets however long it grows."""
+    a, plus, S = 0, 1, 2
+    parser = EarleyParser(CFG(2, ((S, (S, plus, a)), (S, (a,))), S))
+    s1 = parser.advance(parser.root(), frozenset([a]))
+    s2 = parser.advance(s1, frozenset([plus]))
+    assert parser.advance(s2, frozenset([a])) is s1
+    state, made = s1, set()
+    for _ in range(200):
+        state = parser.advance(parser.advance(state, frozenset([plus])), frozenset([a]))
+        made.add(id(state))
+    assert made == {id(s1)} and state.accepts
+    parser.forget()  # sets made later are new objects, and parse the same
+    s3 = parser.advance(parser.advance(s1, frozenset([plus])), frozenset([a]))
+    assert s3 is s1  # (memoised on s1 before forget)
+    fresh = parser.advance(parser.advance(parser.advance(parser.root(), frozenset([a])), frozenset([plus])),
+                           frozenset([a]))
+    assert fresh.expected == s1.expected and fresh.accepts
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+def test_cut_sets_step_as_their_sets_do_or_raise(depth):
+    """``EarleyParser.cut(s, depth)`` leaves out the origins ``depth`` links down: from
+    it, every terminal sequence either goes exactly as from ``s`` (the same expected
+    terminals and acceptance at every step) or raises ``OpaqueOrigin`` at the step
+    that would complete an item below the cut. Random grammars, every state within
+    4 terminals of the root, every continuation of up to 4 terminals."""
+    from itertools import product
+
+    same = raised = 0
+    for cfg in _random_grammars(66, 25):
+        parser = EarleyParser(cfg)
+        states = [parser.root()]
+        for _ in range(4):
+            states += [parser.advance(s, frozenset([t])) for s in states for t in sorted(s.expected)]
+        for s in {id(s): s for s in states if s is not None}.values():
+            cut = parser.cut(s, depth)
+            for n in range(1, 5):
+                for seq in product(range(cfg.num_terminals), repeat=n):
+                    real, short = s, cut
+                    try:
+                        for t in seq:
+                            real = parser.advance(real, frozenset([t]))
+                            short = parser.advance(short, frozenset([t]))
+                            assert (real is None) == (short is None), seq
+                            if real is None:
+                                break
+                            assert (short.expected, short.accepts) == (real.expected, real.accepts), seq
+                    except OpaqueOrigin:
+                        raised += 1
+                        continue
+                    same += 1
+    assert same > 1000 and raised > 100
 
 
 def test_right_recursion_completes_through_leo_items():

@@ -452,3 +452,93 @@ def test_grammars_with_many_optional_items_still_compile():
     from guided.grammars.lark_frontend import compile_lark
 
     compile_lark("start: " + " ".join(f'"{c}"?' for c in "abcdefghijkl"))  # 4,096 alternatives
+
+
+def test_lark_parts_are_what_lark_itself_compiles():
+    """Terminals, rules and ignored terminals come from lark's loader without building
+    lark's parser: the same as ``lark.Lark(text, parser="earley", lexer="dynamic")``
+    has them, for every shipped grammar and the test grammars."""
+    from guided.grammars.lark_frontend import _lark_parts
+
+    texts = [guided.Grammar.from_name(n).lark_text for n in guided.Grammar.names()] + [JSON_GRAMMAR, QUERY_GRAMMAR]
+    for text in texts:
+        terminals, rules, ignore = _lark_parts(text, "start")
+        parsed = lark.Lark(text, start="start", parser="earley", lexer="dynamic")
+        assert [(t.name, t.pattern, t.priority) for t in terminals] == \
+            [(t.name, t.pattern, t.priority) for t in parsed.terminals]
+        assert [(r.origin, r.expansion, r.alias) for r in rules] == [(r.origin, r.expansion, r.alias) for r in parsed.rules]
+        assert list(ignore) == list(parsed.ignore_tokens)
+
+
+def test_pieces_read_over_lexer_rows_are_read_one_by_one(smollm2_vocab):
+    """``unit_walk.read_lexer_pieces`` (compiled, over the lexer's rows, building the
+    rows it meets) reads every piece of the vocabulary as ``GrammarIndex._read_piece``
+    steps its bytes, from lexer states whose terminals sit in several tables."""
+    from guided.fsm.kernels import AVAILABLE
+
+    if not AVAILABLE:
+        pytest.skip("numba is not installed")
+    from guided.grammars.unit_walk import read_lexer_pieces
+
+    guide = GrammarGuide(compile_lark(guided.Grammar.from_name("python_expr").lark_text), smollm2_vocab)
+    index = guide.index
+    p = index.parser.root()
+    starts = [index.start_state(p)]
+    for text in (b"x", b"1", b"'", b"not", b">"):
+        starts.append(index.lexer.step(starts[0], text))
+    pieces = np.arange(index.pieces.size, dtype=np.int64)
+    for start in starts:
+        assert index.lexer.table_group(start) is None  # several tables: the path under test
+        inside, accept, rests = read_lexer_pieces(index.lexer, start, pieces, index._piece_first_class(),
+                                                  index.pieces.suffix)
+        for x in range(0, index.pieces.size, 7):
+            a, rest = index._read_piece(start, x)
+            if a == 0:
+                assert inside[x], x
+            else:
+                assert not inside[x] and (accept[x], rests[x]) == ((a, rest) if a > 0 else (-1, -1)), x
+
+
+NESTED_EXPRESSIONS = {
+    "arithmetic": ["((1 + (2 * (3 - x))) / f(a, (b), g(c, (d + 1))))", "-(-(x ^ -(y ^ 2)))",
+                   "max(a, b, 1e-3) % 7 + sqrt((x))"],
+    "python_expr": ["f(g(1, (2 + h(3))), [4, (5)], {'k': [(6)]})[0]", "not (a and (b or not c))",
+                    "sorted(xs, key=lambda p: (p.a, -p.b))[:10]", "[[1], [[2]], [[[3]]]]"],
+    "sql": ["SELECT a FROM t WHERE (x = 1 AND (y < 2 OR (z > 3))) ORDER BY a;",
+            "SELECT a FROM t WHERE NOT (x = 1 AND (y < 2 OR (z > 3)));"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(NESTED_EXPRESSIONS))
+def test_masks_computed_on_cut_states_are_the_masks_of_the_states(name, smollm2_vocab, smollm2_tokenizer,
+                                                                  monkeypatch):
+    """What a token's rest reads is computed on the parse state cut a few open
+    constructs deep (``EarleyParser.cut``) and shared by every state that agrees
+    that deep; tokens closing several constructs at once (``)))``) need the state
+    whole. Every mask of deeply nested expressions, read with a guide that shares
+    work across them, equals the mask of a guide that never cuts; at some steps,
+    the brute-force mask."""
+    spec = guided.Grammar.from_name(name)
+    shared = GrammarGuide(compile_lark(spec.lark_text, spec.start), smollm2_vocab)
+    docs = [smollm2_tokenizer.encode(d, add_special_tokens=False) for d in NESTED_EXPRESSIONS[name]]
+    got = []
+    for ids in docs:
+        m = shared.matcher()
+        for t in ids + [None]:
+            got.append(mask_of(shared, m))
+            if t is not None:
+                assert m.accept_token(t)
+        assert m.is_accepting()
+    monkeypatch.setattr(gi, "CUT_DEPTHS", ())
+    whole = GrammarGuide(compile_lark(spec.lark_text, spec.start), smollm2_vocab)
+    step = 0
+    for ids in docs:
+        m = whole.matcher()
+        for t in ids + [None]:
+            assert np.array_equal(mask_of(whole, m), got[step]), step
+            if step % 9 == 0:
+                want = np.flatnonzero(brute_force_mask(whole, m))
+                assert np.array_equal(want, got[step]), step
+            step += 1
+            if t is not None:
+                m.accept_token(t)

@@ -15,6 +15,8 @@ Python twins, and the tests that hold them equal:
   ``test_table_walks_read_only_the_terminals_allowed``).
 - ``read_pieces_py``: the piece view, ``GrammarIndex._build_piece_view`` and
   ``_piece_ends`` (``tests/test_json_recursive.py::test_pieces_read_over_rule_tables_are_the_piece_views``).
+- ``read_lexer_pieces_py``: ``GrammarIndex._read_piece``
+  (``tests/test_grammar.py::test_pieces_read_over_lexer_rows_are_read_one_by_one``).
 - ``live_classes``: ``grammars.lexer.Lexer.live_classes``; ``group_exits``:
   ``grammar_index._exit_units`` then ``_Exits.of`` (both in the walk tests above).
 
@@ -331,6 +333,32 @@ def read_pieces_py(pieces, first_class, suffix, to_table, trans, bits, known, nf
             if offset > 0 and bits[0, state] & alive != 0:
                 mid[i] = True
             state, alive, piece, offset = target, after, suffix[piece], offset + 1
+            if piece < 0:
+                inside[i] = True
+                break
+    return len(pieces), -1
+
+
+def read_lexer_pieces_py(pieces, first_class, suffix, trans, accepting, start, i0, inside, accept, rests):
+    """Read each of ``pieces`` (from the ``i0``-th on) from lexer state ``start``
+    over the lexer's own rows (``trans``; ``accepting``: each state's accept id),
+    longest match: ``inside[i]`` when all its bytes stay inside the lexeme; else,
+    where it leaves after a byte at least in an accepting state, ``accept[i]``
+    (that accept id) and ``rests[i]`` (the piece left); ``accept[i] == -1`` where
+    it dies without one. Returns ``(len(pieces), -1)``, or ``(i, state)`` where
+    piece i met a row Python must build (``Lexer.ensure_rows``)."""
+    for i in range(i0, len(pieces)):
+        state, piece, offset = start, pieces[i], 0
+        inside[i], accept[i], rests[i] = False, -1, -1
+        while True:
+            if trans[state, 0] == UNKNOWN:
+                return i, state
+            target = trans[state, first_class[piece]]
+            if target < 0:
+                if offset > 0 and accepting[state] > 0:
+                    accept[i], rests[i] = accepting[state], piece
+                break
+            state, piece, offset = target, suffix[piece], offset + 1
             if piece < 0:
                 inside[i] = True
                 break
