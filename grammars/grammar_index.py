@@ -50,6 +50,10 @@ microseconds for a key and ~0.1 ms for an open string, plus the rows it builds. 
 mask is a copy of the inside row, plus, per group of completed terminals, a
 memoised parser scan and the group's rests read from the next lexeme's start
 (compiled, piece by piece; else through the piece view: one walk of every piece).
+What a group of rests reads after a parse state is memoised on the state cut a few
+open constructs deep (``EarleyParser.cut``), so states that differ only further down
+their stacks share it: a new state's mask costs a few Earley steps (~20 µs each in
+Python) where its innermost constructs are new, and lookups where they are not.
 """
 
 from __future__ import annotations
