@@ -67,11 +67,13 @@ class GrammarGuide(Guide):
         with self.lock:
             self._initial = self.index.initial()
         self._next_check = 256  # cached parse states at which the guide is measured next
-        self._per_state: float | None = None  # bytes per cached parse state, last measured
         self._completions: Completions | None = None
 
     def _shared_roots(self) -> tuple:
         return (self.vocab, vocabulary_pieces(self.vocab), vocabulary_bytes(self.vocab))
+
+    def _growth_units(self) -> int:
+        return self.index.cached_states
 
     def matcher(self) -> "GrammarMatcher":
         """A fresh ``GrammarMatcher`` at the grammar's start."""
@@ -89,24 +91,19 @@ class GrammarGuide(Guide):
         return row if row.any() else self._eos_row
 
     def _check_growth(self) -> None:
-        """Measure the guide as its cached parse states double. Over ``max_bytes``,
-        the caches go (only speed is at stake); still over, ``GuideMemoryError``.
-
-        A measurement walks every cached state (seconds at tens of thousands), so
-        while the bytes per state last measured, times the states cached now, stay
-        under a quarter of ``max_bytes``, the walk is left out."""
+        """Measure the guide as its cached parse states double (``_must_measure``).
+        Over ``max_bytes``, the caches go (only speed is at stake); still over,
+        ``GuideMemoryError``."""
         cached = self.index.cached_states
         if cached < self._next_check // 2:  # the caches were dropped since
             self._next_check = 256
         if cached < self._next_check:
             return
         self._next_check = 2 * cached
-        if self.max_bytes is None:
-            return
-        if self._per_state is not None and self._per_state * cached < self.max_bytes / 4:
+        if not self._must_measure(cached):
             return
         used = self.nbytes()
-        self._per_state = used / max(1, cached)
+        self._measured(used)
         if used > self.max_bytes:
             self.index.drop_caches()
             if self._completions is not None:

@@ -58,6 +58,8 @@ class Guide:
     #: The most bytes the guide may hold as it grows while decoding (None: no limit);
     #: ``guided.compile`` sets it from ``max_guide_bytes``.
     max_bytes: int | None = None
+    #: The last measurement: (bytes, growth units, bytes per unit assumed since).
+    _last_measured: tuple[int, int, float] | None = None
 
     def matcher(self) -> "Matcher":
         """A fresh ``Matcher`` at the start of the spec (one per sequence)."""
@@ -79,9 +81,32 @@ class Guide:
             The guide's ``nbytes()``.
         """
         used = self.nbytes()
+        self._measured(used)
         if self.max_bytes is not None and used > self.max_bytes:
             raise GuideMemoryError(used, self.max_bytes)
         return used
+
+    def _growth_units(self) -> int:
+        """What the guide has built so far, in units its memory grows with (rows,
+        states); 0 for a guide that does not grow."""
+        return 0
+
+    def _measured(self, used: int) -> None:
+        """Keep a measurement (``used`` bytes now) for ``_must_measure``."""
+        units, last = self._growth_units(), self._last_measured
+        slope = (used - last[0]) / (units - last[1]) if last is not None and units > last[1] else 0.0
+        self._last_measured = (used, units, max(UNIT_BYTES, slope))
+
+    def _must_measure(self, units: int) -> bool:
+        """Whether a guide grown to ``units`` (``_growth_units``) must be measured now.
+        A measurement walks the guide's objects (ms for a large one), so it is left
+        out while the bytes last measured, plus ``UNIT_BYTES`` per unit grown since
+        (or the growth per unit between the last two measurements, where more),
+        stay under a quarter of ``max_bytes``."""
+        if self.max_bytes is None:
+            return False
+        last = self._last_measured
+        return last is None or last[0] + (units - last[1]) * last[2] >= self.max_bytes / 4
 
     @property
     def vocab_size(self) -> int:
@@ -93,6 +118,12 @@ class Guide:
     def eos_token_ids(self) -> tuple[int, ...]:
         """The tokens that end a sequence; allowed where the text so far is complete."""
         return self.vocab.eos_token_ids
+
+
+#: Bytes a guide is taken to grow by per row or state built (``Guide._must_measure``):
+#: a row is 4 bytes per 32 tokens (6 KiB for 49k tokens, 16 KiB for 128k), a state
+#: its transitions and bookkeeping.
+UNIT_BYTES = 64 << 10
 
 
 def refuse_budget(guide: Guide, remaining) -> None:
@@ -291,6 +322,9 @@ class FSMGuide(Guide):
     def _shared_roots(self) -> tuple:
         return (self.vocab, split_vocabulary(self.vocab))
 
+    def _growth_units(self) -> int:
+        return self.index.num_rows + self.dfa.num_states
+
     def matcher(self) -> "FSMMatcher":
         """A fresh ``FSMMatcher`` at the DFA's start state."""
         return FSMMatcher(self)
@@ -309,10 +343,11 @@ class FSMGuide(Guide):
         empty = self._empty_rows.get(rid)
         if empty is None:
             empty = self._empty_rows[rid] = not index.rows()[rid].any()
-        grown = index.num_rows + self.dfa.num_states
+        grown = self._growth_units()
         if grown >= self._next_check:  # a lazy guide grew: measured as it doubles
             self._next_check = 2 * grown
-            self.check_memory()
+            if self._must_measure(grown):
+                self.check_memory()
         return 0 if empty else rid + 1
 
     def built_row(self, state: int) -> np.ndarray | None:
