@@ -20,20 +20,22 @@ are numpy.
 from __future__ import annotations
 
 import hashlib
+import sys
 
 import numpy as np
 
 from guided.errors import EmptyLanguageError, RegexTooLargeError
 
-from . import memo
+from . import footprint, memo
 from .arrays import spans
 from .deadline import check as check_deadline
 from .kernels import AVAILABLE as COMPILED_AVAILABLE
-from .nfa import NFA, nfa_byte_classes
+from .nfa import _INT_BYTES, NFA, nfa_byte_classes
 
 MAX_DFA_STATES = 200_000
 
 
+@footprint.self_measured
 class DFA:
     """A minimal deterministic automaton over bytes.
 
@@ -69,6 +71,25 @@ class DFA:
         self._free = None  # ``fsm.ops.free_states``, made on first use
 
     start = 0
+
+    def footprint_parts(self) -> tuple[int, list, tuple]:
+        """Its size for ``fsm.footprint``: the arrays by their data, the Python lists
+        of rows and classes in bulk, the cached edge lists walked. Returns
+        ``(bytes, to walk, covered)``."""
+        t = self.transitions
+        size = sys.getsizeof(self) + t.nbytes + self.byte_to_class.nbytes + self.accepting.nbytes
+        covered = [self._classes]
+        small = self.num_classes  # the interpreter's small ints the lists hold, each counted once
+        size += sys.getsizeof(self._classes)
+        if self._rows is not None:
+            covered.append(self._rows)
+            big = t > 256  # ints past 256 are objects of their own
+            small = max(small, len(np.unique(t[~big])))
+            size += sys.getsizeof(self._rows) + sum(map(sys.getsizeof, self._rows)) + \
+                _INT_BYTES * int(np.count_nonzero(big))
+        size += _INT_BYTES * small
+        rest = [x for x in (self._edge_list, self._flat_edges, self._free) if x is not None]
+        return size, rest, tuple(covered)
 
     @property
     def num_states(self) -> int:

@@ -158,3 +158,19 @@ def test_a_dead_end_while_decoding_is_reported_as_no_match(tiny_model, smollm2_t
     does not match rather than "eos"."""
     r = guided.generate(tiny_model, smollm2_tokenizer, "x", guided.Regex("a\x14"), max_new_tokens=5, temperature=0)
     assert r.text == "a" and r.finish_reason == "no_match"
+
+
+def test_a_dfas_bulk_size_agrees_with_a_walk_of_every_object(monkeypatch):
+    """DFAs (memoised by the hundred in a compile) size their row and class lists in
+    bulk; the figure stays that of visiting each object."""
+    from guided.fsm import footprint
+    from guided.fsm.ops import free_states
+    from guided.fsm.regex import compile_regex
+
+    dfa = compile_regex(r"[a-z]{1,40}@[a-z]{2,12}\.(com|org|net)")
+    dfa.step(dfa.start, b"someone@example.org")  # builds the Python rows
+    free_states(dfa)
+    bulk = footprint.nbytes(dfa)
+    monkeypatch.setattr(footprint, "_SELF_MEASURED", {})
+    monkeypatch.setattr(footprint, "_kinds", {})
+    assert bulk == pytest.approx(footprint.nbytes(dfa), rel=0.05)
