@@ -88,15 +88,48 @@ def shared_ids(roots) -> frozenset[int]:
     with _shared_lock:
         got = _shared_ids.get(key)
     if got is None:
-        ids: set[int] = set()
-        for r in roots:
-            ids |= _walk(r, frozenset(ids))[1]
-        got = (roots, frozenset(ids))
+        got = (roots, frozenset(_reach(roots)))
         with _shared_lock:
             _shared_ids[key] = got
             while len(_shared_ids) > 16:
                 _shared_ids.pop(next(iter(_shared_ids)))
     return got[1]
+
+
+def _reach(roots) -> set[int]:
+    """The ids of the objects reachable from ``roots``, but for scalars (bytes, str,
+    int, ...) held in lists, tuples, sets and dicts: a guide reaches those only
+    through their shared container, whose id is here (the vocabulary's 49k token
+    strings are checked by type in C, not visited one by one: ~50x faster)."""
+    seen: set[int] = set()
+    stack = list(roots)
+    kinds = _kinds
+    scalars = _SCALARS
+    while stack:
+        o = stack.pop()
+        i = id(o)
+        if i in seen:
+            continue
+        seen.add(i)
+        t = type(o)
+        k = kinds.get(t)
+        if k is None:
+            k = kinds[t] = _kind(t)
+        if k == _SEQUENCE:
+            stack.extend(x for x in o if type(x) not in scalars)
+        elif k == _DICT:
+            stack.extend(x for x in o.keys() if type(x) not in scalars)
+            stack.extend(x for x in o.values() if type(x) not in scalars)
+        elif k == _ARRAY:
+            if o.base is not None:
+                stack.append(o.base)
+        elif k == _OBJECT:
+            stack.extend(_children(o))
+        elif k == _OWN:
+            _, to_walk, covered = _SELF_MEASURED[t](o)
+            seen.update(map(id, covered))
+            stack.extend(to_walk)
+    return seen
 
 
 def _children(o) -> list:
