@@ -326,6 +326,10 @@ def main(argv=None):
     ap.add_argument("--free-max-tokens", type=int, default=None, help="max new tokens, free text (120; quick 60)")
     ap.add_argument("--free-prompts", type=int, default=None, help=f"number of free-text prompts (max {len(FREE_TEXT)})")
     ap.add_argument("--num-draft-tokens", type=int, default=8)
+    ap.add_argument("--whitespace", choices=("compact", "flexible"), default="compact",
+                    help="the JSON specs' whitespace (flexible: JsonSchema's default)")
+    ap.add_argument("--arms", default=None, help="comma-separated arm labels' first words (default: all), "
+                    "e.g. plain,auto; plain is always run")
     ap.add_argument("--early-exit-layers", type=int, default=None,
                     help="layers of the EarlyExit drafter (default: a quarter of the model's)")
     ap.add_argument("--skip-free-text", action="store_true")
@@ -348,13 +352,17 @@ def main(argv=None):
           f"greedy; num_draft_tokens={args.num_draft_tokens}")
     layers = args.early_exit_layers or EarlyExit(model).num_layers
     arm_list = arms(tok, model, args.draft_model, layers)
+    if args.arms:
+        wanted = {w.strip() for w in args.arms.split(",")} | {"plain"}
+        arm_list = [(a, f) for a, f in arm_list if a.split(" ")[0].split("(")[0] in wanted]
     labels = [a for a, _ in arm_list]
 
-    items = [(n, p, guided.JsonSchema(s, whitespace="compact")) for n, s, p in SCHEMAS[:n_schemas]]
+    items = [(n, p, guided.JsonSchema(s, whitespace=args.whitespace)) for n, s, p in SCHEMAS[:n_schemas]]
     agg = run_set("json", model, tok, items, arm_list, max_tokens, args.num_draft_tokens, log)
-    table(f"Schema-constrained JSON: {len(items)} schemas, compact whitespace, max {max_tokens} new tokens", agg, labels)
+    table(f"Schema-constrained JSON: {len(items)} schemas, {args.whitespace} whitespace, max {max_tokens} new tokens",
+          agg, labels)
     p = agg["plain"]
-    for label in labels[3:5]:  # auto, auto+EarlyExit
+    for label in [a for a in labels if a.startswith("auto")]:
         a = agg[label]
         fewer = p["passes"] / a["passes"]
         speed = p["time"] / a["time"]

@@ -118,7 +118,7 @@ def _reach(roots) -> set[int]:
         if k == _SEQUENCE:
             stack.extend(x for x in o if type(x) not in scalars)
         elif k == _DICT:
-            stack.extend(x for x in o.keys() if type(x) not in scalars)
+            stack.extend(x for x in o if type(x) not in scalars)
             stack.extend(x for x in o.values() if type(x) not in scalars)
         elif k == _ARRAY:
             if o.base is not None:

@@ -163,6 +163,41 @@ def test_forced_tokens_learn_the_targets_split(smollm2_vocab, smollm2_tokenizer)
     assert drafter.propose(prompt, other.matcher(), 1) == [brace]
 
 
+def test_forced_tokens_draft_the_targets_layout_where_the_spec_leaves_a_choice(smollm2_vocab, smollm2_tokenizer):
+    """With flexible whitespace nothing is forced after '{' or ',': the layout is the
+    model's choice. Once the drafter has seen the target lay out one object (asked at
+    every step, as the loop asks it), it drafts that layout and the forced keys
+    between its choices, for the next object of the schema (not the values: content
+    is left to the other drafters), and, by the two tokens before a choice, for
+    another schema's object too."""
+    enc = lambda text: smollm2_tokenizer.encode(text, add_special_tokens=False)
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+              "required": ["name", "age"], "additionalProperties": False}
+    guide = guided.compile(guided.JsonSchema(schema), smollm2_vocab)
+    prompt, ids = enc("Answer:"), enc('{\n  "name": "Bob",\n  "age": 7\n}')
+    fresh = ForcedTokens(smollm2_tokenizer, splits={}, habits={})
+    assert fresh.propose(prompt, guide.matcher(), 8) == []  # '{' or whitespace: a choice, nothing seen yet
+    drafter = ForcedTokens(smollm2_tokenizer, splits={}, habits={})
+    m = guide.matcher()
+    for i, t in enumerate(ids):
+        drafter.propose(prompt + ids[:i], m.fork(), 8)
+        assert m.accept_token(t)
+    drafter.propose(prompt + ids, m.fork(), 8)  # (learns the last token)
+    m = guide.matcher()
+    assert m.accept_tokens(ids[:1])
+    again = drafter.propose(prompt + ids[:1], m, len(ids))
+    assert again == ids[1:6]  # '\n ' ' "' 'name' '":' ' "': the layout, the forced key, up to the value
+    m = guide.matcher()
+    assert m.accept_tokens(ids[:7])  # ... "Bob
+    assert drafter.propose(prompt + ids[:7], m, len(ids)) == ids[7:13]  # '",' '\n ' ' "' 'age' '":' ' '
+    other = guided.compile(guided.JsonSchema({"type": "object", "properties": {"city": {"type": "string"}},
+                                              "required": ["city"]}), smollm2_vocab)
+    m = other.matcher()
+    assert m.accept_tokens(enc("{"))
+    got = drafter.propose(prompt + enc("{"), m, 4)
+    assert got[:1] == ids[1:2]  # the newline and indent after '{', learned on the other schema
+
+
 def test_early_exit_is_the_targets_first_layers(tiny_model):
     """The view runs layer 0 only, with the target's own weights; the target is untouched."""
     from transformers import LlamaForCausalLM

@@ -25,11 +25,13 @@ from guided.fsm.kernels import AVAILABLE as COMPILED_AVAILABLE
 from guided.fsm.memo import memo
 from guided.fsm.nfa import NFA, Template
 from guided.fsm.ops import embed
-from guided.fsm.regex import compile_regex, lookahead_dfa, regex_to_nfa
+from guided.fsm.regex import lookahead_dfa, regex_to_nfa
 from guided.fsm.utf8 import MAX_CODE_POINT, normalize, subtract
-from guided.grammars.json_schema.scalars.numbers import JSON_NUMBER
+from guided.grammars.json_schema.scalars.numbers import JSON_NUMBER, plain_number_dfa
 
 ANY_CHAR = ((0, MAX_CODE_POINT),)
+#: Code points with an escaped spelling (or only one: controls).
+_ESCAPED = ((0, 0x1F), (0x22, 0x22), (0x2F, 0x2F), (0x5C, 0x5C))
 _SHORT_ESCAPES = {0x08: b"\\b", 0x09: b"\\t", 0x0A: b"\\n", 0x0C: b"\\f", 0x0D: b"\\r"}
 
 
@@ -67,9 +69,21 @@ def json_char(nfa: NFA, ranges) -> tuple[int, int]:
     """Fragment: one encoded character from the code point set ``ranges`` (one that no
     text crosses where the set is empty: ``[^\\s\\S]``, or only lone surrogates)."""
     ranges = tuple(ranges)
-    if not normalize(list(ranges)):
+    if ranges == ANY_CHAR:
+        return embed(nfa, any_json_char_dfa())
+    chars = normalize(list(ranges))
+    if not chars:
         return nfa.state(), nfa.state()
+    if subtract(chars, _ESCAPED) == chars:  # each character spelled one way: itself
+        return nfa.code_points(chars)
     return embed(nfa, _json_char_dfa_of(ranges))
+
+
+@functools.lru_cache(maxsize=1)
+def any_json_char_dfa() -> DFA:
+    """``json_char_dfa`` of any character, built once per process rather than memoised:
+    nearly every schema has a string, and the memo may be cleared between compiles."""
+    return json_char_dfa(tuple(normalize(list(ANY_CHAR))))
 
 
 @memo
@@ -118,16 +132,11 @@ def regex_fragment(nfa: NFA, pattern: str) -> tuple[int, int]:
     return regex_to_nfa(pattern, nfa)
 
 
-@functools.lru_cache(maxsize=1)
-def _number_dfa() -> DFA:
-    return compile_regex(JSON_NUMBER)
-
-
 def any_number(nfa: NFA) -> tuple[int, int]:
     """Fragment: any JSON number, a copy of one minimal DFA built once per process.
     Open values are built again at every place decoding reaches one, and parsing
     the number pattern each time costs more than the rest of the value."""
-    return embed(nfa, _number_dfa())
+    return embed(nfa, plain_number_dfa(JSON_NUMBER))
 
 
 def quoted(nfa: NFA, body: tuple[int, int]) -> tuple[int, int]:

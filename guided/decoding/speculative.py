@@ -24,7 +24,9 @@ Drafters (``propose(context, matcher, k) -> tokens``, advancing the forked match
 
 * ``ForcedTokens``: tokens the automaton allows alone; for regex / JSON Schema guides
   also tokens spelling a forced byte string (``{"name":`` after ``{``), split as the
-  target split it before where that differed from the tokenizer.
+  target split it before where that differed from the tokenizer; where the spec
+  leaves a choice, the layout token (whitespace, punctuation) the target wrote there
+  before.
 * ``PromptLookup``: the tokens that followed the latest earlier occurrence of the last
   n-gram (n = 3, 2, 1) in the prompt and output, cut at the first the matcher refuses.
 * ``DraftModel``: a small model sharing the vocabulary, sampling its own masked
@@ -52,21 +54,37 @@ from .step import next_token_scores
 
 class ForcedTokens:
     """Propose what the automaton forces: a token allowed alone, or (regex / JSON
-    Schema guides, with a ``tokenizer``) tokens that spell a forced byte string.
+    Schema guides, with a ``tokenizer``) tokens that spell a forced byte string; and
+    where the spec leaves a choice, what the target wrote there before.
 
     A forced string is drafted one token at a time: the tokenizer's canonical first
     token, or the token the target wrote instead the last time that canonical token
     was drafted. Models often split differently from their tokenizer (SmolLM2 writes
     ``{`` ``"`` and ``":`` ``"`` where the tokenizer says ``{"`` and ``":"``), and one
     wrong split costs the rest of the draft, so the drafter remembers what was kept.
-    The memory is shared by the drafters of one vocabulary (pass ``splits={}`` for a
-    private one); it only changes what is drafted, never what is generated.
+
+    Where the spec allows several tokens (the whitespace after ``{`` or ``,`` in
+    flexible JSON), the drafter proposes the target's habit: a layout token
+    (whitespace and JSON punctuation) it wrote before at the same place, the
+    latest one the matcher takes. A place is, from the most particular: the
+    automaton state and the token before; the two tokens before; the bytes the
+    automaton forces next; the layout token before. Models lay out JSON the same
+    way every time (a newline and two spaces after ``{``, ``":`` after a key), so
+    drafting goes on through the layout into the next forced key instead of
+    stopping at each choice. Content (a string's words, a number) is left to the
+    other drafters.
+
+    Both memories are shared by the drafters of one vocabulary (pass ``splits={}``
+    and ``habits={}`` for private ones); they only change what is drafted, never
+    what is generated.
 
     Args:
         tokenizer: the tokenizer, to spell forced byte strings; without it only
-            tokens allowed alone are drafted.
+            tokens allowed alone (and habits) are drafted.
         splits: the memory of splits (canonical first token -> the token the target
             wrote instead); None shares one per vocabulary.
+        habits: the memory of layout choices (a place -> the layout tokens the
+            target wrote there, the latest first); None shares one per vocabulary.
 
     Example::
 
@@ -78,14 +96,16 @@ class ForcedTokens:
         >>> guided.generate(model, tokenizer, prompt, spec, speculative=[ForcedTokens(tokenizer)])
     """
 
-    def __init__(self, tokenizer=None, splits: dict | None = None):
+    def __init__(self, tokenizer=None, splits: dict | None = None, habits: dict | None = None):
         self.tokenizer = tokenizer
         self.splits = splits  # canonical first token -> the token the target wrote instead
-        # The last proposal: (context, [((forced string, canonical token) or (None, None), drafted token)])
+        self.habits = habits  # a place (``_habit_keys``) -> the layout tokens written there, the latest first
+        # The last proposal: (context, [((forced string, canonical token) or (None, None), drafted token)],
+        # a fork of the matcher before it)
         self._last: tuple | None = None
 
     def propose(self, context: list[int], matcher, k: int) -> list[int]:
-        """Up to ``k`` forced tokens from ``matcher``'s state, each accepted by it.
+        """Up to ``k`` tokens from ``matcher``'s state, each accepted by it.
 
         Args:
             context: every token so far (prompt and output): the drafter learns from
@@ -99,7 +119,10 @@ class ForcedTokens:
         vocab = matcher.guide.vocab
         if self.splits is None:
             self.splits = _SHARED_SPLITS.setdefault(vocab.fingerprint, {})
+        if self.habits is None:
+            self.habits = _SHARED_HABITS.setdefault(vocab.fingerprint, {})
         self._learn(context, vocab.token_bytes)
+        before = matcher.fork()
         eos = set(matcher.guide.eos_token_ids)
         out: list[int] = []
         why: list = []
@@ -110,23 +133,57 @@ class ForcedTokens:
                 tok = self.splits.get(canonical, canonical)
             else:
                 allowed = matcher.allowed_token_ids()
-                if len(allowed) != 1 or allowed[0] in eos:
+                canonical = None
+                if len(allowed) == 1:
+                    tok = allowed[0]
+                else:
+                    tok = self._habit(matcher, context + out)
+                if tok is None or tok in eos:
                     break
-                tok, text, canonical = allowed[0], None, None
             if not matcher.accept_token(tok):
                 break
             out.append(tok)
             why.append((text, canonical))
-        self._last = (list(context), list(zip(why, out)))
+        self._last = (list(context), list(zip(why, out)), before)
         return out
 
+    def _habit(self, matcher, context: list[int]) -> int | None:
+        """A layout token the target wrote before where ``matcher`` stands, one the
+        matcher takes: by the automaton state and the token before, the two tokens
+        before, the bytes the automaton forces next (``":`` where a key's closing
+        quote is forced), then the layout token before; the latest first."""
+        if len(context) < 2:
+            return None
+        for key in self._habit_keys(matcher, context[-2], context[-1]):
+            for tok in self.habits.get(key, ()):
+                if matcher.fork().accept_token(tok):
+                    return tok
+        return None
+
+    def _habit_keys(self, matcher, before: int, last: int) -> list[tuple]:
+        """Where the target stands, from the most to the least particular."""
+        keys = []
+        state = getattr(matcher, "state", None)
+        if state is not None:
+            keys.append(("state", id(matcher.guide), state, last))
+        keys.append(("after", before, last))
+        dfa = getattr(matcher.guide, "dfa", None)
+        if dfa is not None and state is not None:
+            forced = forced_bytes(dfa, state, 8)
+            if forced:
+                keys.append(("forced", forced))
+        if _is_layout(matcher.guide.vocab.token_bytes[last]):
+            keys.append(("after layout", last))
+        return keys
+
     def _learn(self, context: list[int], token_bytes) -> None:
-        """Compare the last proposal with what the target kept after it; where the
+        """Compare the last proposal with what the target kept after it: where the
         target began a forced string with another token than the one drafted,
-        remember that token for the forced string's canonical first token."""
+        remember that token for the forced string's canonical first token; and
+        remember each layout token it wrote, by where it wrote it (``_habit``)."""
         if self._last is None:
             return
-        before, drafted = self._last
+        before, drafted, matcher = self._last
         self._last = None
         n = len(before)
         if len(context) <= n or context[:n] != before:
@@ -140,6 +197,17 @@ class ForcedTokens:
                     self.splits.clear()
                 self.splits[canonical] = actual
             break
+        if len(self.habits) >= _MAX_HABITS:
+            self.habits.clear()
+        for i in range(max(n, 2), len(context)):
+            tok = context[i]
+            if _is_layout(token_bytes[tok]):
+                for key in self._habit_keys(matcher, context[i - 2], context[i - 1]):
+                    seen = self.habits.get(key, ())
+                    if not seen or seen[0] != tok:  # the latest first, a few kept
+                        self.habits[key] = (tok,) + tuple(t for t in seen if t != tok)[: _HABITS_PER_PLACE - 1]
+            if not matcher.accept_token(tok):
+                break
 
     def _forced_text(self, matcher) -> str | None:
         """The text (2+ bytes of UTF-8) the DFA forces from here, if any."""
@@ -156,6 +224,16 @@ class ForcedTokens:
 
 
 _SHARED_SPLITS: dict[str, dict[int, int]] = {}  # vocabulary fingerprint -> ForcedTokens.splits
+_SHARED_HABITS: dict[str, dict[tuple, int]] = {}  # vocabulary fingerprint -> ForcedTokens.habits
+_MAX_HABITS = 65_536  # past this many entries the habits start over
+_HABITS_PER_PLACE = 4  # layout tokens kept per place, the latest first
+_LAYOUT = frozenset(b' \t\r\n{}[],:"')
+
+
+def _is_layout(data: bytes) -> bool:
+    """Whether a token is layout (whitespace and JSON punctuation only): what a model
+    writes alike every time, where its content words depend on the text."""
+    return bool(data) and _LAYOUT.issuperset(data)
 
 
 def forced_bytes(dfa, state: int, limit: int = 64) -> bytes:

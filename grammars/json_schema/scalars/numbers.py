@@ -37,6 +37,7 @@ Conventions (the same in every function here):
 
 from __future__ import annotations
 
+import functools
 import math
 from decimal import Decimal
 from fractions import Fraction
@@ -51,6 +52,18 @@ __all__ = [
 
 JSON_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 JSON_INTEGER = r"-?(?:0|[1-9][0-9]*)"
+
+
+@functools.lru_cache(maxsize=2)
+def plain_number_dfa(rx: str):
+    """The DFA of ``JSON_INTEGER`` or ``JSON_NUMBER``, built once per process rather
+    than memoised: most schemas have an unbounded number, and the memo may be
+    cleared between compiles."""
+    from guided.fsm.regex import compile_regex
+
+    if rx not in (JSON_INTEGER, JSON_NUMBER):
+        raise ValueError(f"not a plain number pattern: {rx!r}")
+    return compile_regex(rx)
 # Exponent texts of one sign (``1e-06`` is how ``json.dumps`` writes 0.000001):
 # what ``minimum=0`` / ``maximum=0`` alone allow on top of the plain decimals.
 _NONNEGATIVE_EXP = r"(?:0|[1-9][0-9]*)(?:\.[0-9]+)?[eE][+-]?[0-9]+"

@@ -63,6 +63,7 @@ from .numbers import (
     integer_multiple_of_regex,
     integer_range_regex,
     number_range_regex,
+    plain_number_dfa,
 )
 
 #: The longest string lengths are counted to (the lazy counters are 64-bit): a
@@ -214,7 +215,7 @@ class ScalarCompiler:
             return self._multiples("over", plain, step, multiple, path)
         rx, step = self.number_regex_exact(t, schema, path)
         if step is None:
-            return compile_regex(rx)
+            return plain_number_dfa(rx) if rx in (JSON_INTEGER, JSON_NUMBER) else compile_regex(rx)
         multiple = multiple_of_dfa(step)
         if multiple is None:
             self.unsupported("multipleOf", path, f"multipleOf {step!r} needs more than {MAX_MULTIPLE_STATES} automaton states")
