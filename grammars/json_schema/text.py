@@ -71,12 +71,19 @@ def json_char(nfa: NFA, ranges) -> tuple[int, int]:
     ranges = tuple(ranges)
     if ranges == ANY_CHAR:
         return embed(nfa, any_json_char_dfa())
-    chars = normalize(list(ranges))
+    chars, plain = _classify(ranges)
     if not chars:
         return nfa.state(), nfa.state()
-    if subtract(chars, _ESCAPED) == chars:  # each character spelled one way: itself
+    if plain:  # each character spelled one way: itself
         return nfa.code_points(chars)
     return embed(nfa, _json_char_dfa_of(ranges))
+
+
+@functools.lru_cache(maxsize=4096)
+def _classify(ranges: tuple) -> tuple[tuple, bool]:
+    """``ranges`` normalised, and whether none of them has an escaped spelling."""
+    chars = tuple(normalize(list(ranges)))
+    return chars, subtract(chars, _ESCAPED) == list(chars)
 
 
 @functools.lru_cache(maxsize=1)
