@@ -15,7 +15,11 @@ table shared by every set predicting the same ones. Sets are immutable once buil
 and point back only to older sets, so a parse state is just a reference to its
 newest set: forking a sequence copies a pointer and rolling back pops one, with no
 chart to copy or truncate. ``advance`` results are memoised on the set, so the mask
-computation's trial scans are reused when the token is accepted.
+computation's trial scans are reused when the token is accepted. A scan whose set has
+the items of one made before returns that one (``_intern``): a set's future depends
+only on its items, so ``1+2+`` is the set of ``1+`` with all that is memoised on it.
+``cut`` copies a set with the origins a few links down left out, for work that needs
+only the innermost open constructs (``grammars.grammar_index._viable``).
 
 Nullable rules follow Aycock and Horspool ("Practical Earley Parsing", 2002): when
 an item predicts a nullable symbol, its dot also moves past that symbol at once, so
