@@ -77,7 +77,7 @@ def nbytes(root, shared_roots=()) -> int:
         >>> nbytes(guide, shared_roots=(guide.vocab,))
         1523712
     """
-    return _walk(root, shared_ids(shared_roots))[0]
+    return _walk([root], shared_ids(shared_roots))[0]
 
 
 def shared_ids(roots) -> frozenset[int]:
@@ -88,48 +88,15 @@ def shared_ids(roots) -> frozenset[int]:
     with _shared_lock:
         got = _shared_ids.get(key)
     if got is None:
-        got = (roots, frozenset(_reach(roots)))
+        # Scalars held in containers are left out: a guide reaches those only through
+        # their shared container, whose id is kept (the vocabulary's 49k token strings
+        # are checked by type in C, not visited one by one: ~50x faster).
+        got = (roots, frozenset(_walk(roots, frozenset(), held_scalars=False)[1]))
         with _shared_lock:
             _shared_ids[key] = got
             while len(_shared_ids) > 16:
                 _shared_ids.pop(next(iter(_shared_ids)))
     return got[1]
-
-
-def _reach(roots) -> set[int]:
-    """The ids of the objects reachable from ``roots``, but for scalars (bytes, str,
-    int, ...) held in lists, tuples, sets and dicts: a guide reaches those only
-    through their shared container, whose id is here (the vocabulary's 49k token
-    strings are checked by type in C, not visited one by one: ~50x faster)."""
-    seen: set[int] = set()
-    stack = list(roots)
-    kinds = _kinds
-    scalars = _SCALARS
-    while stack:
-        o = stack.pop()
-        i = id(o)
-        if i in seen:
-            continue
-        seen.add(i)
-        t = type(o)
-        k = kinds.get(t)
-        if k is None:
-            k = kinds[t] = _kind(t)
-        if k == _SEQUENCE:
-            stack.extend(x for x in o if type(x) not in scalars)
-        elif k == _DICT:
-            stack.extend(x for x in o if type(x) not in scalars)
-            stack.extend(x for x in o.values() if type(x) not in scalars)
-        elif k == _ARRAY:
-            if o.base is not None:
-                stack.append(o.base)
-        elif k == _OBJECT:
-            stack.extend(_children(o))
-        elif k == _OWN:
-            _, to_walk, covered = _SELF_MEASURED[t](o)
-            seen.update(map(id, covered))
-            stack.extend(to_walk)
-    return seen
 
 
 def _children(o) -> list:
@@ -169,13 +136,16 @@ def _kind(t: type) -> int:
     return _OBJECT
 
 
-def _walk(root, skip: frozenset[int]) -> tuple[int, set[int]]:
-    """The bytes of the objects reachable from ``root`` outside ``skip``, and their ids."""
+def _walk(roots, skip: frozenset[int], held_scalars: bool = True) -> tuple[int, set[int]]:
+    """The bytes of the objects reachable from ``roots`` outside ``skip``, and their ids
+    (without ``held_scalars``, scalars held in lists, tuples, sets and dicts are
+    neither counted nor listed)."""
     total = 0
     seen: set[int] = set()
-    stack = [root]
+    stack = list(roots)
     getsizeof = sys.getsizeof
     kinds = _kinds
+    scalars = _SCALARS
     while stack:
         o = stack.pop()
         i = id(o)
@@ -190,15 +160,19 @@ def _walk(root, skip: frozenset[int]) -> tuple[int, set[int]]:
             total += getsizeof(o)
         elif k == _SEQUENCE:
             total += getsizeof(o)
-            stack.extend(o)
+            stack.extend(o if held_scalars else (x for x in o if type(x) not in scalars))
         elif k == _ARRAY:
             total += o.nbytes if o.base is None else 0
             if o.base is not None:
                 stack.append(o.base)
         elif k == _DICT:
             total += getsizeof(o)
-            stack.extend(o.keys())
-            stack.extend(o.values())
+            if held_scalars:
+                stack.extend(o.keys())
+                stack.extend(o.values())
+            else:
+                stack.extend(x for x in o if type(x) not in scalars)
+                stack.extend(x for x in o.values() if type(x) not in scalars)
         elif k == _OBJECT:
             total += getsizeof(o)
             stack.extend(_children(o))
