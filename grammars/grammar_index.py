@@ -158,25 +158,25 @@ def vocabulary_pieces(vocab) -> Pieces:
 
 
 class _UnitTrie:
-    """The trie a grammar walks its units (tokens, or pieces) over. For a lexer with
-    few byte classes, the units' class trie: a few thousand nodes, built per guide,
-    walked whole level by level (``_walk_levels``). Otherwise their byte trie (a
-    class trie would be barely smaller), walked over live nodes only with its
-    subtree runs, computed once per vocabulary: depth first, compiled
-    (``grammars.unit_walk``), where numba is installed (unless
-    ``compiled=False``), else level by level in numpy (``_walk_units``)."""
+    """The trie a grammar walks its units (tokens, or pieces) over: their byte trie,
+    walked over live nodes only with its subtree runs, computed once per vocabulary:
+    depth first, compiled (``grammars.unit_walk``), where numba is installed (unless
+    ``compiled=False``). Without it, for a lexer with few byte classes, the units'
+    class trie (a few thousand nodes, built per guide) walked whole level by level
+    (``_walk_levels``); else the byte trie level by level in numpy (``_walk_units``)."""
 
     __slots__ = ("trie", "depth", "runs", "bank", "symbol_class", "walker")
 
     def __init__(self, units: VocabularyBytes, byte_to_class: np.ndarray, compiled: bool | None = None):
         self.walker = None
-        if int(byte_to_class.max()) + 1 <= CLASS_TRIE_MAX_CLASSES:
+        compiled = COMPILED_AVAILABLE if compiled is None else compiled
+        if not compiled and int(byte_to_class.max()) + 1 <= CLASS_TRIE_MAX_CLASSES:
             self.trie = class_trie_of(units.trie, byte_to_class)
             self.depth, self.runs, self.bank, self.symbol_class = node_depth(self.trie), None, None, None
         else:
             self.trie, self.depth, self.runs, self.bank = units.trie, None, units.runs, units.bank
             self.symbol_class = byte_to_class[np.maximum(units.trie.symbol, 0)]
-            if COMPILED_AVAILABLE if compiled is None else compiled:
+            if compiled:
                 from guided.grammars.unit_walk import CompiledUnitWalk  # imports numba
 
                 self.walker = CompiledUnitWalk(self.trie, self.symbol_class, self.runs[3], byte_to_class)
