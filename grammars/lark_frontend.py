@@ -27,7 +27,7 @@ import sys
 from dataclasses import dataclass
 
 from guided.errors import GrammarError, RegexError
-from guided.fsm.dfa import DFA
+from guided.fsm.dfa import DFA, literal_dfa
 from guided.fsm.regex import compile_regex
 
 from .earley import CFG, productive_symbols, trim
@@ -233,11 +233,13 @@ def compile_lark(text: str, start: str = "start") -> CompiledGrammar:
     term_id = {n: i for i, n in enumerate(names)}
     dfas = []
     for term in terminals:
-        regex = _terminal_regex(term)
-        try:
-            dfa = compile_regex(regex)
-        except RegexError as e:
-            raise GrammarError(f"terminal {term.name}: {e}") from None
+        if type(term.pattern).__name__ == "PatternStr" and not term.pattern.flags:
+            dfa = literal_dfa(term.pattern.value.encode("utf-8"))  # ("+", "lambda": no regex to parse)
+        else:
+            try:
+                dfa = compile_regex(_terminal_regex(term))
+            except RegexError as e:
+                raise GrammarError(f"terminal {term.name}: {e}") from None
         if dfa.is_accepting(0):
             raise GrammarError(
                 f"terminal {term.name} matches the empty string; every terminal must match at least one character"

@@ -542,3 +542,24 @@ def test_masks_computed_on_cut_states_are_the_masks_of_the_states(name, smollm2_
             step += 1
             if t is not None:
                 m.accept_token(t)
+
+
+def test_string_terminals_get_the_regex_compilers_automaton():
+    """A lark string terminal without flags becomes its chain of bytes directly
+    (``fsm.dfa.literal_dfa``): the very DFA the regex compiler gives its escaped
+    text, for every string terminal of the shipped grammars."""
+    from guided.fsm.dfa import literal_dfa
+    from guided.fsm.regex import compile_regex
+    from guided.grammars.lark_frontend import _lark_parts
+
+    seen = 0
+    for name in guided.Grammar.names():
+        for term in _lark_parts(guided.Grammar.from_name(name).lark_text, "start")[0]:
+            if type(term.pattern).__name__ == "PatternStr" and not term.pattern.flags:
+                a, b = literal_dfa(term.pattern.value.encode()), compile_regex(re.escape(term.pattern.value))
+                assert np.array_equal(a.transitions, b.transitions), term
+                assert np.array_equal(a.byte_to_class, b.byte_to_class) and np.array_equal(a.accepting, b.accepting)
+                seen += 1
+    a, b = literal_dfa("été".encode()), compile_regex("été")
+    assert np.array_equal(a.transitions, b.transitions) and np.array_equal(a.byte_to_class, b.byte_to_class)
+    assert seen >= 30
