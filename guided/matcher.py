@@ -317,7 +317,7 @@ class FSMGuide(Guide):
         self._empty_rows: dict[int, bool] = {}
         self._device_rows: dict[torch.device, torch.Tensor] = {}
         # Growth (rows + DFA states) at which the guide is measured next (check_memory).
-        self._next_check = 2 * (self.index.num_rows + dfa.num_states) + 256
+        self._next_check = 2 * self._growth_units() + 256
 
     def _shared_roots(self) -> tuple:
         return (self.vocab, split_vocabulary(self.vocab))
