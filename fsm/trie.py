@@ -216,6 +216,8 @@ def is_text_token(data: bytes) -> bool:
 
 
 _PLAIN_SET = frozenset(bytes([b]) for b in PLAIN_BYTES)
+_IS_PLAIN = np.zeros(256, dtype=bool)
+_IS_PLAIN[list(PLAIN_BYTES)] = True
 
 
 #: Runs of at least this many tokens have their bits kept (``RunBank``);
@@ -545,18 +547,28 @@ class SplitVocabulary:
     __slots__ = ("byte_level", "__weakref__")
 
     def __init__(self, token_bytes, vocab_size: int):
-        plain_set = frozenset(PLAIN_BYTES)
-        ids = [i for i, b in enumerate(token_bytes) if b]
-        lengths = np.array([len(token_bytes[i]) + 1 for i in ids], dtype=np.int64)
+        ids = np.array([i for i, b in enumerate(token_bytes) if b], dtype=np.int64)
+        texts = [token_bytes[i] for i in ids.tolist()]
+        size = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+        flat = np.frombuffer(b"".join(texts), dtype=np.uint8)
+        # Bulk, not token by token: this runs once per vocabulary, in a fresh
+        # process's first compile.
+        owner = np.repeat(np.arange(len(texts)), size)
+        start = np.cumsum(size) - size
+        mark = np.full(len(texts), PLAIN_MARK, dtype=np.int64)
+        if len(texts):
+            mark[np.logical_or.reduceat(~_IS_PLAIN[flat], start)] = REST_MARK
+        for k in np.flatnonzero(mark == REST_MARK).tolist():
+            if is_text_token(texts[k]):
+                mark[k] = TEXT_MARK
+        lengths = size + 1
         by_len = np.argsort(-lengths, kind="stable")
-        width = int(lengths.max()) if ids else 1
-        symbols = np.zeros((len(ids), width), dtype=np.int64)
-        for row, k in enumerate(by_len.tolist()):
-            b = token_bytes[ids[k]]
-            symbols[row, 0] = (PLAIN_MARK if plain_set.issuperset(b) else
-                               TEXT_MARK if is_text_token(b) else REST_MARK)
-            symbols[row, 1 : len(b) + 1] = np.frombuffer(b, dtype=np.uint8)
-        trie = build_trie(symbols, lengths[by_len], np.array(ids, dtype=np.int64)[by_len], vocab_size)
+        row = np.empty_like(by_len)
+        row[by_len] = np.arange(len(by_len))
+        symbols = np.zeros((len(texts), int(lengths.max()) if len(texts) else 1), dtype=np.int64)
+        symbols[row, 0] = mark
+        symbols[row[owner], 1 + np.arange(len(flat)) - start[owner]] = flat
+        trie = build_trie(symbols, lengths[by_len], ids[by_len], vocab_size)
         self.byte_level = RunTrie(trie, PLAIN_MARK, TEXT_MARK, bytes_are_symbols=True)
 
     def for_classes(self, byte_to_class: np.ndarray) -> RunTrie:

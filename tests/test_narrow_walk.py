@@ -415,3 +415,23 @@ def test_walks_paste_open_values_themselves(smollm2_vocab, smollm2_tokenizer, mo
     assert len(pastes) == 0
     assert pasted[1:] == taken_in[1:] == (True, False, pasted[3])
     assert all((a == b).all() for a, b in zip(pasted[0], taken_in[0]))
+
+
+def test_split_vocabulary_places_each_token_under_its_marker(smollm2_vocab):
+    """Every token of the real vocabulary (plain, whole non-ASCII characters, the
+    rest) ends at the node its marker and bytes spell, as a per-token check says."""
+    from guided.fsm.trie import PLAIN_BYTES, PLAIN_MARK, REST_MARK, TEXT_MARK, is_text_token, split_vocabulary
+
+    trie = split_vocabulary(smollm2_vocab).byte_level.trie
+    marks = set()
+    for token, data in enumerate(smollm2_vocab.token_bytes):
+        if not data:
+            continue
+        node, path = int(trie.token_node[token]), []
+        while node > 0:
+            path.append(int(trie.symbol[node]))
+            node = int(trie.parent[node])
+        mark = PLAIN_MARK if set(data) <= set(PLAIN_BYTES) else TEXT_MARK if is_text_token(data) else REST_MARK
+        assert path[::-1] == [mark, *data], (token, data)
+        marks.add(mark)
+    assert marks == {PLAIN_MARK, TEXT_MARK, REST_MARK}
