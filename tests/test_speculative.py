@@ -290,3 +290,56 @@ def chi_square_p_value(counts: Counter, probs: dict, n: int) -> float:
     if df == 2:
         return math.exp(-stat / 2)
     raise ValueError(f"{df} degrees of freedom")
+
+
+def test_feed_costs_pad_only_to_a_length_measured_cheaper():
+    """A verification feed is padded to a longer one only where that length measured
+    cheaper (by a margin), never before the feed's own length is measured, and never
+    where passes are not timed (GPU)."""
+    from guided.decoding.feed_costs import MIN_SAMPLES, FeedCosts
+
+    costs = FeedCosts()
+    for _ in range(MIN_SAMPLES):
+        costs.record(4, 0.080)
+    assert costs.padding(2) == costs.padding(3) == 0  # 2 and 3 not measured yet
+    for _ in range(MIN_SAMPLES):
+        costs.record(2, 0.093)
+        costs.record(3, 0.114)
+    assert (costs.padding(2), costs.padding(3), costs.padding(1)) == (2, 1, 0)
+    faster = FeedCosts()  # the other kind of CPU: 4 rows switch to a slower kernel
+    for n, seconds in ((2, 0.063), (3, 0.066), (4, 0.093)):
+        for _ in range(MIN_SAMPLES):
+            faster.record(n, seconds)
+    assert faster.padding(2) == faster.padding(3) == 0
+    close = FeedCosts()  # within timing noise: no padding
+    for n, seconds in ((3, 0.100), (4, 0.098)):
+        for _ in range(MIN_SAMPLES):
+            close.record(n, seconds)
+    assert close.padding(3) == 0
+    gpu = FeedCosts(timed=False)
+    for n, seconds in ((3, 0.114), (4, 0.080)):
+        for _ in range(MIN_SAMPLES):
+            gpu.record(n, seconds)
+    assert gpu.padding(3) == 0 and gpu.cost(4) is None
+
+
+def test_padded_verification_feeds_keep_the_output(tiny_model, smollm2_tokenizer, monkeypatch):
+    """Where feeds are padded (dummy positions whose logits and cache entries are
+    dropped), greedy output is still plain decoding's."""
+    from guided.decoding import speculative
+    from guided.decoding.feed_costs import FeedCosts
+
+    pads = []
+
+    class Padding(FeedCosts):
+        def padding(self, n):
+            pads.append(2)
+            return 2
+
+    monkeypatch.setattr(speculative.FeedCosts, "for_model", classmethod(lambda cls, model: Padding()))
+    spec = guided.JsonSchema(PERSON, whitespace="compact")
+    plain = guided.generate(tiny_model, smollm2_tokenizer, PROMPT, spec, max_new_tokens=40, chat=False)
+    fast = guided.generate(tiny_model, smollm2_tokenizer, PROMPT, spec, max_new_tokens=40, chat=False,
+                           speculative="auto")
+    assert any(pads)
+    assert fast.token_ids == plain.token_ids and fast.finish_reason == plain.finish_reason

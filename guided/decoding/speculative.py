@@ -41,6 +41,7 @@ an early rejection, within 1 .. ``num_draft_tokens``.
 from __future__ import annotations
 
 import copy
+import time
 
 import numpy as np
 import torch
@@ -49,6 +50,7 @@ from torch import nn
 from guided.bitmask import allocate_token_bitmask
 
 from .context_model import ContextModel
+from .feed_costs import FeedCosts
 from .step import next_token_scores
 
 
@@ -465,6 +467,7 @@ def speculative_loop(model, vocab, prompt: list[int], guide, drafters, *, max_ne
     if max_new_tokens <= 0:
         return [], "length"
     matcher = guide.matcher() if guide is not None else None
+    costs = FeedCosts.for_model(model)
     for d in drafters:
         if hasattr(d, "reset"):
             d.reset()
@@ -495,9 +498,11 @@ def speculative_loop(model, vocab, prompt: list[int], guide, drafters, *, max_ne
             logits = known
         else:
             feed = ([] if known is not None else [seq[-1]]) + draft
-            pad = _padding(len(feed), device)
+            pad = costs.padding(len(feed))
+            started = time.perf_counter()
             out = model(input_ids=torch.tensor([feed + feed[-1:] * pad], device=device), past_key_values=cache,
                         use_cache=True)
+            costs.record(len(feed) + pad, time.perf_counter() - started)
             cache = out.past_key_values
             if pad:
                 cache.crop(-pad)
@@ -543,20 +548,6 @@ def speculative_loop(model, vocab, prompt: list[int], guide, drafters, *, max_ne
                 return tokens, "complete"
         if len(tokens) >= max_new_tokens:
             return tokens, "length"
-
-
-#: On CPU a forward over 2 or 3 positions costs more than over 4: BLAS multiplies
-#: fewer than 4 rows one by one (SmolLM2's LM head: 21 / 32 ms for 2 / 3 rows, 16 ms
-#: for 4; the whole model 93 / 114 ms against 82 ms), so short feeds are padded.
-_CPU_MIN_ROWS = 4
-
-
-def _padding(n: int, device) -> int:
-    """Dummy positions to append to an ``n``-token verification feed (their logits and
-    cache entries are dropped; causal attention keeps the real ones unchanged)."""
-    if torch.device(device).type != "cpu" or n < 2:
-        return 0
-    return max(0, _CPU_MIN_ROWS - n)
 
 
 def _bitmask(matcher, width: int, remaining: int | None = None):
