@@ -343,3 +343,19 @@ def test_padded_verification_feeds_keep_the_output(tiny_model, smollm2_tokenizer
                            speculative="auto")
     assert any(pads)
     assert fast.token_ids == plain.token_ids and fast.finish_reason == plain.finish_reason
+
+
+def test_feed_costs_verify_the_drafts_that_pay_for_their_place():
+    """With passes of 4+ positions measured much dearer than 3, a draft of three
+    likely tokens is cut to two (more expected tokens per second); four certain ones
+    are kept whole; an unmeasured length or untimed passes keep every draft."""
+    from guided.decoding.feed_costs import MIN_SAMPLES, FeedCosts
+
+    costs = FeedCosts()
+    for n, seconds in ((1, 0.059), (2, 0.063), (3, 0.066), (4, 0.093), (5, 0.097)):
+        for _ in range(MIN_SAMPLES):
+            costs.record(n, seconds)
+    assert costs.best_length([0.9, 0.9, 0.9]) == 2
+    assert costs.best_length([1.0] * 4) == 4
+    assert costs.best_length([0.9] * 6) == 6  # 7 positions never measured: measure them
+    assert FeedCosts(timed=False).best_length([0.1] * 3) == 3

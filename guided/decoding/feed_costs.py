@@ -5,7 +5,8 @@
     verification pass over n positions (pending token + drafts)
       -> timed (CPU only), kept per length: the median of the last WINDOW passes
       -> padding(n): extra dummy positions where a longer feed measured cheaper
-      -> cost(n): what draft-length choices weigh expected tokens against
+      -> best_length(chances): the drafts worth a place in the pass, by expected
+       tokens per measured second
 
 On CPU the price of a few extra positions depends on the BLAS build and the
 processor: one machine multiplies fewer than 4 rows one at a time (SmolLM2: a
@@ -93,3 +94,34 @@ class FeedCosts:
             if c is not None and c < best:
                 best, pad = c, extra
         return pad
+
+    def best_length(self, chances: list[float]) -> int:
+        """How many of a draft's tokens to verify: the prefix that yields the most
+        expected tokens per measured second. A pass over the pending token and ``d``
+        drafts yields ``1 + sum over j <= d of chances[0] * ... * chances[j - 1]``
+        tokens on average (``chances[i]``: that draft token is kept if all before it
+        are). All of them where the full pass is not measured (so it gets measured)
+        or passes are not timed.
+
+        Example::
+
+            >>> costs.best_length([0.9, 0.9, 0.9])   # 4 positions measured dearer than 3
+            2
+        """
+        n = len(chances)
+        full = self._padded_cost(n + 1)
+        if full is None:
+            return n
+        expected, reach = [1.0], 1.0  # tokens a pass with d drafts yields, d = 0 .. n
+        for p in chances:
+            reach *= p
+            expected.append(expected[-1] + reach)
+        best_d, best = n, expected[n] / full
+        for d in range(n - 1, -1, -1):  # a shorter draft only where clearly better
+            c = self._padded_cost(d + 1)
+            if c is not None and expected[d] / c * MARGIN > best:
+                best_d, best = d, expected[d] / c
+        return best_d
+
+    def _padded_cost(self, n: int) -> float | None:
+        return self.cost(n + self.padding(n))

@@ -35,7 +35,11 @@ Drafters (``propose(context, matcher, k) -> tokens``, advancing the forked match
   (self-speculation): no second model, no copied weights.
 
 The draft length adapts: it grows by 2 after a fully accepted draft and halves after
-an early rejection, within 1 .. ``num_draft_tokens``.
+an early rejection, within 1 .. ``num_draft_tokens``. Where passes are timed (CPU,
+``feed_costs.FeedCosts``), a draft is also cut to the prefix that yields the most
+expected tokens per measured second, each token's chance being its drafter's
+acceptance so far in this call; and a feed is padded where a longer one measured
+cheaper.
 """
 
 from __future__ import annotations
@@ -445,15 +449,23 @@ def default_drafters(tokenizer) -> list:
 def propose(drafters, context: list[int], matcher, k: int):
     """Chain the drafters, each continuing where the previous one stopped; returns
     the tokens and, per token, the drafter's distribution q~ (None: a certain token)."""
+    draft, qs, _ = _propose(drafters, context, matcher, k)
+    return draft, qs
+
+
+def _propose(drafters, context: list[int], matcher, k: int):
+    """``propose``, plus each token's drafter (its index in ``drafters``)."""
     draft: list[int] = []
     qs: list = []
-    for d in drafters:
+    owners: list[int] = []
+    for j, d in enumerate(drafters):
         if len(draft) >= k:
             break
         got = d.propose(context + draft, matcher, k - len(draft))
         draft += got
         qs += list(getattr(d, "last_q", None) or [None] * len(got))
-    return draft, qs
+        owners += [j] * len(got)
+    return draft, qs, owners
 
 
 def speculative_loop(model, vocab, prompt: list[int], guide, drafters, *, max_new_tokens: int, num_draft_tokens: int,
@@ -483,17 +495,20 @@ def speculative_loop(model, vocab, prompt: list[int], guide, drafters, *, max_ne
     seq = list(prompt)  # everything decided
     tokens: list[int] = []
     k = max(1, num_draft_tokens)
+    # Per drafter: its tokens the verification reached, and those kept (a prior of 2 in 3).
+    reached, kept_by = [3] * len(drafters), [2] * len(drafters)
     while True:
         budget = max_new_tokens - len(tokens)
         draft, qs = [], []
         if budget > 1:  # leave room for the token verification always adds
-            if matcher is not None:
-                draft, qs = propose(drafters, seq, matcher.fork(), min(k, budget - 1))
-            else:  # unconstrained: only drafters that need no automaton
-                usable = [d for d in drafters if not isinstance(d, ForcedTokens)]
-                draft, qs = propose(usable, seq, None, min(k, budget - 1))
-            cut = next((i for i, t in enumerate(draft) if t in eos), len(draft))
-            draft, qs = draft[:cut], qs[:cut]  # EOS is never drafted: it ends the text
+            usable = drafters if matcher is not None else [d for d in drafters if not isinstance(d, ForcedTokens)]
+            draft, qs, owners = _propose(usable, seq, matcher.fork() if matcher is not None else None,
+                                         min(k, budget - 1))
+            owners = [drafters.index(usable[j]) for j in owners]
+            cut = next((i for i, t in enumerate(draft) if t in eos), len(draft))  # EOS is never drafted
+            if known is None and cut:  # as many as pay for their place in the pass
+                cut = costs.best_length([kept_by[j] / reached[j] for j in owners[:cut]])
+            draft, qs, owners = draft[:cut], qs[:cut], owners[:cut]
         if known is not None and not draft:
             logits = known
         else:
@@ -530,6 +545,10 @@ def speculative_loop(model, vocab, prompt: list[int], guide, drafters, *, max_ne
                 continue
             chosen = tok
             break
+        for j in owners[: kept + 1]:  # the drafts verification reached: up to the first refused
+            reached[j] += 1
+        for j in owners[:kept]:
+            kept_by[j] += 1
         stats.accepted_draft_tokens += kept
         if draft:
             k = min(num_draft_tokens, k + 2) if kept == len(draft) else max(1, k // 2)
