@@ -99,6 +99,28 @@ def shared_ids(roots) -> frozenset[int]:
     return got[1]
 
 
+def also_shared(parent, obj) -> None:
+    """Count ``obj`` as shared wherever ``parent`` is: for an object made after the
+    shared ids were collected and attached to a shared one (a vocabulary trie's
+    compiled table, made on a guide's first compiled walk), which guides may also
+    refer to directly. Without this, every guide measured after it was made would
+    count it (10 MB for SmolLM2's byte trie table).
+
+    Example::
+
+        >>> split.table = TrieTable(split)
+        >>> also_shared(split, split.table)
+    """
+    with _shared_lock:
+        holding = [(k, v) for k, v in _shared_ids.items() if id(parent) in v[1]]
+    for key, (roots, ids) in holding:
+        more = _walk([obj], ids, held_scalars=False)[1]
+        if more:
+            with _shared_lock:
+                if key in _shared_ids:
+                    _shared_ids[key] = (roots, _shared_ids[key][1] | more)
+
+
 def _children(o) -> list:
     """The objects an instance of a class refers to (its ``__dict__`` and slots)."""
     out = []

@@ -23,6 +23,8 @@ import weakref
 
 import numpy as np
 
+from . import footprint
+
 
 class Trie:
     """A trie of token symbols (bytes, or byte classes), stored level by level:
@@ -220,6 +222,10 @@ _IS_PLAIN = np.zeros(256, dtype=bool)
 _IS_PLAIN[list(PLAIN_BYTES)] = True
 
 
+#: ``RunTrie`` attributes made after it, on first use.
+_MADE_ON_USE = frozenset(("lists", "table", "_plain_rows", "_chain_rows", "_node_depth", "_token_ends",
+                          "_plain_lengths"))
+
 #: Runs of at least this many tokens have their bits kept (``RunBank``);
 #: shorter ones are cheaper to set position by position.
 LONG_RUN = 256
@@ -361,6 +367,13 @@ class RunTrie:
         self._node_depth = None  # _depth
         self._token_ends = None  # _ends
         self._plain_lengths = None  # _rows_by_length: each unit's bytes below the marker, the most
+
+    def __setattr__(self, name: str, value) -> None:
+        object.__setattr__(self, name, value)
+        if value is not None and name in _MADE_ON_USE:
+            # Shared with every guide that shares this trie (a vocabulary's): not
+            # theirs to count (``fsm.footprint.also_shared``).
+            footprint.also_shared(self, value)
 
     def run_bits(self, lo: int, hi: int, words: int) -> np.ndarray:
         """uint32 [words]: the bits of the tokens ``order[lo:hi]`` (long runs are

@@ -120,6 +120,26 @@ def test_a_guides_measured_size_agrees_with_a_walk_of_every_object(schema, smoll
     assert bulk == pytest.approx(every_object, rel=0.03)
 
 
+def test_vocabulary_tables_made_after_the_first_measurement_are_not_counted(smollm2_vocab, cache_bounds,
+                                                                            monkeypatch):
+    """The vocabulary's trie table, made on the first compiled walk after the shared
+    objects were listed, is shared by every guide: no guide's size counts it."""
+    from guided.fsm import footprint, kernels
+    from guided.fsm.trie import split_vocabulary
+
+    if not kernels.AVAILABLE:
+        pytest.skip("numba is not installed (the table is the compiled walk's)")
+    split = split_vocabulary(smollm2_vocab).byte_level
+    monkeypatch.setattr(footprint, "_shared_ids", {})
+    monkeypatch.setattr(split, "table", None)
+    footprint.shared_ids((smollm2_vocab, split_vocabulary(smollm2_vocab)))  # listed before the table is made
+    late = guided.compile(guided.Regex("[0-9]{2,9}x"), smollm2_vocab, eager=False)  # its first walk makes it
+    assert split.table is not None and late.index._walker.table is split.table
+    measured = late.nbytes()
+    footprint._shared_ids.clear()
+    assert measured == late.nbytes() < 2 << 20
+
+
 def test_the_cache_is_bounded_by_bytes_least_recently_used_first(smollm2_vocab, cache_bounds):
     specs = [guided.Regex(f"[a-z]{{1,{n}}}[0-9]{{1,{n}}}") for n in (60, 61, 62, 63)]
     sizes = [guided.compile(s, smollm2_vocab, eager=True).nbytes() for s in specs]
