@@ -27,7 +27,7 @@ from contextlib import contextmanager
 
 from guided.errors import CompileTimeoutError
 
-from .kernels import AVAILABLE as NUMBA_AVAILABLE
+from .kernels import on_numba_import
 
 _local = threading.local()
 _listening = False
@@ -50,8 +50,6 @@ def time_limit(seconds: float | None):
         return
     if seconds <= 0:
         raise ValueError(f"a time limit must be positive, got {seconds}")
-    if NUMBA_AVAILABLE and not _listening:
-        _listen_to_numba()
     deadline = time.monotonic() + seconds
     if outer is None or deadline < outer[0]:
         _local.limit = (deadline, seconds)
@@ -101,3 +99,5 @@ def _listen_to_numba() -> None:
 
     event.register("numba:compile", _JitTime())
 
+
+on_numba_import(_listen_to_numba)

@@ -30,6 +30,7 @@ from . import footprint, memo
 from .arrays import spans
 from .deadline import check as check_deadline
 from .kernels import AVAILABLE as COMPILED_AVAILABLE
+from .kernels import use as use_kernels
 from .nfa import _INT_BYTES, NFA, nfa_byte_classes
 
 MAX_DFA_STATES = 200_000
@@ -220,7 +221,7 @@ def determinize(nfa: NFA, start: int, final: int, limit: int = MAX_DFA_STATES, c
     """Subset construction, then dead-state removal and minimisation; more than
     ``limit`` subsets raise ``RegexTooLargeError``. The construction is compiled
     (``fsm.kernels.subsets``) where numba is installed, unless ``compiled=False``."""
-    if COMPILED_AVAILABLE if compiled is None else compiled:
+    if (COMPILED_AVAILABLE and use_kernels(len(nfa))) if compiled is None else compiled:
         if nfa.pending:
             raise ValueError("an NFA with deferred fragments is determinised by LazyDFA only")
         from guided.fsm.subset_arrays import subset_table as compiled_table  # imports numba
@@ -423,7 +424,7 @@ def coarsest_partition(t: np.ndarray, accepting: np.ndarray, sink: int, compiled
     (``fsm.kernels.partition``) where numba is installed, unless ``compiled=False``."""
     # Identical columns split nothing differently: keep one of each.
     t = t[:, _unique_columns(t)[0]]
-    if COMPILED_AVAILABLE if compiled is None else compiled:
+    if (COMPILED_AVAILABLE and use_kernels(t.size // 16)) if compiled is None else compiled:
         from guided.fsm.kernels.partition import coarsest_partition as compiled_partition  # imports numba
 
         return compiled_partition(np.ascontiguousarray(t, dtype=np.int64), np.ascontiguousarray(accepting, dtype=bool),
@@ -578,7 +579,7 @@ def _drop_dead(trans: np.ndarray, accepting: np.ndarray):
 def live_states(trans: np.ndarray, accepting: np.ndarray, compiled: bool | None = None) -> np.ndarray:
     """The states that can reach an accepting one (searched compiled where numba is
     installed, unless ``compiled=False``)."""
-    if COMPILED_AVAILABLE if compiled is None else compiled:
+    if (COMPILED_AVAILABLE and use_kernels(trans.size // 16)) if compiled is None else compiled:
         from guided.fsm.kernels.reach import live_in_table  # imports numba
 
         return live_in_table(np.ascontiguousarray(trans), np.asarray(accepting, dtype=np.bool_))
@@ -597,7 +598,7 @@ def co_reachable(src: np.ndarray, dst: np.ndarray, targets: np.ndarray, compiled
     stack in Python for small graphs, a level of predecessors at a time in numpy for
     large ones (compiled with numba where it is installed: ``fsm.kernels.reach``,
     unless ``compiled=False``)."""
-    if COMPILED_AVAILABLE if compiled is None else compiled:
+    if (COMPILED_AVAILABLE and use_kernels(len(src) // 16)) if compiled is None else compiled:
         from guided.fsm.kernels.reach import co_reachable as compiled_search  # imports numba
 
         return compiled_search(src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False),
@@ -649,7 +650,7 @@ def _quotient(t: np.ndarray, block: np.ndarray, accepting: np.ndarray, byte_to_c
     """One state per block, numbered in BFS order from the start (a canonical
     numbering); byte classes recomputed for the merged automaton."""
     sink_block = int(block[-1])
-    if COMPILED_AVAILABLE:
+    if COMPILED_AVAILABLE and use_kernels(t.size // 16):
         from guided.fsm.kernels.partition import quotient_order  # imports numba
 
         remap, reps_arr = quotient_order(np.ascontiguousarray(t, dtype=np.int64), block.astype(np.int64), sink_block)

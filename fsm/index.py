@@ -55,6 +55,7 @@ from .deadline import check as check_deadline
 from .dfa import DFA
 from .gc_pause import gc_paused
 from .kernels import AVAILABLE as COMPILED_AVAILABLE
+from .kernels import ready as kernels_ready
 from .lazy import GrowthDeferred
 from .narrow import NARROW_BUDGET, TrieLists, class_bytes, few_moves, loop_bytes, narrow_walk
 from .nfa import MAX_GROWN_NFA_STATES
@@ -187,8 +188,7 @@ class TokenIndex:
         self.dfa = dfa
         if compiled and not COMPILED_AVAILABLE:
             raise ImportError("compiled=True needs numba (a dependency of guided): pip install numba")
-        #: Narrow walks run compiled (``fsm.compiled_walk``; default: where numba is installed).
-        self.compiled = COMPILED_AVAILABLE if compiled is None else compiled
+        self._compiled = compiled  # None: compiled once numba is loaded (``compiled``)
         self._walker: CompiledWalk | None = None
         # Misses take the lazy DFA's lock (one guide may serve several threads: the
         # compiled walk's buffers and the DFA's growth must not interleave).
@@ -475,6 +475,19 @@ class TokenIndex:
             ids.append(rid)
         self._row_of_state[batch] = ids
         return np.unique(np.concatenate([es, xs])), len(en) + len(xn)
+
+    @property
+    def compiled(self) -> bool:
+        """Whether walks run compiled (``fsm.compiled_walk``): as asked, else once
+        numba is loaded (the rows are the same either way; a fresh process's first
+        small compile walks in Python while numba loads behind it)."""
+        if self._compiled is None:
+            return COMPILED_AVAILABLE and kernels_ready()
+        return self._compiled
+
+    @compiled.setter
+    def compiled(self, value: bool) -> None:
+        self._compiled = value
 
     def successors(self, states) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Where each allowed token leads from each of ``states``, in runs of the

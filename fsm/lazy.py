@@ -40,6 +40,7 @@ from guided.errors import EmptyLanguageError, RegexTooLargeError
 
 from .dfa import SMALL_SEARCH_EDGES, class_starts, co_reachable, sweep_row
 from .kernels import AVAILABLE as COMPILED_AVAILABLE
+from .kernels import use as use_kernels
 from .nfa import NFA, PastedOnce, nfa_byte_classes, pastable
 
 UNKNOWN = -2  # a transition not computed yet
@@ -85,7 +86,7 @@ class LazyDFA:
     growth_limit: int | None = None
 
     def __init__(self, nfa: NFA, start: int, final: int, compiled: bool | None = None):
-        compiled = COMPILED_AVAILABLE if compiled is None else compiled
+        compiled = (COMPILED_AVAILABLE and use_kernels(len(nfa))) if compiled is None else compiled
         # A large NFA is read into arrays once, for its liveness and its byte classes
         # (and any NFA, for the compiled construction).
         flat = nfa.flat() if compiled or len(nfa) > SMALL_SEARCH_EDGES else None
@@ -482,7 +483,7 @@ def _co_reachable(nfa: NFA, final: int, flat: tuple | None = None) -> list[bool]
     # Large: the NFA's arrays (a Python loop costs ~130 ms per large schema), then the
     # search compiled or in numpy.
     counts, eps, moves = flat
-    if COMPILED_AVAILABLE:
+    if COMPILED_AVAILABLE and use_kernels(n):
         from guided.fsm.kernels.reach import live_in_nfa  # imports numba
 
         return live_in_nfa(counts, eps, moves, nfa.pending_moves(), final).tolist()

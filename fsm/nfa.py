@@ -20,6 +20,7 @@ from guided.errors import RegexTooLargeError
 from . import footprint
 from .deadline import check as check_deadline
 from .kernels import AVAILABLE as COMPILED_AVAILABLE
+from .kernels import use as use_kernels
 from .kernels import MAX_NFA_STATES  # (defined with the kernels: ``paste_here`` compiles it in)
 from .utf8 import utf8_sequences
 
@@ -498,7 +499,7 @@ class NFA:
         seeds and of its successors' finished bits. Each state and move is visited
         once; the worklist propagation this replaces re-pushed a state each time its
         set grew (~10 times a state on 84k-state recursive-schema rules, 0.4 s)."""
-        if known is None and (COMPILED_AVAILABLE if compiled is None else compiled):
+        if known is None and ((COMPILED_AVAILABLE and use_kernels(len(self.eps))) if compiled is None else compiled):
             return self._reach_bits_compiled(seeds, flat if flat is not None else self.flat())
         bits = known if known is not None else []
         first, n = len(bits), len(self.eps)

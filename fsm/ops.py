@@ -22,6 +22,7 @@ from guided.errors import EmptyLanguageError, RegexTooLargeError
 from .deadline import check as check_deadline
 from .dfa import DFA, MAX_DFA_STATES, co_reachable, minimize
 from .kernels import AVAILABLE as COMPILED_AVAILABLE
+from .kernels import use as use_kernels
 from .nfa import NFA, UNBOUNDED_ROOM
 from .trie import PLAIN_BYTES
 from .utf8 import UTF8_SEQUENCES
@@ -47,7 +48,7 @@ def _product(a: DFA, b: DFA, accept, both: bool = False,
     Returns the pairs' transition table, byte classes and accepting flags; more
     than ``limit`` pairs raise ``RegexTooLargeError``. Compiled
     (``fsm.kernels.product``) where numba is installed."""
-    if COMPILED_AVAILABLE:
+    if COMPILED_AVAILABLE and use_kernels(a.num_states * b.num_states):
         return _product_compiled(a, b, accept, both, limit)
     if a.num_states * b.num_states <= SMALL_PRODUCT:
         return _product_by_pair(a, b, accept, both, limit)

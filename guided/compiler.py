@@ -10,7 +10,7 @@ from collections import OrderedDict
 import numpy as np
 
 from guided.errors import CompileTimeoutError, SpecError, UnwritableSpecError
-from guided.fsm import memo
+from guided.fsm import kernels, memo
 from guided.fsm.deadline import check as check_deadline
 from guided.fsm.deadline import time_limit
 from guided.fsm.gc_pause import gc_paused
@@ -268,6 +268,8 @@ def compile(spec, tokenizer_or_vocab, *, eager: bool | None = None,  # noqa: A00
         size = guide.check_memory()
         _cache.put(key, guide, size)
         building.guide = guide
+        if kernels.AVAILABLE and not kernels.ready():  # the compile ran without numba: load it behind
+            kernels.warm_up()
         return guide
     except BaseException as e:
         building.error = e

@@ -11,6 +11,11 @@ except ImportError:  # tests/ itself on sys.path
     import tokenizer_zoo
 
 import guided
+from guided.fsm import kernels
+
+# numba loaded up front: every test runs the kernels wherever it asks for them (a fresh
+# process's first small compile runs without them: tests/test_first_run.py).
+kernels.load()
 
 
 @pytest.fixture(scope="session")

@@ -43,9 +43,9 @@ import threading
 from importlib import import_module
 from importlib.util import find_spec
 
-#: Whether compiled kernels can be used: numba is installed. It is imported on the
-#: first compiled call or JSON Schema compile (``import_now``; importing it costs
-#: ~0.3 s), not by ``import guided``.
+#: Whether compiled kernels can be used: numba is installed. It is loaded (~0.25 s)
+#: by the first call whose work pays for it, or in the background after a first
+#: compile that ran without it (``use``, ``warm_up``), never by ``import guided``.
 AVAILABLE = find_spec("numba") is not None
 
 #: Past this many NFA states a pattern is refused rather than exhausting memory
@@ -84,13 +84,104 @@ def compiled(fn):
     return got
 
 
-def import_now() -> None:
-    """Import numba now, where it is installed. A schema compile recurses deep and
-    reaches its first compiled call there: Python's recursion limit could interrupt
-    the import of numba's modules, leaving them half-initialised for the rest of the
-    process (every later compiled call failing on a missing attribute)."""
-    if AVAILABLE:
-        import_module("numba")
+#: Work (NFA states, table cells / 16, product pairs: ``use``) at which a kernel is
+#: worth loading numba for (~0.25 s in a fresh process); below it, until numba is
+#: loaded, the Python twin runs.
+LOAD_FOR_WORK = 5_000
+
+_ready = False  # numba imported and initialised (``load`` or the warm-up done)
+_warm_lock = threading.Lock()
+_warm_thread: threading.Thread | None = None
+_warm_error: BaseException | None = None
+
+
+def ready() -> bool:
+    """Whether numba is loaded and initialised, so kernels cost no start-up."""
+    return _ready
+
+
+def use(work: int) -> bool:
+    """Whether a call doing ``work`` units should run its kernel (numba installed).
+
+    Once numba is loaded: always. Before: only work that pays for loading it (~0.25
+    s: the import, its type registries, the cached kernel), which happens then and
+    there (``load``); smaller work runs the Python twin, and ``warm_up`` loads numba
+    behind it. So a fresh process's first small compile reaches its first mask
+    without waiting for numba.
+
+    Args:
+        work: the call's size in units of ``LOAD_FOR_WORK`` (NFA states, or table
+            cells / 16).
+
+    Returns:
+        True to run the kernel.
+
+    Example::
+
+        >>> if use(len(nfa)):
+        ...     from guided.fsm.kernels.subsets import build_rows   # imports numba
+    """
+    if not AVAILABLE:
+        return False
+    if _ready:
+        return True
+    if work >= LOAD_FOR_WORK:
+        load()
+        return True
+    return False
+
+
+def load() -> None:
+    """Load numba now (or wait for the warm-up under way), where it is installed.
+
+    It is imported in a thread of its own: a compile that recurses deep may be the
+    first to need it, and Python's recursion limit could interrupt the import of
+    numba's modules there, leaving them half-initialised for the rest of the process.
+
+    Raises:
+        ImportError (or what numba raised): numba could not be loaded.
+    """
+    if not AVAILABLE or _ready:
+        return
+    warm_up().join()
+    if not _ready:
+        raise _warm_error if _warm_error is not None else ImportError("numba could not be loaded")
+
+
+def warm_up() -> threading.Thread:
+    """Start loading numba in a background thread (once per process; a later call
+    returns the same thread). ``guided.compile`` calls it after a compile that ran
+    without numba, so that the model's first passes, which free the interpreter,
+    cover the load.
+
+    Returns:
+        The loading thread (``join`` it to wait).
+    """
+    global _warm_thread
+    with _warm_lock:
+        if _warm_thread is None:
+            # Not a daemon: a process that exits during the load waits for it, rather
+            # than tearing numba's native state down under it.
+            _warm_thread = threading.Thread(target=_warm, name="guided-load-numba")
+            _warm_thread.start()
+            # A fork mid-load would copy numba's import locks held by a thread the
+            # child does not have: the parent waits for the load first.
+            os.register_at_fork(before=_warm_thread.join)
+        return _warm_thread
+
+
+def _touch(x):
+    return x + 1
+
+
+def _warm() -> None:
+    global _ready, _warm_error
+    try:
+        # One compiled call loads numba's type registries (~0.1 s of the load).
+        compiled(_touch)(1)
+        _ready = True
+    except BaseException as e:  # re-raised by load(), where a caller needs numba
+        _warm_error = e
 
 
 _watch_lock = threading.Lock()
@@ -117,6 +208,7 @@ def watch_first_compile() -> None:
         if _watching:
             return
         _watching = True
+        hooks = list(_on_import)
     from numba.core import event
 
     class _FirstCompile(event.Listener):
@@ -130,6 +222,26 @@ def watch_first_compile() -> None:
             pass
 
     event.register("numba:compile", _FirstCompile())
+    for hook in hooks:
+        hook()
+
+
+_on_import: list = []  # on_numba_import's hooks
+
+
+def on_numba_import(hook) -> None:
+    """Call ``hook()`` when the first kernel module is imported (numba with it),
+    before any kernel is compiled; now, if one is already.
+
+    Example::
+
+        >>> on_numba_import(lambda: event.register("numba:compile", listener))
+    """
+    with _watch_lock:
+        if not _watching:
+            _on_import.append(hook)
+            return
+    hook()
 
 
 def _first_compile(dispatcher) -> None:
@@ -168,7 +280,7 @@ def cache_is_cold(dispatcher) -> bool:
     except OSError:  # (numba makes the directory when it first saves)
         return True
     for name in names:
-        if not name.endswith(suffix):
+        if not name.endswith(suffix) or name.startswith("__init__."):  # (_warm's call, not a kernel)
             continue
         try:
             indexed = os.stat(os.path.join(path, name)).st_mtime

@@ -57,7 +57,6 @@ from guided.errors import (
     UnsupportedSchemaError,
 )
 from guided.fsm.dfa import DFA, MAX_DFA_STATES, determinize
-from guided.fsm.kernels import import_now
 from guided.fsm.lazy import LazyDFA
 from guided.fsm.nfa import NFA, PastedOnce, Template
 from guided.fsm.ops import MAX_PRODUCT_STATES, embed, intersect
@@ -953,7 +952,6 @@ def compile_json_schema(schema, whitespace="flexible", strict: bool = True, key_
         >>> dfa.matches(b'{"a":true}'), dfa.matches(b'{}')
         (True, False)
     """
-    import_now()  # not at the first compiled call, deep in the recursion
     compiler = SchemaCompiler(schema, whitespace, strict, key_order=key_order, unique_beside=with_unique_sites)
     try:
         dfa = compiler.compile()

@@ -45,7 +45,7 @@ import numpy as np
 from guided.fsm import footprint
 from guided.fsm.dfa import class_starts, sweep_row
 from guided.fsm.kernels import AVAILABLE as COMPILED_AVAILABLE
-from guided.fsm.kernels import import_now
+from guided.fsm.kernels import load as load_kernels
 from guided.fsm.lazy import MAX_LAZY_DFA_STATES
 from guided.fsm.nfa import NFA, nfa_byte_classes
 from guided.grammars.earley import CFG, productive_symbols, trim
@@ -159,7 +159,8 @@ def compile_recursive_schema(schema, whitespace="flexible", strict: bool = True,
         >>> len(g.terminal_names) > 0
         True
     """
-    import_now()  # not at the first compiled call, deep in the recursion
+    if COMPILED_AVAILABLE:  # the grammar engine's walks are compiled (loaded here, not deep in the recursion)
+        load_kernels()
     compiler = SchemaCompiler(schema, whitespace, strict, key_order=key_order, unique_beside=with_unique_sites)
     if compiler.ws.depth_matters():
         raise RecursiveSchemaError(

@@ -22,6 +22,7 @@ import numpy as np
 
 from guided.fsm.dfa import DFA, determinize
 from guided.fsm.kernels import AVAILABLE as COMPILED_AVAILABLE
+from guided.fsm.kernels import ready as kernels_ready
 from guided.fsm.memo import memo
 from guided.fsm.nfa import NFA, Template
 from guided.fsm.ops import embed
@@ -179,7 +180,7 @@ def key_excluding(nfa: NFA, names) -> tuple[int, int]:
         # other key would cost that mask ~50 µs more (a walk's cold caches).
         names = frozenset(names)
         key = ("key_excluding", names)
-        if COMPILED_AVAILABLE and key not in nfa.templates:
+        if COMPILED_AVAILABLE and kernels_ready() and key not in nfa.templates:
             made = key_trie_template(names)
             if made is not None:
                 nfa.templates[key] = made

@@ -47,6 +47,7 @@ from guided.batch import fill_next_token_bitmasks
 from guided.bitmask import allocate_token_bitmask, apply_token_bitmask_
 from guided.budget import check_budget
 from guided.compiler import compile as compile_spec
+from guided.fsm import kernels
 from guided.fsm.vocabulary import Vocabulary
 
 from .requests import budget_aware_requested, spec_from_extra_args, watermark_requested
@@ -215,6 +216,8 @@ class GuidedLogitsProcessor(V1LogitsProcessor, V2LogitsProcessor):
         else:  # V1: (vllm_config, device, is_pin_memory)
             req_states, device = None, torch.device(args[0])
             pin = bool(args[1]) and device.type == "cuda"
+        if kernels.AVAILABLE:  # numba loads while the engine starts, not in the first request
+            kernels.warm_up()
         vocab = vocabulary_for(vllm_config.model_config)
         if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "1") == "0":
             register_vocabulary(vocab)  # the API side of this same process validates with it
