@@ -496,6 +496,9 @@ def main(argv=None) -> int:
                     help="sleep before each engine's step: every fill starts cold, as after a forward pass")
     ap.add_argument("--out", default=None, help="write the JSON result here")
     args = ap.parse_args(argv)
+    import guided
+
+    guided.load_kernels()  # numba loaded before anything is timed, as a server loads it at start-up
 
     import torch
 

@@ -98,6 +98,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data", default=DEFAULT_DATA)
     args = ap.parse_args()
+    guided.load_kernels()  # numba loaded before anything is timed, as a server loads it at start-up
     tok = load_tokenizer()
     vocab = guided.Vocabulary.from_tokenizer(tok)
     picked = cases(args, vocab, tok)

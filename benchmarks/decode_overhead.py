@@ -139,6 +139,7 @@ def main() -> None:
     ap.add_argument("--prompt", default=PROMPT)
     ap.add_argument("--skip-hf", action="store_true", help="skip the HF model.generate comparison")
     args = ap.parse_args()
+    guided.load_kernels()  # numba loaded before anything is timed, as a server loads it at start-up
     n = args.new_tokens
 
     model, tok = guided.models.load_default_model()

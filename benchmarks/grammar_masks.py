@@ -594,6 +594,7 @@ def main(argv=None) -> int:
     ap.add_argument("--compile-repeats", type=int, default=5,
                     help="cold compiles per grammar and engine; compile / TTFM are their median")
     args = ap.parse_args(argv)
+    guided.load_kernels()  # numba loaded before anything is timed, as a server loads it at start-up
 
     import torch
 

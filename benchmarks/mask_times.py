@@ -91,6 +91,9 @@ def main(argv=None) -> int:
     parser.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"),
                         help="comma-separated .npy runs of each side")
     args = parser.parse_args(argv)
+    import guided
+
+    guided.load_kernels()  # numba loaded before anything is timed, as a server loads it at start-up
     if args.compare:
         print(compare([[np.load(p) for p in side.split(",")] for side in args.compare]))
         return 0

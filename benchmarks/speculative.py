@@ -336,6 +336,7 @@ def main(argv=None):
     ap.add_argument("--draft-model", action="store_true",
                     help="also ForcedTokens + DraftModel(the target itself): an upper bound, useless in practice")
     args = ap.parse_args(argv)
+    guided.load_kernels()  # numba loaded before anything is timed, as a server loads it at start-up
     n_schemas = args.schemas or (4 if args.quick else len(SCHEMAS))
     n_free = args.free_prompts or (3 if args.quick else len(FREE_TEXT))
     max_tokens = args.max_tokens or (60 if args.quick else 120)

@@ -58,7 +58,7 @@ from guided.fsm.vocabulary import Vocabulary
 from . import models
 from .batch import fill_next_token_bitmasks
 from .bitmask import allocate_token_bitmask, apply_token_bitmask_, unpack_token_bitmask
-from .compiler import cache_info, clear_cache, compile, configure_cache
+from .compiler import cache_info, clear_cache, compile, configure_cache, load_kernels
 from .decoding.generation import GenerationResult, GenerationStats, generate
 from .matcher import Guide, Matcher
 from .processor import LogitsProcessor
@@ -81,6 +81,7 @@ __all__ = [
     "clear_cache",
     "compile",
     "configure_cache",
+    "load_kernels",
     # the matcher contract
     "Guide",
     "Matcher",

@@ -21,8 +21,7 @@ NOTICE = "guided: compiling the numba kernels (first run after install only, ~20
 # liveness kernels, compiled from several kernel modules.
 SCRIPT = """
 import guided
-from guided.fsm import kernels
-kernels.load()  # (a small compile would otherwise run before numba is loaded, on the Python twins)
+guided.load_kernels()  # (a small compile would otherwise run before numba is loaded, on the Python twins)
 vocab = guided.Vocabulary([bytes([b]) for b in range(256)] + [None], [256])
 schema = {"type": "object", "properties": {"k": {"type": "string", "maxLength": 40}, "n": {"type": "integer"}}}
 assert guided.compile(schema, vocab, timeout=5).matcher().accept_tokens(list(b'{"k":"a","n":1}'))
