@@ -236,10 +236,8 @@ class TokenDistances:
             if len(seen) > EXACT_MAX_STATES:
                 return False
             batch, frontier = frontier[:_BATCH], frontier[_BATCH:]
-            member, _, _, targets = self.index.successors(batch)
-            # (source, target) pairs, deduplicated as one int64 key each
-            keys = np.unique(np.asarray(batch, dtype=np.int64)[member] << 32 | targets)
-            pairs = np.stack([keys >> 32, keys & 0xFFFFFFFF])
+            member, targets = self.index.successor_targets(batch)
+            pairs = np.stack([np.asarray(batch, dtype=np.int64)[member], targets])  # (source, target), each once
             edges.append(pairs)
             for t in np.unique(pairs[1]).tolist():
                 if t not in seen:

@@ -204,6 +204,9 @@ class TokenIndex:
         # -1: not known yet).
         self._loops = np.full((2, 64), -1, dtype=np.int8)
         self._successor_buffers: tuple | None = None
+        # successor_targets: per DFA state, the mark of the last walk that reached it
+        self._seen = np.full(64, -1, dtype=np.int64)
+        self._seen_mark = -1
         byte_level = self._split.byte_level
         text_roots = byte_level.roots[byte_level.text_node[byte_level.roots]]
         self._text_cap = int(byte_level.chars[text_roots].max(initial=0)) + 1
@@ -504,7 +507,7 @@ class TokenIndex:
         split, classes = self._runs(first=False)
         batch = np.asarray(states, dtype=np.int64)
         if self.compiled:
-            return self._successors_compiled(split, classes, batch)
+            return self._successors_compiled(split, classes, batch, distinct=False)
 
         def loops(nodes: np.ndarray, st: np.ndarray) -> np.ndarray:
             out = np.zeros(len(st), dtype=bool)
@@ -522,9 +525,25 @@ class TokenIndex:
         hi = np.concatenate([split.lo[en] + split.own[en], split.hi[xn]])
         return member, lo, hi, np.concatenate([es, xs])
 
-    def _successors_compiled(self, split: RunTrie, classes: np.ndarray, batch: np.ndarray):
+    def successor_targets(self, states) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct DFA states one token leads to from each of ``states``:
+        ``(member, target)`` pairs, ``target`` reached from ``states[member]``, each
+        pair once. What ``successors`` gives without its runs (a counted string's
+        state has thousands of them, ~3k a state in a JSON schema); for
+        ``fsm.distance``'s enumeration of the token graph."""
+        if self.compiled:
+            split, classes = self._runs(first=False)
+            member, _, _, target = self._successors_compiled(split, classes, np.asarray(states, dtype=np.int64),
+                                                             distinct=True)
+            return member, target
+        member, _, _, target = self.successors(states)
+        keys = np.unique(member << 32 | target)
+        return keys >> 32, keys & 0xFFFFFFFF
+
+    def _successors_compiled(self, split: RunTrie, classes: np.ndarray, batch: np.ndarray, distinct: bool):
         """``successors`` by ``fsm.kernels.successors``: a walk per state, in rounds
-        until every row and loop fact it meets is built."""
+        until every row and loop fact it meets is built; with ``distinct``, the first
+        run to each target only (``successor_targets``)."""
         from guided.fsm.kernels.successors import successor_runs  # imports numba
 
         trie = split.trie
@@ -543,11 +562,20 @@ class TokenIndex:
                 sp, runs = len(roots), 0
                 stack_node[:sp] = roots
                 stack_state[:sp] = state
+                mark = -1
+                if distinct:  # a mark of its own per walk: no clearing between states
+                    self._seen_mark += 1
+                    mark = self._seen_mark
                 while sp:
+                    trans = self.dfa.transitions
+                    if distinct and len(self._seen) < trans.shape[0]:
+                        grown = np.full(max(trans.shape[0], 2 * len(self._seen)), -1, dtype=np.int64)
+                        grown[: len(self._seen)] = self._seen
+                        self._seen = grown
                     runs, pending = successor_runs(
                         sp, stack_node, stack_state, trie.child_start, trie.child_end, sym, is_end, split.plain_node,
-                        split.text_node, self.dfa.transitions, self._loop_facts(()), lo, hi, own, runs, out_lo,
-                        out_hi, out_target, pend_node, pend_state)
+                        split.text_node, trans, self._loop_facts(()), lo, hi, own, runs, out_lo, out_hi, out_target,
+                        pend_node, pend_state, self._seen, mark)
                     if pending:
                         need = np.unique(pend_state[:pending])
                         self.dfa.ensure_rows(need)

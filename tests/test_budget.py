@@ -129,6 +129,15 @@ def test_compiled_successors_equal_the_numpy_walk(spec, smollm2_vocab):
             guide.index.compiled = True
 
     assert runs(True) == runs(False)
+    # The distinct targets, compiled and not, are those of the runs.
+    pairs = sorted({(m, t) for m, _, _, t in runs(True)})
+    for compiled in (True, False):
+        guide.index.compiled = compiled
+        try:
+            member, target = guide.index.successor_targets(states)
+        finally:
+            guide.index.compiled = True
+        assert sorted(zip(member.tolist(), target.tolist())) == pairs
 
 
 def test_a_bound_is_a_real_token_path(smollm2_vocab):

@@ -23,12 +23,15 @@ UNKNOWN = -2  # fsm.lazy.UNKNOWN: a transition not computed yet
 
 @njit(cache=True, nogil=True)
 def successor_runs(sp, stack_node, stack_state, child_start, child_end, sym_cls, is_end, plain_node, text_node, trans,
-                   loops, lo, hi, own, n_out, out_lo, out_hi, out_target, pend_node, pend_state):
+                   loops, lo, hi, own, n_out, out_lo, out_hi, out_target, pend_node, pend_state, seen, mark):
     """Walk from the ``sp`` (node, state) pairs on the stack; append to ``out_*``
     (from ``n_out``) the runs ``(lo, hi, target)``. ``loops[0 / 1, q]``: whether ``q``
     loops on every plain byte / character (-1: not known). A pair whose state has no
     row yet, or whose loop fact is needed and not known, goes to ``pend_*``, to be
-    walked again once the caller has built them. Returns ``(runs, pending pairs)``."""
+    walked again once the caller has built them. With ``mark >= 0``, only the first
+    run to each target is written (``seen[q] == mark`` once one is): the distinct
+    targets, where a counted string's state has thousands of runs. Returns ``(runs,
+    pending pairs)``."""
     n_pend = 0
     rows = trans.shape[0]
     while sp > 0:
@@ -42,12 +45,17 @@ def successor_runs(sp, stack_node, stack_state, child_start, child_end, sym_cls,
             n_pend += 1
             continue
         if kind >= 0 and loops[kind, q] == 1:
-            out_lo[n_out] = lo[node]
-            out_hi[n_out] = hi[node]
-            out_target[n_out] = q
-            n_out += 1
+            if mark < 0 or seen[q] != mark:
+                if mark >= 0:
+                    seen[q] = mark
+                out_lo[n_out] = lo[node]
+                out_hi[n_out] = hi[node]
+                out_target[n_out] = q
+                n_out += 1
             continue
-        if is_end[node]:
+        if is_end[node] and (mark < 0 or seen[q] != mark):
+            if mark >= 0:
+                seen[q] = mark
             out_lo[n_out] = lo[node]
             out_hi[n_out] = lo[node] + own[node]
             out_target[n_out] = q
