@@ -359,3 +359,14 @@ def test_feed_costs_verify_the_drafts_that_pay_for_their_place():
     assert costs.best_length([1.0] * 4) == 4
     assert costs.best_length([0.9] * 6) == 6  # 7 positions never measured: measure them
     assert FeedCosts(timed=False).best_length([0.1] * 3) == 3
+
+
+@pytest.mark.parametrize("max_new_tokens", [1, 2, 3])
+def test_a_budget_of_a_few_tokens_is_plain_decodings(tiny_model, smollm2_tokenizer, max_new_tokens):
+    """With no room for a draft (the last token is the verification's own), the loop
+    still gives plain decoding's output."""
+    spec = guided.JsonSchema(PERSON, whitespace="compact")
+    kwargs = dict(max_new_tokens=max_new_tokens, chat=False, budget_aware=False)
+    plain = guided.generate(tiny_model, smollm2_tokenizer, PROMPT, spec, **kwargs)
+    fast = guided.generate(tiny_model, smollm2_tokenizer, PROMPT, spec, speculative="auto", **kwargs)
+    assert fast.token_ids == plain.token_ids and fast.finish_reason == plain.finish_reason == "length"

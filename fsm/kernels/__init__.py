@@ -110,8 +110,8 @@ def use(work: int) -> bool:
     without waiting for numba.
 
     Args:
-        work: the call's size in units of ``LOAD_FOR_WORK`` (NFA states, or table
-            cells / 16).
+        work: the call's size, in what ``LOAD_FOR_WORK`` counts (NFA states, table
+            cells / 16, product pairs).
 
     Returns:
         True to run the kernel.

@@ -499,7 +499,7 @@ def speculative_loop(model, vocab, prompt: list[int], guide, drafters, *, max_ne
     reached, kept_by = [3] * len(drafters), [2] * len(drafters)
     while True:
         budget = max_new_tokens - len(tokens)
-        draft, qs = [], []
+        draft, qs, owners = [], [], []
         if budget > 1:  # leave room for the token verification always adds
             usable = drafters if matcher is not None else [d for d in drafters if not isinstance(d, ForcedTokens)]
             draft, qs, owners = _propose(usable, seq, matcher.fork() if matcher is not None else None,
