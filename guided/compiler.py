@@ -180,8 +180,12 @@ def load_kernels(wait: bool = True) -> None:
 
         >>> guided.load_kernels()        # at start-up, before the first request
     """
-    if kernels.AVAILABLE:
-        kernels.load() if wait else kernels.warm_up()
+    if not kernels.AVAILABLE:
+        return
+    if wait:
+        kernels.load()
+    else:
+        kernels.warm_up()
 
 
 def cache_info() -> dict:
