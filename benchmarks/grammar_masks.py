@@ -594,13 +594,14 @@ def main(argv=None) -> int:
     ap.add_argument("--compile-repeats", type=int, default=5,
                     help="cold compiles per grammar and engine; compile / TTFM are their median")
     args = ap.parse_args(argv)
-    guided.load_kernels()  # numba loaded before anything is timed, as a server loads it at start-up
 
     import torch
 
     torch.set_num_threads(1)
     import guided
     from guided.models import load_tokenizer
+
+    guided.load_kernels()  # numba loaded before anything is timed, as a server loads it at start-up
 
     wall0 = time.perf_counter()
     hf = load_tokenizer()

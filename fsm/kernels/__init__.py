@@ -40,7 +40,6 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from importlib import import_module
 from importlib.util import find_spec
 
 #: Whether compiled kernels can be used: numba is installed. It is loaded (~0.25 s)
