@@ -100,10 +100,9 @@ class CompiledWalk:
 
     #: Rows of the stack and run buffers to begin with (they double when full).
     BUFFER = 4096
-    #: Most plain byte sets a walker keeps rows of (``_add_chain``; ~300 KB each) ...
-    CHAIN_SETS = 8
-    #: ... of at least this many bytes and tokens (fewer are walked in a few µs: the
-    #: last byte of every key is such a set).
+    #: A plain byte set gets rows (``_add_chain``) where it has at least this many
+    #: bytes and tokens (fewer are walked in a few µs: the last byte of every key is
+    #: such a set).
     CHAIN_BYTES = 3
     CHAIN_TOKENS = 1000
 
@@ -137,15 +136,12 @@ class CompiledWalk:
         self.runs = runs  # the RunTrie: rows by length of its plain tokens
         self.plain_rows = runs.plain_rows(words)
         # The plain byte sets met so far (``_chain``): a set as bits of plain_classes'
-        # indices and its slot plus one (0: none); per slot, ``RunTrie.chain_rows``:
-        # the longest token of the set, its rows by length.
+        # indices and its slot in the vocabulary's ``ChainBank`` plus one (0: none).
         if len(plain_classes) > 128:
             raise AssertionError("more than 128 plain byte classes")
         self.chain_keys = np.zeros((4, 3), dtype=np.uint64)
         self.n_keys = 0
-        self.chain_len = np.zeros(1, dtype=np.int64)
-        self.chain_rows = np.zeros((1, *self.plain_rows.shape), dtype=np.uint32)
-        self.n_slots = 0
+        self.n_slots = 0  # the sets with a slot
         self.chain_ask = np.zeros(3, dtype=np.uint64)
         self.mask = np.zeros(3, dtype=np.uint64)
         self._byte_to_class = byte_to_class[:256]
@@ -191,6 +187,7 @@ class CompiledWalk:
         self.params[wc.P_BUDGET] = budget
         n_out, checks = 0, 0
         t = self.table
+        chains = self.runs.chain_bank(self.words)
         while True:
             if len(self.facts) < dfa.num_states:
                 self._fit(dfa.num_states)
@@ -200,7 +197,7 @@ class CompiledWalk:
                 t.nodes, t.below, self.classes, dfa.transitions, self.facts, self.loops, self.class_words,
                 self.plain_classes, self.plain_bytes, self.u_seq, self.u_steps, self.u_classes, self.params, self.ctl,
                 self.path, self.sets, self._stack, sp, self.order, row, self._out, n_out, self._aside, self._asks,
-                checks, self.plain_rows, self.chain_keys, self.chain_len, self.chain_rows, self.n_keys, self.chain_ask,
+                checks, self.plain_rows, self.chain_keys, chains.longest, chains.rows, self.n_keys, self.chain_ask,
                 self.mask, b, px)
             if builder is not None:
                 dfa.sync_states()
@@ -223,8 +220,8 @@ class CompiledWalk:
 
     def _add_chain(self, low: int, high: int) -> None:
         """Take in the plain byte set a walk asked for (bits of plain_classes'
-        indices): its rows, for the walks after it, where walking its tokens costs
-        more than they do (``CHAIN_TOKENS``; up to ``CHAIN_SETS`` sets)."""
+        indices): its slot in the vocabulary's ``ChainBank``, for the walks after it,
+        where walking its tokens costs more than its rows do (``CHAIN_TOKENS``)."""
         self.chain_ask[0] = 0
         bits = low | high << 64
         chosen = [c for j, c in enumerate(self.plain_classes.tolist()) if bits >> j & 1]
@@ -233,16 +230,9 @@ class CompiledWalk:
         allowed = flags[self._byte_to_class]
         allowed[~_PLAIN_BYTE] = 0
         slot = -1
-        if self.n_slots < self.CHAIN_SETS and allowed.sum() >= self.CHAIN_BYTES:
-            rows, longest, count = self.runs.chain_rows(allowed.tobytes(), self.words, self.CHAIN_TOKENS)
-            if rows is not None:
-                slot = self.n_slots
-                if slot == len(self.chain_len):
-                    self.chain_len = np.concatenate([self.chain_len, np.zeros_like(self.chain_len)])
-                    self.chain_rows = np.concatenate([self.chain_rows, np.zeros_like(self.chain_rows)])
-                self.chain_len[slot] = longest
-                self.chain_rows[slot, : len(rows)] = rows  # (a walk reads rows up to the longest only)
-                self.n_slots += 1
+        if allowed.sum() >= self.CHAIN_BYTES:
+            slot = self.runs.chain_bank(self.words).slot(allowed.tobytes(), self.CHAIN_TOKENS)
+            self.n_slots += slot >= 0
         if self.n_keys == len(self.chain_keys):
             self.chain_keys = np.concatenate([self.chain_keys, np.zeros_like(self.chain_keys)])
         self.chain_keys[self.n_keys] = (low, high, slot + 1)

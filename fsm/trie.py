@@ -24,6 +24,7 @@ import weakref
 import numpy as np
 
 from . import footprint
+from .kernels import ready as kernels_ready
 
 
 class Trie:
@@ -223,7 +224,7 @@ _IS_PLAIN[list(PLAIN_BYTES)] = True
 
 
 #: ``RunTrie`` attributes made after it, on first use.
-_MADE_ON_USE = frozenset(("lists", "table", "_plain_rows", "_chain_rows", "_node_depth", "_token_ends",
+_MADE_ON_USE = frozenset(("lists", "table", "_plain_rows", "_chain_banks", "_node_depth", "_token_ends",
                           "_plain_lengths"))
 
 #: Runs of at least this many tokens have their bits kept (``RunBank``);
@@ -235,8 +236,64 @@ LONG_RUN = 256
 _BANK_ID_MEMO = 20_000
 
 
-#: ``RunTrie.chain_rows`` keeps the rows of this many byte sets per vocabulary.
+#: A ``ChainBank`` holds the rows of this many byte sets (per vocabulary); sets met
+#: after that are walked token by token.
 CHAIN_SETS_KEPT = 64
+
+_CHAIN_BANK_LOCK = threading.Lock()
+
+
+class ChainBank:
+    """``RunTrie.chain_rows`` of the plain byte sets compiled walks meet, one slot per
+    set, shared by every guide over a vocabulary: a set's rows are made once per
+    process, and a walker passes the bank's arrays to its kernel instead of copying
+    rows of its own.
+
+    ``longest[slot]`` is the set's longest token, ``rows[slot, n]`` its tokens of at
+    most ``n`` bytes. The arrays are made once at their full size
+    (``CHAIN_SETS_KEPT`` slots; untouched pages take no memory) so a kernel that
+    holds them never sees them replaced; a slot is written before it is handed out.
+
+    Args:
+        runs: the ``RunTrie`` whose plain tokens the rows hold.
+        words: bitmask words per row.
+
+    Example::
+
+        >>> bank = runs.chain_bank(words)
+        >>> slot = bank.slot(allowed, min_count=1000)     # -1: no rows for this set
+        >>> bank.rows[slot, 3]                             # its tokens of at most 3 bytes
+    """
+
+    __slots__ = ("rows", "longest", "_runs", "_words", "_slot_of", "_lock")
+
+    def __init__(self, runs: "RunTrie", words: int):
+        self._runs, self._words = runs, words
+        self.rows = np.zeros((CHAIN_SETS_KEPT, runs.plain_rows(words).shape[0], words), dtype=np.uint32)
+        self.longest = np.zeros(CHAIN_SETS_KEPT, dtype=np.int64)
+        self._slot_of: dict[bytes, int] = {}
+        self._lock = threading.Lock()
+
+    def slot(self, allowed: bytes, min_count: int) -> int:
+        """The slot of the byte set ``allowed`` (256 bytes, nonzero where the byte is
+        in), its rows made the first time; -1 where it has fewer than ``min_count``
+        plain tokens or the bank is full (decided once per set)."""
+        got = self._slot_of.get(allowed)
+        if got is not None:
+            return got
+        with self._lock:
+            got = self._slot_of.get(allowed)
+            if got is None:
+                got = -1
+                used = len([v for v in self._slot_of.values() if v >= 0])
+                if used < CHAIN_SETS_KEPT:
+                    rows, longest, _ = self._runs.chain_rows(allowed, self._words, min_count)
+                    if rows is not None:
+                        got = used
+                        self.rows[got, : len(rows)] = rows
+                        self.longest[got] = longest
+                self._slot_of[allowed] = got
+        return got
 
 
 class RunBank:
@@ -323,7 +380,7 @@ class RunTrie:
 
     __slots__ = ("trie", "roots", "plain_node", "text_node", "height", "chars", "text_need", "order", "lo", "hi",
                  "own", "is_end", "lists", "table", "bank", "_plain_rows",
-                 "_chain_rows", "_node_depth", "_token_ends", "_plain_lengths")
+                 "_chain_banks", "_node_depth", "_token_ends", "_plain_lengths")
 
     def __init__(self, trie: Trie, plain_marker: int, text_marker: int = -1, bytes_are_symbols: bool = False):
         self.trie = trie
@@ -363,7 +420,7 @@ class RunTrie:
         self.lists = None  # fsm.narrow.TrieLists, made on first use
         self.table = None  # fsm.compiled_walk.TrieTable, likewise
         self._plain_rows = None  # plain_rows
-        self._chain_rows = None  # chain_rows
+        self._chain_banks = None  # chain_bank
         self._node_depth = None  # _depth
         self._token_ends = None  # _ends
         self._plain_lengths = None  # _rows_by_length: each unit's bytes below the marker, the most
@@ -401,38 +458,55 @@ class RunTrie:
         (256 bytes, nonzero where the byte is in), the length of the longest of
         them and their number. A state that takes just those bytes, each into one
         next state, ``n`` times and then no plain byte allows exactly row ``n`` of
-        these (the end of ``[0-9A-Za-z]{12}``: 28k checks to walk, ~400 µs). The
-        last ``CHAIN_SETS_KEPT`` sets are kept (~0.6-2 ms to make one; rows only up to
-        the set's longest token: 8 KB for the digits, ~500 KB for all plain bytes). A set
-        of fewer than ``min_count`` tokens gets no rows (None, 0, its count): a
-        walk costs less than they would (the digits of a date: 10 one-byte tokens,
-        counted in ~0.3 ms)."""
-        if self._chain_rows is None:
-            self._chain_rows = {}
-        key = (allowed, words)
-        got = self._chain_rows.pop(key, None)
-        if got is None or (got[0] is None and got[2] >= min_count):
-            if len(self._chain_rows) >= CHAIN_SETS_KEPT:
-                del self._chain_rows[next(iter(self._chain_rows))]
-            t = self.trie
-            ok = np.append(np.frombuffer(allowed, dtype=np.uint8).astype(bool), False)
-            # every byte from the plain marker down is allowed (markers are symbols past 255)
-            inside = self.plain_node & ok[np.minimum(t.symbol, 256)]
-            inside[self.roots] = self.plain_node[self.roots]
-            for d in range(2, t.depth + 1):
-                lo, hi = t.level_start[d], t.level_start[d + 1]
-                inside[lo:hi] &= inside[t.parent[lo:hi]]
-                if not inside[lo:hi].any():  # nor anything below
-                    inside[hi:] = False
-                    break
-            count = int(np.count_nonzero(inside[self._ends()[1]]))
-            if count < min_count:
-                got = (None, 0, count)
-            else:
-                rows, length = self._rows_by_length(inside, words, own_longest=True)
-                got = (rows, len(rows) - 1, len(length))
-        self._chain_rows[key] = got  # (re)inserted last: the least recently used go first
+        these (the end of ``[0-9A-Za-z]{12}``: 28k checks to walk, ~400 µs). Rows
+        go only up to the set's longest token (8 KB for the digits, ~500 KB for all
+        plain bytes); ``chain_bank`` keeps them. A set of fewer than ``min_count``
+        tokens gets no rows (None, 0, its count): a walk costs less than they would
+        (the digits of a date: 10 one-byte tokens)."""
+        ok = np.append(np.frombuffer(allowed, dtype=np.uint8).astype(bool), False)
+        if kernels_ready():
+            return self._chain_rows_compiled(ok, words, min_count)
+        return self._chain_rows_numpy(ok, words, min_count)
+
+    def chain_bank(self, words: int) -> "ChainBank":
+        """The ``ChainBank`` of this trie's rows over ``words`` bitmask words."""
+        banks = self._chain_banks
+        if banks is None:
+            banks = self._chain_banks = {}
+        got = banks.get(words)
+        if got is None:
+            with _CHAIN_BANK_LOCK:
+                got = banks.setdefault(words, ChainBank(self, words))
         return got
+
+    def _chain_rows_numpy(self, ok: np.ndarray, words: int, min_count: int) -> tuple:
+        """``chain_rows`` of the bytes ``ok`` (bool [257]) in numpy."""
+        t = self.trie
+        # every byte from the plain marker down is allowed (markers are symbols past 255)
+        inside = self.plain_node & ok[np.minimum(t.symbol, 256)]
+        inside[self.roots] = self.plain_node[self.roots]
+        for d in range(2, t.depth + 1):
+            lo, hi = t.level_start[d], t.level_start[d + 1]
+            inside[lo:hi] &= inside[t.parent[lo:hi]]
+            if not inside[lo:hi].any():  # nor anything below
+                inside[hi:] = False
+                break
+        count = int(np.count_nonzero(inside[self._ends()[1]]))
+        if count < min_count:
+            return None, 0, count
+        rows, length = self._rows_by_length(inside, words, own_longest=True)
+        return rows, len(rows) - 1, len(length)
+
+    def _chain_rows_compiled(self, ok: np.ndarray, words: int, min_count: int) -> tuple:
+        """``chain_rows`` of the bytes ``ok`` by ``fsm.kernels.chains`` (one pass over
+        the trie, ~10x the numpy passes' speed)."""
+        from guided.fsm.kernels.chains import chain_rows  # imports numba
+
+        t = self.trie
+        units, ends = self._ends()
+        rows, count = chain_rows(t.symbol, t.parent, t.level_start, self.plain_node, self.roots, ok, units, ends,
+                                 self._unit_lengths()[0], words, min_count)
+        return (rows, len(rows) - 1, count) if len(rows) else (None, 0, count)
 
     def _ends(self) -> tuple[np.ndarray, np.ndarray]:
         """The units (``trie.token_node``'s indices) and the nodes where they end."""
@@ -446,17 +520,22 @@ class RunTrie:
             self._node_depth = node_depth(self.trie)
         return self._node_depth
 
+    def _unit_lengths(self) -> tuple[np.ndarray, int]:
+        """Each unit's bytes below the plain marker (``_ends``' order), and the most
+        of a plain unit; kept (~100 µs over the whole trie)."""
+        if self._plain_lengths is None:
+            ends = self._ends()[1]
+            length = self._depth()[ends] - 1
+            self._plain_lengths = (length, int(length[self.plain_node[ends]].max(initial=0)))
+        return self._plain_lengths
+
     def _rows_by_length(self, keep: np.ndarray, words: int,
                         own_longest: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """uint32 [longest plain token + 1, words]: row ``n``, the tokens of at most
         ``n`` bytes below the plain marker that end at a node where ``keep`` is set;
         and those tokens' lengths. With ``own_longest``, rows only up to the longest
         of those tokens (the later ones would repeat it)."""
-        if self._plain_lengths is None:  # kept: each costs ~100 µs over the whole trie
-            units, ends = self._ends()
-            length = self._depth()[ends] - 1  # bytes below the marker
-            self._plain_lengths = (length, int(length[self.plain_node[ends]].max(initial=0)))
-        lengths, longest = self._plain_lengths
+        lengths, longest = self._unit_lengths()
         units, ends = self._ends()
         kept = keep[ends]
         units, length = units[kept], lengths[kept]

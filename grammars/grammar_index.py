@@ -85,6 +85,9 @@ _DEEPER = object()  # "the cut was too shallow", memoised on the cut set
 # on over whole trie levels (see ``_walk_units``).
 _DENSE_FROM = 2_000
 
+#: ``GrammarIndex._read`` reads up to this many pieces one by one.
+_FEW_PIECES = 8
+
 
 class Pieces:
     """Every distinct nonempty suffix of a vocabulary's token texts.
@@ -782,6 +785,8 @@ class GrammarIndex:
         got = self._reads.get(key)
         if got is not None:
             return got[0], got[1]
+        if len(pieces) <= _FEW_PIECES:
+            return self._read_few(start, pieces)
         lexer = self.lexer
         group = lexer.table_group(start) if self._token_units.walker is not None else None
         if group is not None:  # over the terminals' own table, compiled
@@ -808,6 +813,25 @@ class GrammarIndex:
                 sel = np.flatnonzero(accept == a)
                 groups.append((a, sel, self._same_pieces(rests[sel])))
         self._reads[key] = (inside, groups, pieces)  # (pieces kept: the key holds its id)
+        return inside, groups
+
+    def _read_few(self, start: int, pieces: np.ndarray) -> tuple[np.ndarray, list]:
+        """``_read`` of a few pieces, each stepped through the lexer (``_read_piece``):
+        a token's rest after a terminal it completes is most often one or two pieces,
+        where the arrays' set-up would cost more than the reads."""
+        inside = np.zeros(len(pieces), dtype=np.bool_)
+        by_accept: dict[int, tuple[list, list]] = {}
+        for i, piece in enumerate(pieces.tolist()):
+            a, rest = self._read_piece(start, piece)
+            if a == 0:
+                inside[i] = True
+            elif a > 0:
+                sel, rests = by_accept.setdefault(a, ([], []))
+                sel.append(i)
+                rests.append(rest)
+        groups = [(a, np.array(sel, dtype=np.int64), self._same_pieces(np.array(rests, dtype=pieces.dtype)))
+                  for a, (sel, rests) in sorted(by_accept.items())]
+        self._reads[(start, id(pieces))] = (inside, groups, pieces)
         return inside, groups
 
     def _same_pieces(self, pieces: np.ndarray) -> np.ndarray:

@@ -273,13 +273,53 @@ def test_a_byte_sets_rows_are_made_only_for_enough_tokens(smollm2_vocab, chars):
     allowed = bytes(1 if chr(b) in chars else 0 for b in range(256))
     words = (vocab.size + 31) // 32
     want = [t for t, b in enumerate(vocab.token_bytes) if b and set(b.decode("latin-1")) <= set(chars)]
-    runs._chain_rows = None  # nothing kept from earlier tests
     skipped, _, count = runs.chain_rows(allowed, words, min_count=1000)
     assert count == len(want) and (skipped is None) == (count < 1000)
     rows, longest, count = runs.chain_rows(allowed, words)  # no minimum now: made, though counted before
     assert count == len(want) and longest == max(len(vocab.token_bytes[t]) for t in want)
     ids = np.arange(vocab.size)
     assert np.nonzero((rows[-1][ids >> 5] >> (ids & 31)) & 1)[0].tolist() == want
+
+
+@pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed")
+def test_a_byte_sets_rows_compiled_equal_numpys(smollm2_vocab):
+    """The compiled pass over the trie (``fsm.kernels.chains``) gives the numpy
+    passes' count, longest token and rows, for sets from one byte to all of them,
+    with and without a minimum count."""
+    runs = TokenIndex(_lazy_dfa('"x"'), smollm2_vocab, eager=False)._split.byte_level
+    words = (smollm2_vocab.size + 31) // 32
+    rng = random.Random(7)
+    sets = [b"-", b"0123456789", b"abcdefghijklmnopqrstuvwxyz0123456789.-", bytes(range(32, 127)), bytes(range(256))]
+    sets += [bytes(rng.sample(range(256), k)) for k in (3, 20, 60, 120, 200)]
+    for chars in sets:
+        ok = np.zeros(257, dtype=bool)
+        ok[list(chars)] = True
+        for min_count in (0, 1000):
+            want = runs._chain_rows_numpy(ok, words, min_count)
+            got = runs._chain_rows_compiled(ok, words, min_count)
+            assert got[1:] == want[1:], (chars, min_count)
+            assert (got[0] is None) == (want[0] is None) and (want[0] is None or np.array_equal(got[0], want[0]))
+
+
+@pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed")
+def test_a_byte_sets_rows_are_made_once_per_vocabulary(smollm2_vocab, monkeypatch):
+    """Two guides over one vocabulary that meet the same byte set share its rows:
+    the second walker takes the first one's slot in the ``ChainBank`` (no rows made,
+    none copied) and its masks are still exact."""
+    from guided.fsm.trie import RunTrie
+
+    pattern = r'"[0-9A-Za-z]{12}"'
+    first = TokenIndex(_lazy_dfa(pattern), smollm2_vocab, eager=False, compiled=True)
+    state = first.dfa.step(0, b'"')
+    assert first._narrow_miss(state) and first._walker.n_slots == 1
+    made = []
+    real = RunTrie.chain_rows
+    monkeypatch.setattr(RunTrie, "chain_rows", lambda self, *a: made.append(a) or real(self, *a))
+    second = TokenIndex(_lazy_dfa(pattern), smollm2_vocab, eager=False, compiled=True)
+    state = second.dfa.step(0, b'"')
+    assert second._narrow_miss(state) and second._walker.n_slots == 1 and not made
+    assert second._walker.runs.chain_bank(second._walker.words) is first._walker.runs.chain_bank(first.words)
+    _assert_brute_force(second, smollm2_vocab, state, pattern)
 
 
 @pytest.mark.skipif(not COMPILED_AVAILABLE, reason="numba is not installed")
