@@ -85,8 +85,11 @@ _DEEPER = object()  # "the cut was too shallow", memoised on the cut set
 # on over whole trie levels (see ``_walk_units``).
 _DENSE_FROM = 2_000
 
-#: ``GrammarIndex._read`` reads up to this many pieces one by one.
+#: ``GrammarIndex._read`` reads up to this many pieces one by one ...
 _FEW_PIECES = 8
+#: ... and at least this many, where they are the rests of a token view's exits, by
+#: walking the trie below the exits (``_read_below``).
+_READ_BELOW_FROM = 1_000
 
 
 class Pieces:
@@ -168,10 +171,11 @@ class _UnitTrie:
     class trie (a few thousand nodes, built per guide) walked whole level by level
     (``_walk_levels``); else the byte trie level by level in numpy (``_walk_units``)."""
 
-    __slots__ = ("trie", "depth", "runs", "bank", "symbol_class", "walker")
+    __slots__ = ("trie", "depth", "runs", "bank", "symbol_class", "walker", "_order_position")
 
     def __init__(self, units: VocabularyBytes, byte_to_class: np.ndarray, compiled: bool | None = None):
         self.walker = None
+        self._order_position = None
         compiled = COMPILED_AVAILABLE if compiled is None else compiled
         if not compiled and int(byte_to_class.max()) + 1 <= CLASS_TRIE_MAX_CLASSES:
             self.trie = class_trie_of(units.trie, byte_to_class)
@@ -196,6 +200,15 @@ class _UnitTrie:
                 inside[order[spans(first, stop - first)]] = True
             return (inside, *_exit_units(self, nodes, _mapped(keys, accept_id), depths))
         return _walk_units(self, lexer, start, mids)
+
+    def order_position(self) -> np.ndarray:
+        """Each unit's position in the runs' order (``runs[0]``), -1 for none."""
+        if self._order_position is None:
+            order = self.runs[0]
+            at = np.full(len(self.trie.token_node), -1, dtype=np.int64)
+            at[order] = np.arange(len(order))
+            self._order_position = at
+        return self._order_position
 
     def walk_row(self, lexer: Lexer, start: int, pieces: Pieces, mids: bool = False):
         """``(inside, exits)``: the units that stay inside the lexeme as a packed
@@ -224,8 +237,10 @@ class _UnitTrie:
         order, lo, hi, _ = self.runs
         distinct, starts, units, rests = group_exits(nodes, keys, depths, order, lo, hi, pieces.token_piece,
                                                      pieces.suffix)
+        keyed = distinct.tolist()
         exits = _Exits([(accept_id(key), units[starts[g]:starts[g + 1]], rests[starts[g]:starts[g + 1]])
-                        for g, key in enumerate(distinct.tolist())])
+                        for g, key in enumerate(keyed)],
+                       None if mids else [(nodes[keys == key], depths[keys == key]) for key in keyed])
         return row.view(np.int32), exits
 
     def _compiled_walk(self, lexer: Lexer, start: int, mids: bool):
@@ -245,7 +260,39 @@ class _UnitTrie:
             keys, accept_id = exits[:, 2], partial(lexer.accept_id_of_bits, k)
         _, lo, hi, own = self.runs
         runs = ((lo[ends], lo[ends] + own[ends]), (lo[wholes], hi[wholes]))
-        return runs, (exits[:, 0], keys, exits[:, -1], accept_id)
+        # (columns copied: a column of one row or none is C-contiguous, of more not, and
+        # each layout is a kernel specialisation of its own, loaded at its first use)
+        nodes, depths = np.ascontiguousarray(exits[:, 0]), np.ascontiguousarray(exits[:, -1])
+        return runs, (nodes, np.ascontiguousarray(keys), depths, accept_id)
+
+
+def _covered(n: int, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """bool [n]: the positions in some span ``[starts[i], ends[i])`` (spans may
+    overlap), written segment by segment: the spans merged, then one ``np.repeat``
+    of alternating False / True over the gaps and the merged spans.
+
+    Example::
+
+        >>> _covered(6, np.array([1, 2]), np.array([3, 4])).tolist()
+        [False, True, True, True, False, False]
+    """
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    if not len(starts):
+        return np.zeros(n, dtype=np.bool_)
+    by_start = np.argsort(starts, kind="stable")
+    starts, ends = starts[by_start], np.maximum.accumulate(ends[by_start])
+    new = np.ones(len(starts), dtype=np.bool_)
+    new[1:] = starts[1:] > ends[:-1]  # a gap before it: a merged span starts
+    first = np.flatnonzero(new)
+    lo, hi = starts[first], ends[np.append(first[1:] - 1, len(starts) - 1)]
+    lengths = np.empty(2 * len(lo) + 1, dtype=np.int64)
+    lengths[0:-1:2] = lo - np.append(0, hi[:-1])
+    lengths[1::2] = hi - lo
+    lengths[-1] = n - hi[-1]
+    flags = np.zeros(len(lengths), dtype=np.bool_)
+    flags[1::2] = True
+    return np.repeat(flags, lengths)
 
 
 # ``runs_row``'s bank where no run is long.
@@ -395,12 +442,16 @@ def _exit_units(units: _UnitTrie, nodes, accept, depths):
 class _Exits:
     """Units (tokens or pieces) that leave the lexeme at an offset > 0, grouped by
     the id of the terminal set completed there: ``groups`` of ``(accept id, units,
-    rest)``, ``rest`` the piece each unit reads next."""
+    rest)``, ``rest`` the piece each unit reads next. ``sources``, where the groups
+    come from a compiled walk (else None): per group, the dead children and their
+    depths whose subtrees' units the group lists, subtree after subtree
+    (``GrammarIndex._read_below`` reads the rests by walking them)."""
 
-    __slots__ = ("groups",)
+    __slots__ = ("groups", "sources")
 
-    def __init__(self, groups):
+    def __init__(self, groups, sources=None):
         self.groups = groups
+        self.sources = sources
 
     @classmethod
     def of(cls, units, accept, rest) -> "_Exits":
@@ -517,6 +568,10 @@ class GrammarIndex:
         self._piece_reads: dict[tuple, tuple] = {}  # _read_piece and _piece_ends, memoised
         self._reads: dict[tuple[int, int], tuple] = {}  # _read, memoised
         self._piece_sets: dict[bytes, np.ndarray] = {}  # _same_pieces
+        # Rests arrays that list the units below dead children, subtree after subtree:
+        # id -> (the array, the children, their depths) (``_read_below``).
+        self._rest_sources: dict[int, tuple] = {}
+        self._below_positions: dict[int, tuple] = {}  # _read_below: id(rests) -> (starts, shifts)
         self._token_bytes = vocab.token_bytes
         self.eos_row = np.zeros(self.words, dtype=np.int32)
         for e in vocab.eos_token_ids:
@@ -789,6 +844,11 @@ class GrammarIndex:
             return self._read_few(start, pieces)
         lexer = self.lexer
         group = lexer.table_group(start) if self._token_units.walker is not None else None
+        source = self._rest_sources.get(id(pieces)) if len(pieces) >= _READ_BELOW_FROM else None
+        if group is None and source is not None and source[0] is pieces:
+            inside, groups = self._read_below(start, pieces, source[1], source[2])
+            self._reads[key] = (inside, groups, pieces)
+            return inside, groups
         if group is not None:  # over the terminals' own table, compiled
             k, s, bits = group
             inside, keys, rests, _ = self._token_units.walker.read_pieces(lexer, k, s, bits, pieces,
@@ -814,6 +874,55 @@ class GrammarIndex:
                 groups.append((a, sel, self._same_pieces(rests[sel])))
         self._reads[key] = (inside, groups, pieces)  # (pieces kept: the key holds its id)
         return inside, groups
+
+    def _read_below(self, start: int, pieces: np.ndarray, nodes: np.ndarray, depths: np.ndarray):
+        """``_read`` of rests that list the units below the token trie's ``nodes``
+        (subtree after subtree, each rest the unit less its first ``depths[i]``
+        bytes): one compiled walk of those subtrees from lexer state ``start``
+        (``CompiledUnitWalk.walk_below``), which passes each trie node once and
+        takes a subtree that stays inside the lexeme whole, where reading every rest
+        byte by byte costs ~50 ns a rest (the ~32k rests of the tokens that start
+        with whitespace: ~1.5 ms). The groups' rests come from that walk's exits
+        likewise, so reads after them walk too."""
+        from guided.fsm.kernels.units import group_exits  # imports numba (as the walker did)
+
+        units = self._token_units
+        order, lo, hi, own = units.runs
+        entered, runs, wholes, exits = units.walker.walk_below(self.lexer, start, nodes, depths)
+        where = self._below_position(pieces, nodes)
+        # Inside: runs of the order, each within one subtree, so a run of positions.
+        first = where(np.concatenate([lo[entered], lo[runs], lo[wholes]]))
+        inside = _covered(len(pieces), first, first + np.concatenate([own[entered], own[runs], hi[wholes] - lo[wholes]]))
+        groups = []
+        if len(exits):
+            dead, depth = np.ascontiguousarray(exits[:, 0]), np.ascontiguousarray(exits[:, 2])
+            keys = self.lexer.accept_id_array()[exits[:, 1]]
+            distinct, starts, tokens, rests = group_exits(dead, keys, depth, order, lo, hi, self.pieces.token_piece,
+                                                          self.pieces.suffix)
+            at = units.order_position()
+            for g, a in enumerate(distinct.tolist()):
+                rest = self._same_pieces(rests[starts[g]:starts[g + 1]])
+                if id(rest) not in self._rest_sources:
+                    self._rest_sources[id(rest)] = (rest, dead[keys == a], depth[keys == a])
+                groups.append((a, where(at[tokens[starts[g]:starts[g + 1]]]), rest))
+        return inside, groups
+
+    def _below_position(self, pieces: np.ndarray, nodes: np.ndarray):
+        """For rests listing the units below ``nodes`` subtree after subtree: a
+        function from positions of the token order (``runs[0]``) under those nodes
+        to positions in ``pieces`` (memoised per array)."""
+        got = self._below_positions.get(id(pieces))
+        if got is None or got[0] is not pieces:
+            lo, hi = self._token_units.runs[1], self._token_units.runs[2]
+            size = hi[nodes] - lo[nodes]
+            if int(size.sum()) != len(pieces):
+                raise AssertionError("a rests array does not list its sources' units")
+            by_lo = np.argsort(lo[nodes], kind="stable")
+            starts = lo[nodes][by_lo]
+            shifts = (np.cumsum(size) - size - lo[nodes])[by_lo]
+            got = self._below_positions[id(pieces)] = (pieces, starts, shifts)
+        _, starts, shifts = got
+        return lambda j: j + shifts[np.searchsorted(starts, j, side="right") - 1]
 
     def _read_few(self, start: int, pieces: np.ndarray) -> tuple[np.ndarray, list]:
         """``_read`` of a few pieces, each stepped through the lexer (``_read_piece``):
@@ -933,6 +1042,10 @@ class GrammarIndex:
 
     def _build_token_view(self, lx: int) -> TokenView:
         inside_row, exits = self._token_units.walk_row(self.lexer, lx, self.pieces, self.every_end)
+        if exits.sources is not None:
+            for (_, _, rest), (nodes, depths) in zip(exits.groups, exits.sources):
+                if len(rest) >= _READ_BELOW_FROM:
+                    self._rest_sources[id(rest)] = (rest, nodes, depths)
         # Tokens whose first byte cannot extend the lexeme: they may follow its end.
         group = self.lexer.table_group(lx) if self._token_units.walker is not None else None
         live = self.lexer.live_classes(lx) if group is None else \

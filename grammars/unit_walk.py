@@ -80,6 +80,33 @@ class CompiledUnitWalk:
         finally:
             _SCRATCH[self._trie].append(sc)
 
+    def walk_below(self, lexer, start: int, nodes: np.ndarray, depths: np.ndarray):
+        """``walk`` of the units below ``nodes`` (each at ``depths[i]`` bytes below
+        the root), their bytes from node ``nodes[i]``'s own on read from lexer state
+        ``start``: what a fresh lexeme reads of the rests a token view's exits leave
+        (``GrammarIndex._read_below``). Returns ``(entered, runs, wholes, exits)``:
+        the nodes whose byte ``start`` takes, and ``walk``'s three from there."""
+        lexer.ensure_rows(np.array([start]))
+        target = lexer.transitions[start, self.node_class[nodes]]
+        alive = target >= 0
+        entered, k = nodes[alive], int(alive.sum())
+        sc = _scratch(self._trie)
+        try:
+            sc.stack[:k, 0], sc.stack[:k, 1], sc.stack[:k, 2] = entered, target[alive], depths[alive] + 1
+            sp, n_runs, n_wholes, n_exits = k, 0, 0, 0
+            while sp:
+                self.loops, self.loop_known = _grown_loops(self.loops, self.loop_known, len(lexer.transitions))
+                sp, n_runs, n_wholes, n_exits, n_asks = self._walk(
+                    self.child_start, self.child_end, self.node_class, self.own, lexer.transitions, self.below,
+                    self.loops, self.loop_known, self.class_words, sc.stack, sp, sc.runs, n_runs, sc.wholes, n_wholes,
+                    sc.exits, n_exits, sc.asks, lexer.accept_id_array(), False)
+                if not n_asks:
+                    break
+                lexer.ensure_rows(sc.asks[:n_asks])
+            return entered, sc.runs[:n_runs].copy(), sc.wholes[:n_wholes].copy(), sc.exits[:n_exits, :3].copy()
+        finally:
+            _SCRATCH[self._trie].append(sc)
+
     def read_pieces(self, lexer, k: int, start: int, bits: int, pieces: np.ndarray, first_class: np.ndarray,
                     suffix: np.ndarray):
         """``(inside, keys, rests, mid)`` of ``pieces`` read from the lexer's one-group

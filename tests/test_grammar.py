@@ -499,6 +499,57 @@ def test_pieces_read_over_lexer_rows_are_read_one_by_one(smollm2_vocab):
                 assert not inside[x] and (accept[x], rests[x]) == ((a, rest) if a > 0 else (-1, -1)), x
 
 
+@pytest.mark.parametrize("name", ["arithmetic", "python_expr", "sql", "json"])
+def test_rests_read_by_walking_below_the_exits_are_read_one_by_one(name, smollm2_vocab, smollm2_tokenizer):
+    """The rests of a token view's exits (the ~32k tokens that start with
+    whitespace, less it) read from a fresh lexeme by one walk of the trie below the
+    exits (``GrammarIndex._read_below``) give what reading each rest byte by byte
+    gives (``unit_walk.read_lexer_pieces``): which stay inside, and per terminal set
+    completed, which leave and the rest each reads next; the reads after those walk
+    too and agree likewise. Every such read of random documents of four shipped
+    grammars."""
+    from guided.fsm.kernels import AVAILABLE
+
+    if not AVAILABLE:
+        pytest.skip("numba is not installed")
+    from guided.grammars.unit_walk import read_lexer_pieces
+
+    text = guided.Grammar.from_name(name).lark_text
+    guide = GrammarGuide(compile_lark(text), smollm2_vocab)
+    index = guide.index
+    rng = random.Random(3)
+    for doc in [gs.sample(text, rng, max_depth=4) for _ in range(8)] + NESTED_EXPRESSIONS.get(name, []):
+        m = guide.matcher()
+        for t in smollm2_tokenizer.encode(doc, add_special_tokens=False):
+            m.fill_next_token_bitmask(guided.allocate_token_bitmask(1, smollm2_vocab.size), 0)
+            assert m.accept_token(t)
+    walked = [(start, got) for (start, _), got in index._reads.items()
+              if index._rest_sources.get(id(got[2]), (None,))[0] is got[2] and len(got[2]) >= gi._READ_BELOW_FROM]
+    assert len(walked) >= 2, name  # the whitespace rests, and reads after them
+    for start, (inside, groups, pieces) in walked:
+        want_inside, want_accept, want_rests = read_lexer_pieces(index.lexer, start, pieces,
+                                                                 index._piece_first_class(), index.pieces.suffix)
+        assert np.array_equal(inside, want_inside)
+        accept, rests = np.full(len(pieces), -1), np.full(len(pieces), -1)
+        for a, sel, rest in groups:
+            assert (accept[sel] == -1).all()
+            accept[sel], rests[sel] = a, rest
+        assert np.array_equal(accept, want_accept) and np.array_equal(rests[accept > 0], want_rests[accept > 0])
+
+
+def test_covered_spans():
+    """``grammar_index._covered`` marks exactly the positions of overlapping spans."""
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        n, k = int(rng.integers(0, 40)), int(rng.integers(0, 8))
+        starts = rng.integers(0, n + 1, k)
+        ends = np.minimum(starts + rng.integers(0, 6, k), n)
+        want = np.zeros(n, dtype=bool)
+        for a, b in zip(starts, ends):
+            want[a:b] = True
+        assert np.array_equal(gi._covered(n, starts, ends), want)
+
+
 NESTED_EXPRESSIONS = {
     "arithmetic": ["((1 + (2 * (3 - x))) / f(a, (b), g(c, (d + 1))))", "-(-(x ^ -(y ^ 2)))",
                    "max(a, b, 1e-3) % 7 + sqrt((x))"],

@@ -25,6 +25,7 @@ kernel module        Python twin                                     driven by
                      builder (``_key_excluding_by_byte``)
 ``successors``       the numpy walk of                               ``fsm.index.TokenIndex.successors``
                      ``fsm.index.TokenIndex.successors``
+``chains``           ``fsm.trie.RunTrie._chain_rows_numpy``          ``fsm.trie.RunTrie.chain_rows``
 ===================  ==============================================  ===========================================
 
 Importing a kernel module imports numba (~0.3 s), so kernel modules are imported

@@ -11,7 +11,6 @@ the pairs set aside (``TokenIndex`` drives the rounds), so each node is walked o
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
 from . import watch_first_compile
