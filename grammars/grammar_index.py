@@ -133,6 +133,24 @@ class Pieces:
         self.token_piece = token_piece
         self.suffix = np.array(suffix, dtype=np.int64)
         self.bytes = VocabularyBytes(texts, len(texts))
+        self._first_rests: tuple | None = None  # first_rests
+
+    def first_rests(self, order: np.ndarray) -> np.ndarray:
+        """Per position of a token order (``order[j]``: a token with text, as in
+        ``fsm.trie.subtree_runs``), the piece that token reads after its first byte
+        (-1 for a one-byte token); kept for the last order asked (a vocabulary's
+        token trie has one).
+
+        Example::
+
+            >>> rests = pieces.first_rests(order)
+            >>> rests[j] == pieces.suffix[pieces.token_piece[order[j]]]
+            True
+        """
+        got = self._first_rests
+        if got is None or got[0] is not order:
+            got = self._first_rests = (order, self.suffix[self.token_piece[order]])
+        return got[1]
 
     def after(self, piece: int, offset: int) -> int:
         """``piece`` without its first ``offset`` bytes."""
@@ -235,7 +253,7 @@ class _UnitTrie:
                 ids, bank = self.bank.ids(first[long], stop[long], words) if long.any() else (_NO_BANK_IDS, _NO_BANK)
                 runs_row(row, self.runs[0], first, stop, LONG_RUN, bank, ids)
         order, lo, hi, _ = self.runs
-        distinct, starts, units, rests = group_exits(nodes, keys, depths, order, lo, hi, pieces.token_piece,
+        distinct, starts, units, rests = group_exits(nodes, keys, depths, order, lo, hi, pieces.first_rests(order),
                                                      pieces.suffix)
         keyed = distinct.tolist()
         exits = _Exits([(accept_id(key), units[starts[g]:starts[g + 1]], rests[starts[g]:starts[g + 1]])
@@ -897,8 +915,8 @@ class GrammarIndex:
         if len(exits):
             dead, depth = np.ascontiguousarray(exits[:, 0]), np.ascontiguousarray(exits[:, 2])
             keys = self.lexer.accept_id_array()[exits[:, 1]]
-            distinct, starts, tokens, rests = group_exits(dead, keys, depth, order, lo, hi, self.pieces.token_piece,
-                                                          self.pieces.suffix)
+            distinct, starts, tokens, rests = group_exits(dead, keys, depth, order, lo, hi,
+                                                          self.pieces.first_rests(order), self.pieces.suffix)
             at = units.order_position()
             for g, a in enumerate(distinct.tolist()):
                 rest = self._same_pieces(rests[starts[g]:starts[g + 1]])

@@ -379,12 +379,14 @@ def live_classes(trans, state, to_table, live, alive, out):
 
 
 @njit(cache=True, nogil=True)
-def group_exits(nodes, keys, depths, order, lo, hi, unit_piece, suffix):
+def group_exits(nodes, keys, depths, order, lo, hi, first_rest, suffix):
     """The units below each exit (dead child ``nodes[i]``, what the lexeme read
     before it accepts: ``keys[i]``, 0 for nothing, and its length ``depths[i]``),
     grouped by key: ``(keys, starts, units, rests)``, group g's units
     ``units[starts[g]:starts[g + 1]]`` with the piece each reads after the lexeme
-    (``unit_piece`` of the unit less its first ``depth`` bytes, by ``suffix``)."""
+    (``first_rest[j]``, the piece unit ``order[j]`` reads after its first byte, less
+    ``depth - 1`` bytes more, by ``suffix``: read in the order's own order, so the
+    walk over a subtree's units reads memory in sequence)."""
     n = len(nodes)
     group = np.empty(n, dtype=np.int64)
     distinct = np.empty(n + 1, dtype=np.int64)
@@ -413,12 +415,13 @@ def group_exits(nodes, keys, depths, order, lo, hi, unit_piece, suffix):
         g = group[i]
         if g < 0:
             continue
+        f = fill[g]
         for j in range(lo[nodes[i]], hi[nodes[i]]):
-            u = order[j]
-            piece = unit_piece[u]
-            for _ in range(depths[i]):
+            piece = first_rest[j]
+            for _ in range(depths[i] - 1):
                 piece = suffix[piece]
-            units[fill[g]] = u
-            rests[fill[g]] = piece
-            fill[g] += 1
+            units[f] = order[j]
+            rests[f] = piece
+            f += 1
+        fill[g] = f
     return distinct[:n_keys], starts, units, rests
