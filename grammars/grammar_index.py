@@ -189,11 +189,15 @@ class _UnitTrie:
     class trie (a few thousand nodes, built per guide) walked whole level by level
     (``_walk_levels``); else the byte trie level by level in numpy (``_walk_units``)."""
 
-    __slots__ = ("trie", "depth", "runs", "bank", "symbol_class", "walker", "_order_position")
+    __slots__ = ("trie", "depth", "runs", "bank", "symbol_class", "walker", "_order_position", "_exit_groups")
 
     def __init__(self, units: VocabularyBytes, byte_to_class: np.ndarray, compiled: bool | None = None):
         self.walker = None
         self._order_position = None
+        # walk_row's exit groups by their key and dead children: lexer states that
+        # leave alike (the whitespace before any lexeme) share one array of units
+        # and one of rests, and with them the reads memoised on those arrays.
+        self._exit_groups: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
         compiled = COMPILED_AVAILABLE if compiled is None else compiled
         if not compiled and int(byte_to_class.max()) + 1 <= CLASS_TRIE_MAX_CLASSES:
             self.trie = class_trie_of(units.trie, byte_to_class)
@@ -236,7 +240,7 @@ class _UnitTrie:
         state: every lexeme end kept). A compiled walk's runs set their bits in a kernel
         (``fsm.kernels.narrow.runs_row``: marking a bool per unit and packing them
         would cost ~20% of a token view) and its exits are grouped in one
-        (``fsm.kernels.units.group_exits``)."""
+        (``fsm.kernels.units.group_exits``), once per group of dead children."""
         if self.walker is None:
             inside, units, accept, offset = self.walk(lexer, start, mids)
             rest = pieces.suffix_at(pieces.token_piece[units], offset)
@@ -253,13 +257,20 @@ class _UnitTrie:
                 ids, bank = self.bank.ids(first[long], stop[long], words) if long.any() else (_NO_BANK_IDS, _NO_BANK)
                 runs_row(row, self.runs[0], first, stop, LONG_RUN, bank, ids)
         order, lo, hi, _ = self.runs
-        distinct, starts, units, rests = group_exits(nodes, keys, depths, order, lo, hi, pieces.first_rests(order),
-                                                     pieces.suffix)
-        keyed = distinct.tolist()
-        exits = _Exits([(accept_id(key), units[starts[g]:starts[g + 1]], rests[starts[g]:starts[g + 1]])
-                        for g, key in enumerate(keyed)],
-                       None if mids else [(nodes[keys == key], depths[keys == key]) for key in keyed])
-        return row.view(np.int32), exits
+        groups, sources = [], []
+        some = keys != 0
+        if some.any():
+            distinct, first = np.unique(keys[some], return_index=True)
+            for key in distinct[np.argsort(first)].tolist():
+                sel = keys == key
+                got = self._exit_groups.get((key, nodes[sel].tobytes(), depths[sel].tobytes()))
+                if got is None:
+                    _, _, units, rests = group_exits(nodes[sel], keys[sel], depths[sel], order, lo, hi,
+                                                     pieces.first_rests(order), pieces.suffix)
+                    got = self._exit_groups[(key, nodes[sel].tobytes(), depths[sel].tobytes())] = (units, rests)
+                groups.append((accept_id(key), *got))
+                sources.append((nodes[sel], depths[sel]))
+        return row.view(np.int32), _Exits(groups, None if mids else sources)
 
     def _compiled_walk(self, lexer: Lexer, start: int, mids: bool):
         """The compiled walk from ``start``: the runs of units that stay inside the
