@@ -189,11 +189,10 @@ class _UnitTrie:
     class trie (a few thousand nodes, built per guide) walked whole level by level
     (``_walk_levels``); else the byte trie level by level in numpy (``_walk_units``)."""
 
-    __slots__ = ("trie", "depth", "runs", "bank", "symbol_class", "walker", "_order_position", "_exit_groups")
+    __slots__ = ("trie", "depth", "runs", "bank", "symbol_class", "walker", "_exit_groups")
 
     def __init__(self, units: VocabularyBytes, byte_to_class: np.ndarray, compiled: bool | None = None):
         self.walker = None
-        self._order_position = None
         # walk_row's exit groups by their key and dead children: lexer states that
         # leave alike (the whitespace before any lexeme) share one array of units
         # and one of rests, and with them the reads memoised on those arrays.
@@ -222,15 +221,6 @@ class _UnitTrie:
                 inside[order[spans(first, stop - first)]] = True
             return (inside, *_exit_units(self, nodes, _mapped(keys, accept_id), depths))
         return _walk_units(self, lexer, start, mids)
-
-    def order_position(self) -> np.ndarray:
-        """Each unit's position in the runs' order (``runs[0]``), -1 for none."""
-        if self._order_position is None:
-            order = self.runs[0]
-            at = np.full(len(self.trie.token_node), -1, dtype=np.int64)
-            at[order] = np.arange(len(order))
-            self._order_position = at
-        return self._order_position
 
     def walk_row(self, lexer: Lexer, start: int, pieces: Pieces, mids: bool = False):
         """``(inside, exits)``: the units that stay inside the lexeme as a packed
@@ -293,35 +283,6 @@ class _UnitTrie:
         # each layout is a kernel specialisation of its own, loaded at its first use)
         nodes, depths = np.ascontiguousarray(exits[:, 0]), np.ascontiguousarray(exits[:, -1])
         return runs, (nodes, np.ascontiguousarray(keys), depths, accept_id)
-
-
-def _covered(n: int, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """bool [n]: the positions in some span ``[starts[i], ends[i])`` (spans may
-    overlap), written segment by segment: the spans merged, then one ``np.repeat``
-    of alternating False / True over the gaps and the merged spans.
-
-    Example::
-
-        >>> _covered(6, np.array([1, 2]), np.array([3, 4])).tolist()
-        [False, True, True, True, False, False]
-    """
-    keep = ends > starts
-    starts, ends = starts[keep], ends[keep]
-    if not len(starts):
-        return np.zeros(n, dtype=np.bool_)
-    by_start = np.argsort(starts, kind="stable")
-    starts, ends = starts[by_start], np.maximum.accumulate(ends[by_start])
-    new = np.ones(len(starts), dtype=np.bool_)
-    new[1:] = starts[1:] > ends[:-1]  # a gap before it: a merged span starts
-    first = np.flatnonzero(new)
-    lo, hi = starts[first], ends[np.append(first[1:] - 1, len(starts) - 1)]
-    lengths = np.empty(2 * len(lo) + 1, dtype=np.int64)
-    lengths[0:-1:2] = lo - np.append(0, hi[:-1])
-    lengths[1::2] = hi - lo
-    lengths[-1] = n - hi[-1]
-    flags = np.zeros(len(lengths), dtype=np.bool_)
-    flags[1::2] = True
-    return np.repeat(flags, lengths)
 
 
 # ``runs_row``'s bank where no run is long.
@@ -600,7 +561,7 @@ class GrammarIndex:
         # Rests arrays that list the units below dead children, subtree after subtree:
         # id -> (the array, the children, their depths) (``_read_below``).
         self._rest_sources: dict[int, tuple] = {}
-        self._below_positions: dict[int, tuple] = {}  # _read_below: id(rests) -> (starts, shifts)
+        self._below_layouts: dict[int, tuple] = {}  # _below_layout, by id(rests)
         self._token_bytes = vocab.token_bytes
         self.eos_row = np.zeros(self.words, dtype=np.int32)
         for e in vocab.eos_token_ids:
@@ -911,47 +872,45 @@ class GrammarIndex:
         (``CompiledUnitWalk.walk_below``), which passes each trie node once and
         takes a subtree that stays inside the lexeme whole, where reading every rest
         byte by byte costs ~50 ns a rest (the ~32k rests of the tokens that start
-        with whitespace: ~1.5 ms). The groups' rests come from that walk's exits
-        likewise, so reads after them walk too."""
-        from guided.fsm.kernels.units import group_exits  # imports numba (as the walker did)
+        with whitespace: ~1.5 ms). What it finds is written at the rests' places by
+        ``fsm.kernels.units.mark_below`` and ``group_exits_at``; the groups' rests
+        come from the walk's exits, so reads after them walk too."""
+        from guided.fsm.kernels.units import group_exits_at, mark_below  # imports numba (as the walker did)
 
         units = self._token_units
         order, lo, hi, own = units.runs
         entered, runs, wholes, exits = units.walker.walk_below(self.lexer, start, nodes, depths)
-        where = self._below_position(pieces, nodes)
-        # Inside: runs of the order, each within one subtree, so a run of positions.
-        first = where(np.concatenate([lo[entered], lo[runs], lo[wholes]]))
-        inside = _covered(len(pieces), first, first + np.concatenate([own[entered], own[runs], hi[wholes] - lo[wholes]]))
+        starts, shifts = self._below_layout(pieces, nodes)
+        inside = np.zeros(len(pieces), dtype=np.bool_)
+        mark_below(entered, runs, wholes, lo, hi, own, starts, shifts, inside)
         groups = []
         if len(exits):
             dead, depth = np.ascontiguousarray(exits[:, 0]), np.ascontiguousarray(exits[:, 2])
             keys = self.lexer.accept_id_array()[exits[:, 1]]
-            distinct, starts, tokens, rests = group_exits(dead, keys, depth, order, lo, hi,
-                                                          self.pieces.first_rests(order), self.pieces.suffix)
-            at = units.order_position()
+            distinct, begin, places, rests = group_exits_at(dead, keys, depth, lo, hi, self.pieces.first_rests(order),
+                                                            self.pieces.suffix, starts, shifts)
             for g, a in enumerate(distinct.tolist()):
-                rest = self._same_pieces(rests[starts[g]:starts[g + 1]])
+                rest = self._same_pieces(rests[begin[g]:begin[g + 1]])
                 if id(rest) not in self._rest_sources:
                     self._rest_sources[id(rest)] = (rest, dead[keys == a], depth[keys == a])
-                groups.append((a, where(at[tokens[starts[g]:starts[g + 1]]]), rest))
+                groups.append((a, places[begin[g]:begin[g + 1]], rest))
         return inside, groups
 
-    def _below_position(self, pieces: np.ndarray, nodes: np.ndarray):
-        """For rests listing the units below ``nodes`` subtree after subtree: a
-        function from positions of the token order (``runs[0]``) under those nodes
-        to positions in ``pieces`` (memoised per array)."""
-        got = self._below_positions.get(id(pieces))
+    def _below_layout(self, pieces: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For rests listing the units below ``nodes`` subtree after subtree: the
+        subtrees' first positions in the token order (``runs[0]``), sorted, and per
+        subtree what to add to a position in it to get its place in ``pieces``
+        (memoised per array)."""
+        got = self._below_layouts.get(id(pieces))
         if got is None or got[0] is not pieces:
             lo, hi = self._token_units.runs[1], self._token_units.runs[2]
             size = hi[nodes] - lo[nodes]
             if int(size.sum()) != len(pieces):
                 raise AssertionError("a rests array does not list its sources' units")
             by_lo = np.argsort(lo[nodes], kind="stable")
-            starts = lo[nodes][by_lo]
-            shifts = (np.cumsum(size) - size - lo[nodes])[by_lo]
-            got = self._below_positions[id(pieces)] = (pieces, starts, shifts)
-        _, starts, shifts = got
-        return lambda j: j + shifts[np.searchsorted(starts, j, side="right") - 1]
+            got = self._below_layouts[id(pieces)] = (pieces, lo[nodes][by_lo],
+                                                     (np.cumsum(size) - size - lo[nodes])[by_lo])
+        return got[1], got[2]
 
     def _read_few(self, start: int, pieces: np.ndarray) -> tuple[np.ndarray, list]:
         """``_read`` of a few pieces, each stepped through the lexer (``_read_piece``):

@@ -86,7 +86,8 @@ class CompiledUnitWalk:
         ``start``: what a fresh lexeme reads of the rests a token view's exits leave
         (``GrammarIndex._read_below``). Returns ``(entered, runs, wholes, exits)``:
         the nodes whose byte ``start`` takes, and ``walk``'s three from there."""
-        lexer.ensure_rows(np.array([start]))
+        if lexer.transitions[start, 0] == UNKNOWN:
+            lexer.ensure_rows(np.array([start]))
         target = lexer.transitions[start, self.node_class[nodes]]
         alive = target >= 0
         entered, k = nodes[alive], int(alive.sum())

@@ -537,19 +537,6 @@ def test_rests_read_by_walking_below_the_exits_are_read_one_by_one(name, smollm2
         assert np.array_equal(accept, want_accept) and np.array_equal(rests[accept > 0], want_rests[accept > 0])
 
 
-def test_covered_spans():
-    """``grammar_index._covered`` marks exactly the positions of overlapping spans."""
-    rng = np.random.default_rng(0)
-    for _ in range(500):
-        n, k = int(rng.integers(0, 40)), int(rng.integers(0, 8))
-        starts = rng.integers(0, n + 1, k)
-        ends = np.minimum(starts + rng.integers(0, 6, k), n)
-        want = np.zeros(n, dtype=bool)
-        for a, b in zip(starts, ends):
-            want[a:b] = True
-        assert np.array_equal(gi._covered(n, starts, ends), want)
-
-
 NESTED_EXPRESSIONS = {
     "arithmetic": ["((1 + (2 * (3 - x))) / f(a, (b), g(c, (d + 1))))", "-(-(x ^ -(y ^ 2)))",
                    "max(a, b, 1e-3) % 7 + sqrt((x))"],

@@ -19,6 +19,10 @@ Python twins, and the tests that hold them equal:
   (``tests/test_grammar.py::test_pieces_read_over_lexer_rows_are_read_one_by_one``).
 - ``live_classes``: ``grammars.lexer.Lexer.live_classes``; ``group_exits``:
   ``grammar_index._exit_units`` then ``_Exits.of`` (both in the walk tests above).
+- ``mark_below`` and ``group_exits_at`` (a walk below a token view's exits, read
+  into the positions of its rests: ``GrammarIndex._read_below``): ``_read_piece``
+  through ``read_lexer_pieces_py``
+  (``tests/test_grammar.py::test_rests_read_by_walking_below_the_exits_are_read_one_by_one``).
 
 ::
 
@@ -425,3 +429,81 @@ def group_exits(nodes, keys, depths, order, lo, hi, first_rest, suffix):
             f += 1
         fill[g] = f
     return distinct[:n_keys], starts, units, rests
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _shift(starts, shifts, j):
+    """The shift from position ``j`` of the token order to its place in rests that
+    list subtrees one after another (``starts``: the subtrees' first positions,
+    sorted; ``shifts``: what to add to a position in each)."""
+    lo, hi = 0, len(starts)
+    while hi - lo > 1:
+        mid = (lo + hi) >> 1
+        if starts[mid] <= j:
+            lo = mid
+        else:
+            hi = mid
+    return shifts[lo]
+
+
+@njit(cache=True, nogil=True)
+def mark_below(entered, runs, wholes, lo, hi, own, starts, shifts, inside):
+    """Set ``inside`` at the places of the units a walk below exits found inside the
+    lexeme: the own units of ``entered`` and ``runs``, every unit below ``wholes``
+    (positions of the order mapped by ``starts`` / ``shifts``, see ``_shift``)."""
+    for which in range(3):
+        nodes = entered if which == 0 else (runs if which == 1 else wholes)
+        for x in nodes:
+            first = lo[x]
+            stop = hi[x] if which == 2 else first + own[x]
+            if stop > first:
+                at = first + _shift(starts, shifts, first)
+                for t in range(stop - first):
+                    inside[at + t] = True
+
+
+@njit(cache=True, nogil=True)
+def group_exits_at(nodes, keys, depths, lo, hi, first_rest, suffix, starts, shifts):
+    """``group_exits`` for a walk below exits: per key, the places of the units
+    (mapped as in ``mark_below``) instead of the units: ``(keys, group starts,
+    places, rests)``."""
+    n = len(nodes)
+    group = np.empty(n, dtype=np.int64)
+    distinct = np.empty(n + 1, dtype=np.int64)
+    sizes = np.zeros(n + 1, dtype=np.int64)
+    n_keys = 0
+    for i in range(n):
+        key = keys[i]
+        if key == 0:
+            group[i] = -1
+            continue
+        g = 0
+        while g < n_keys and distinct[g] != key:
+            g += 1
+        if g == n_keys:
+            distinct[g] = key
+            n_keys += 1
+        group[i] = g
+        sizes[g] += hi[nodes[i]] - lo[nodes[i]]
+    begin = np.zeros(n_keys + 1, dtype=np.int64)
+    for g in range(n_keys):
+        begin[g + 1] = begin[g] + sizes[g]
+    fill = begin[:n_keys].copy()
+    places = np.empty(begin[n_keys], dtype=np.int64)
+    rests = np.empty(begin[n_keys], dtype=np.int64)
+    for i in range(n):
+        g = group[i]
+        if g < 0:
+            continue
+        first = lo[nodes[i]]
+        shift = _shift(starts, shifts, first)
+        f = fill[g]
+        for j in range(first, hi[nodes[i]]):
+            piece = first_rest[j]
+            for _ in range(depths[i] - 1):
+                piece = suffix[piece]
+            places[f] = j + shift
+            rests[f] = piece
+            f += 1
+        fill[g] = f
+    return distinct[:n_keys], begin, places, rests
