@@ -48,8 +48,12 @@ open string, where most of the ~100k do; compiled (``grammars.unit_walk``,
 depth first over live pairs, over the terminals' own table where they share one)
 microseconds for a key and ~0.1 ms for an open string, plus the rows it builds. A
 mask is a copy of the inside row, plus, per group of completed terminals, a
-memoised parser scan and the group's rests read from the next lexeme's start
-(compiled, piece by piece; else through the piece view: one walk of every piece).
+memoised parser scan and the group's rests read from the next lexeme's start:
+compiled, by one walk of the trie below the nodes where the group's tokens left
+the lexeme (``_read_below``: ~0.1 ms for the 32k tokens after whitespace) or piece
+by piece for smaller sets that are not such a group; else through the piece view
+(one walk of every piece). Token views whose tokens leave at the same nodes share
+the group's arrays, and with them what was read of it.
 What a group of rests reads after a parse state is memoised on the state cut a few
 open constructs deep (``EarleyParser.cut``), so states that differ only further down
 their stacks share it: a new state's mask costs a few Earley steps (~20 µs each in
