@@ -158,7 +158,7 @@ class VocabularyBytes:
         >>> vb.matrix.shape, vb.trie.num_nodes
     """
 
-    __slots__ = ("matrix", "lengths", "token_ids", "trie", "_runs", "_bank")
+    __slots__ = ("matrix", "lengths", "token_ids", "trie", "_runs", "_bank", "_first_bytes", "_node_bytes")
 
     def __init__(self, token_bytes, vocab_size: int):
         ids = [i for i, b in enumerate(token_bytes) if b]
@@ -173,7 +173,23 @@ class VocabularyBytes:
         mask = np.arange(max_len)[None, :] < self.lengths[:, None]
         self.matrix[mask] = flat[(starts[:, None] + np.arange(max_len)[None, :])[mask]]
         self.trie = build_trie(self.matrix, self.lengths, self.token_ids, vocab_size)
-        self._runs = self._bank = None
+        self._runs = self._bank = self._first_bytes = self._node_bytes = None
+
+    @property
+    def first_bytes(self) -> np.ndarray:
+        """Each token's first byte, in ``token_ids``' order (``matrix[:, 0]``, kept:
+        reading a column of the matrix touches a cache line per token)."""
+        if self._first_bytes is None:
+            self._first_bytes = np.ascontiguousarray(self.matrix[:, 0])
+        return self._first_bytes
+
+    @property
+    def node_bytes(self) -> np.ndarray:
+        """Each trie node's byte as an index (the root's -1 read as 0), kept: a
+        lexer's class of every node is one gather from it."""
+        if self._node_bytes is None:
+            self._node_bytes = np.maximum(self.trie.symbol, 0).astype(np.intp)
+        return self._node_bytes
 
     @property
     def runs(self):

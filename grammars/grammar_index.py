@@ -207,7 +207,7 @@ class _UnitTrie:
             self.depth, self.runs, self.bank, self.symbol_class = node_depth(self.trie), None, None, None
         else:
             self.trie, self.depth, self.runs, self.bank = units.trie, None, units.runs, units.bank
-            self.symbol_class = byte_to_class[np.maximum(units.trie.symbol, 0)]
+            self.symbol_class = byte_to_class.astype(np.int64)[units.node_bytes]  # (int64: the walker's)
             if compiled:
                 from guided.grammars.unit_walk import CompiledUnitWalk  # imports numba
 
@@ -572,7 +572,7 @@ class GrammarIndex:
             self.eos_row[e >> 5] |= np.uint32(1 << (e & 31)).view(np.int32)
         # Tokens by the byte class of their first byte: "whose first byte ends L".
         first = np.full(vocab.size, -1, dtype=np.int64)
-        first[vb.token_ids] = lexer.byte_to_class[vb.matrix[:, 0]]
+        first[vb.token_ids] = lexer.byte_to_class[vb.first_bytes]
         self._first_class = first
         self._class_rows: dict[tuple[int, ...], np.ndarray] = {}
         self._first_classes: np.ndarray | None = None
