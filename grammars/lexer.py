@@ -330,8 +330,8 @@ class Lexer:
             return
         # Members in several groups (or a table whose terminals share bits): the
         # members sharing a (table, table state) are one group, its moves read once;
-        # each class is keyed by (move, members still live there as bits) per group.
-        # Each distinct key is interned once, in class order.
+        # each class is keyed by its moves, one per group; each distinct key is
+        # interned once, in class order.
         members = self._members[state]
         group_at: dict[tuple[int, int], int] = {}
         group_of, moves_of, live_of, bits_of = [], [], [], []
@@ -348,15 +348,16 @@ class Lexer:
                 bits_of.append(0)
             bits_of[g] |= self._bit[t]
             group_of.append(g)
+        # What stays alive is a function of the moves (the groups' live bits are fixed
+        # here), so a class whose moves were met is a lookup.
         memo: dict = {}
         row = []
         for ms in zip(*moves_of) if moves_of else [()] * self.num_classes:
-            alive = tuple(0 if m < 0 else bits if live is None else live[m] & bits
-                          for m, live, bits in zip(ms, live_of, bits_of))
-            key = (ms, alive)
-            r = memo.get(key)
+            r = memo.get(ms)
             if r is None:
-                r = memo[key] = self._intern_live(members, group_of, ms, alive)
+                alive = tuple(0 if m < 0 else bits if live is None else live[m] & bits
+                              for m, live, bits in zip(ms, live_of, bits_of))
+                r = memo[ms] = self._intern_live(members, group_of, ms, alive)
             row.append(r)
         self.transitions[state] = row
 
