@@ -281,9 +281,9 @@ class ChainBank:
         >>> bank.rows[slot, 3]                             # its tokens of at most 3 bytes
     """
 
-    __slots__ = ("rows", "longest", "_runs", "_words", "_slot_of", "_lock")
+    __slots__ = ("_lock", "_runs", "_slot_of", "_words", "longest", "rows")
 
-    def __init__(self, runs: "RunTrie", words: int):
+    def __init__(self, runs: RunTrie, words: int):
         self._runs, self._words = runs, words
         self.rows = np.zeros((CHAIN_SETS_KEPT, runs.plain_rows(words).shape[0], words), dtype=np.uint32)
         self.longest = np.zeros(CHAIN_SETS_KEPT, dtype=np.int64)
@@ -484,7 +484,7 @@ class RunTrie:
             return self._chain_rows_compiled(ok, words, min_count)
         return self._chain_rows_numpy(ok, words, min_count)
 
-    def chain_bank(self, words: int) -> "ChainBank":
+    def chain_bank(self, words: int) -> ChainBank:
         """The ``ChainBank`` of this trie's rows over ``words`` bitmask words."""
         banks = self._chain_banks
         if banks is None:

@@ -260,7 +260,8 @@ class _UnitTrie:
                 got = self._exit_groups.get((key, nodes[sel].tobytes(), depths[sel].tobytes()))
                 if got is None:
                     _, _, units, rests = group_exits(nodes[sel], keys[sel], depths[sel], order, lo, hi,
-                                                     pieces.first_rests(order), pieces.suffix)
+                                                     pieces.first_rests(order), pieces.suffix, _NO_LAYOUT,
+                                                     _NO_LAYOUT)
                     got = self._exit_groups[(key, nodes[sel].tobytes(), depths[sel].tobytes())] = (units, rests)
                 groups.append((accept_id(key), *got))
                 sources.append((nodes[sel], depths[sel]))
@@ -288,6 +289,9 @@ class _UnitTrie:
         nodes, depths = np.ascontiguousarray(exits[:, 0]), np.ascontiguousarray(exits[:, -1])
         return runs, (nodes, np.ascontiguousarray(keys), depths, accept_id)
 
+
+# ``group_exits``' layout where it writes units, not their places.
+_NO_LAYOUT = np.zeros(0, dtype=np.int64)
 
 # ``runs_row``'s bank where no run is long.
 _NO_BANK = np.zeros((1, 1), dtype=np.uint32)
@@ -877,9 +881,9 @@ class GrammarIndex:
         takes a subtree that stays inside the lexeme whole, where reading every rest
         byte by byte costs ~50 ns a rest (the ~32k rests of the tokens that start
         with whitespace: ~1.5 ms). What it finds is written at the rests' places by
-        ``fsm.kernels.units.mark_below`` and ``group_exits_at``; the groups' rests
+        ``fsm.kernels.units.mark_below`` and ``group_exits``; the groups' rests
         come from the walk's exits, so reads after them walk too."""
-        from guided.fsm.kernels.units import group_exits_at, mark_below  # imports numba (as the walker did)
+        from guided.fsm.kernels.units import group_exits, mark_below  # imports numba (as the walker did)
 
         units = self._token_units
         order, lo, hi, own = units.runs
@@ -891,8 +895,9 @@ class GrammarIndex:
         if len(exits):
             dead, depth = np.ascontiguousarray(exits[:, 0]), np.ascontiguousarray(exits[:, 2])
             keys = self.lexer.accept_id_array()[exits[:, 1]]
-            distinct, begin, places, rests = group_exits_at(dead, keys, depth, lo, hi, self.pieces.first_rests(order),
-                                                            self.pieces.suffix, starts, shifts)
+            distinct, begin, places, rests = group_exits(dead, keys, depth, order, lo, hi,
+                                                         self.pieces.first_rests(order), self.pieces.suffix, starts,
+                                                         shifts)
             for g, a in enumerate(distinct.tolist()):
                 rest = self._same_pieces(rests[begin[g]:begin[g + 1]])
                 if id(rest) not in self._rest_sources:

@@ -62,23 +62,8 @@ class CompiledUnitWalk:
         units stay inside the lexeme, those whose whole subtree does, and the exits
         as ``[k, 3]`` (node, lexer state, depth); with ``mids``, also where the
         lexeme may end and units read on (``walk_py``)."""
-        sc = _scratch(self._trie)
-        try:
-            sc.stack[0, :3] = (0, start, 0)
-            sp, n_runs, n_wholes, n_exits = 1, 0, 0, 0
-            while sp:
-                # (the lexer may have grown: facts for its new states)
-                self.loops, self.loop_known = _grown_loops(self.loops, self.loop_known, len(lexer.transitions))
-                sp, n_runs, n_wholes, n_exits, n_asks = self._walk(
-                    self.child_start, self.child_end, self.node_class, self.own, lexer.transitions, self.below,
-                    self.loops, self.loop_known, self.class_words, sc.stack, sp, sc.runs, n_runs, sc.wholes, n_wholes,
-                    sc.exits, n_exits, sc.asks, lexer.accept_id_array(), mids)
-                if not n_asks:
-                    break
-                lexer.ensure_rows(sc.asks[:n_asks])
-            return sc.runs[:n_runs].copy(), sc.wholes[:n_wholes].copy(), sc.exits[:n_exits, :3].copy()
-        finally:
-            _SCRATCH[self._trie].append(sc)
+        return self._walk_from(lexer, np.zeros(1, dtype=np.int64), np.array([start]), np.zeros(1, dtype=np.int64),
+                               mids)
 
     def walk_below(self, lexer, start: int, nodes: np.ndarray, depths: np.ndarray):
         """``walk`` of the units below ``nodes`` (each at ``depths[i]`` bytes below
@@ -90,21 +75,27 @@ class CompiledUnitWalk:
             lexer.ensure_rows(np.array([start]))
         target = lexer.transitions[start, self.node_class[nodes]]
         alive = target >= 0
-        entered, k = nodes[alive], int(alive.sum())
+        entered = nodes[alive]
+        return (entered, *self._walk_from(lexer, entered, target[alive], depths[alive] + 1, False))
+
+    def _walk_from(self, lexer, nodes: np.ndarray, states: np.ndarray, depths: np.ndarray, mids: bool):
+        """``walk``'s rounds from the (node, lexer state, depth) triples given."""
         sc = _scratch(self._trie)
         try:
-            sc.stack[:k, 0], sc.stack[:k, 1], sc.stack[:k, 2] = entered, target[alive], depths[alive] + 1
-            sp, n_runs, n_wholes, n_exits = k, 0, 0, 0
+            sp = len(nodes)
+            sc.stack[:sp, 0], sc.stack[:sp, 1], sc.stack[:sp, 2] = nodes, states, depths
+            n_runs, n_wholes, n_exits = 0, 0, 0
             while sp:
+                # (the lexer may have grown: facts for its new states)
                 self.loops, self.loop_known = _grown_loops(self.loops, self.loop_known, len(lexer.transitions))
                 sp, n_runs, n_wholes, n_exits, n_asks = self._walk(
                     self.child_start, self.child_end, self.node_class, self.own, lexer.transitions, self.below,
                     self.loops, self.loop_known, self.class_words, sc.stack, sp, sc.runs, n_runs, sc.wholes, n_wholes,
-                    sc.exits, n_exits, sc.asks, lexer.accept_id_array(), False)
+                    sc.exits, n_exits, sc.asks, lexer.accept_id_array(), mids)
                 if not n_asks:
                     break
                 lexer.ensure_rows(sc.asks[:n_asks])
-            return entered, sc.runs[:n_runs].copy(), sc.wholes[:n_wholes].copy(), sc.exits[:n_exits, :3].copy()
+            return sc.runs[:n_runs].copy(), sc.wholes[:n_wholes].copy(), sc.exits[:n_exits, :3].copy()
         finally:
             _SCRATCH[self._trie].append(sc)
 

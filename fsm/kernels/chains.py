@@ -26,7 +26,7 @@ def chain_rows(symbol, parent, level_start, plain_node, roots, ok, units, ends, 
     inside = np.zeros(n, dtype=np.bool_)  # (levels past the last with a node inside stay False)
     for i in range(level_start[2]):  # the root and the markers: no parent to check
         s = symbol[i]
-        inside[i] = plain_node[i] and ok[s if s < 256 else 256]
+        inside[i] = plain_node[i] and ok[min(s, 256)]
     for r in roots:
         inside[r] = plain_node[r]
     for d in range(2, len(level_start) - 1):
@@ -34,7 +34,7 @@ def chain_rows(symbol, parent, level_start, plain_node, roots, ok, units, ends, 
         for i in range(level_start[d], level_start[d + 1]):
             if inside[parent[i]] and plain_node[i]:
                 s = symbol[i]
-                if ok[s if s < 256 else 256]:
+                if ok[min(s, 256)]:
                     inside[i] = True
                     some = True
         if not some:  # nor anything below
@@ -43,8 +43,7 @@ def chain_rows(symbol, parent, level_start, plain_node, roots, ok, units, ends, 
     for k in range(len(units)):
         if inside[ends[k]]:
             count += 1
-            if lengths[k] > longest:
-                longest = lengths[k]
+            longest = max(longest, lengths[k])
     if count < min_count:
         return np.zeros((0, words), dtype=np.uint32), count
     rows = np.zeros((longest + 1, words), dtype=np.uint32)

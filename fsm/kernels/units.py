@@ -19,9 +19,9 @@ Python twins, and the tests that hold them equal:
   (``tests/test_grammar.py::test_pieces_read_over_lexer_rows_are_read_one_by_one``).
 - ``live_classes``: ``grammars.lexer.Lexer.live_classes``; ``group_exits``:
   ``grammar_index._exit_units`` then ``_Exits.of`` (both in the walk tests above).
-- ``mark_below`` and ``group_exits_at`` (a walk below a token view's exits, read
-  into the positions of its rests: ``GrammarIndex._read_below``): ``_read_piece``
-  through ``read_lexer_pieces_py``
+- ``mark_below`` and ``group_exits`` with ``starts`` (a walk below a token view's
+  exits, read into the positions of its rests: ``GrammarIndex._read_below``):
+  ``_read_piece`` through ``read_lexer_pieces_py``
   (``tests/test_grammar.py::test_rests_read_by_walking_below_the_exits_are_read_one_by_one``).
 
 ::
@@ -383,14 +383,16 @@ def live_classes(trans, state, to_table, live, alive, out):
 
 
 @njit(cache=True, nogil=True)
-def group_exits(nodes, keys, depths, order, lo, hi, first_rest, suffix):
+def group_exits(nodes, keys, depths, order, lo, hi, first_rest, suffix, starts, shifts):
     """The units below each exit (dead child ``nodes[i]``, what the lexeme read
     before it accepts: ``keys[i]``, 0 for nothing, and its length ``depths[i]``),
-    grouped by key: ``(keys, starts, units, rests)``, group g's units
+    grouped by key: ``(keys, group starts, units, rests)``, group g's units
     ``units[starts[g]:starts[g + 1]]`` with the piece each reads after the lexeme
     (``first_rest[j]``, the piece unit ``order[j]`` reads after its first byte, less
     ``depth - 1`` bytes more, by ``suffix``: read in the order's own order, so the
-    walk over a subtree's units reads memory in sequence)."""
+    walk over a subtree's units reads memory in sequence). Given ``starts`` (not
+    empty), each unit's place in rests that list subtrees one after another
+    (``_shift``) instead of the unit: a walk below exits (``mark_below``)."""
     n = len(nodes)
     group = np.empty(n, dtype=np.int64)
     distinct = np.empty(n + 1, dtype=np.int64)
@@ -409,26 +411,29 @@ def group_exits(nodes, keys, depths, order, lo, hi, first_rest, suffix):
             n_keys += 1
         group[i] = g
         sizes[g] += hi[nodes[i]] - lo[nodes[i]]
-    starts = np.zeros(n_keys + 1, dtype=np.int64)
+    begin = np.zeros(n_keys + 1, dtype=np.int64)
     for g in range(n_keys):
-        starts[g + 1] = starts[g] + sizes[g]
-    fill = starts[:n_keys].copy()
-    units = np.empty(starts[n_keys], dtype=np.int64)
-    rests = np.empty(starts[n_keys], dtype=np.int64)
+        begin[g + 1] = begin[g] + sizes[g]
+    fill = begin[:n_keys].copy()
+    units = np.empty(begin[n_keys], dtype=np.int64)
+    rests = np.empty(begin[n_keys], dtype=np.int64)
+    places = len(starts) > 0
     for i in range(n):
         g = group[i]
         if g < 0:
             continue
+        first = lo[nodes[i]]
+        shift = _shift(starts, shifts, first) if places else 0
         f = fill[g]
-        for j in range(lo[nodes[i]], hi[nodes[i]]):
+        for j in range(first, hi[nodes[i]]):
             piece = first_rest[j]
             for _ in range(depths[i] - 1):
                 piece = suffix[piece]
-            units[f] = order[j]
+            units[f] = j + shift if places else order[j]
             rests[f] = piece
             f += 1
         fill[g] = f
-    return distinct[:n_keys], starts, units, rests
+    return distinct[:n_keys], begin, units, rests
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -460,50 +465,3 @@ def mark_below(entered, runs, wholes, lo, hi, own, starts, shifts, inside):
                 at = first + _shift(starts, shifts, first)
                 for t in range(stop - first):
                     inside[at + t] = True
-
-
-@njit(cache=True, nogil=True)
-def group_exits_at(nodes, keys, depths, lo, hi, first_rest, suffix, starts, shifts):
-    """``group_exits`` for a walk below exits: per key, the places of the units
-    (mapped as in ``mark_below``) instead of the units: ``(keys, group starts,
-    places, rests)``."""
-    n = len(nodes)
-    group = np.empty(n, dtype=np.int64)
-    distinct = np.empty(n + 1, dtype=np.int64)
-    sizes = np.zeros(n + 1, dtype=np.int64)
-    n_keys = 0
-    for i in range(n):
-        key = keys[i]
-        if key == 0:
-            group[i] = -1
-            continue
-        g = 0
-        while g < n_keys and distinct[g] != key:
-            g += 1
-        if g == n_keys:
-            distinct[g] = key
-            n_keys += 1
-        group[i] = g
-        sizes[g] += hi[nodes[i]] - lo[nodes[i]]
-    begin = np.zeros(n_keys + 1, dtype=np.int64)
-    for g in range(n_keys):
-        begin[g + 1] = begin[g] + sizes[g]
-    fill = begin[:n_keys].copy()
-    places = np.empty(begin[n_keys], dtype=np.int64)
-    rests = np.empty(begin[n_keys], dtype=np.int64)
-    for i in range(n):
-        g = group[i]
-        if g < 0:
-            continue
-        first = lo[nodes[i]]
-        shift = _shift(starts, shifts, first)
-        f = fill[g]
-        for j in range(first, hi[nodes[i]]):
-            piece = first_rest[j]
-            for _ in range(depths[i] - 1):
-                piece = suffix[piece]
-            places[f] = j + shift
-            rests[f] = piece
-            f += 1
-        fill[g] = f
-    return distinct[:n_keys], begin, places, rests
