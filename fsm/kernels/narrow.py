@@ -37,8 +37,8 @@ plain bytes, each into one next state, until it takes none (``[0-9A-Za-z]{12}``,
 ``[a-f0-9]{40}``), or keeps taking it past the longest token: one row of
 ``RunTrie.chain_rows`` (``_chain``; sets with fewer than ~1,000 tokens are walked; a
 set met for the first time waits aside while Python makes its rows, once per
-vocabulary, but for sets of fewer than 3 plain bytes, which the kernel walks at
-once). Walking the alphanumeric tokens takes 28k checks, ~400 µs; with the
+vocabulary, kept in its ``ChainBank``, but for sets of fewer than 3 plain bytes,
+which the kernel walks at once). Walking the alphanumeric tokens takes 28k checks, ~400 µs; with the
 row, ~30 µs. The Python walk returns runs, which a row by length is not; it keeps
 walking there (its rows are the same).
 
@@ -430,8 +430,9 @@ def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_cl
     lazy DFA's construction buffers (``Buffers.builder_args``; used where
     ``params[P_BUILD]``), ``px`` its templates to paste (``Buffers.px``: a copy a
     pair's row meets is pasted at once, ``paste_wanted``); ``plain_rows``:
-    ``fsm.trie.RunTrie.plain_rows``; the ``chain_*`` arrays: ``RunTrie.chain_rows``
-    of the byte sets known so far (``_chain``)."""
+    ``fsm.trie.RunTrie.plain_rows``; ``chain_keys``: the byte sets known so far and
+    their slots, ``chain_len`` / ``chain_rows``: the vocabulary's ``fsm.trie.ChainBank``
+    (``RunTrie.chain_rows`` of each set, by slot; ``_chain``)."""
     n_aside = n_asks = 0
     cap = stack.shape[0]
     text_root, first_wide = params[P_TEXT_ROOT], params[P_FIRST_WIDE]
