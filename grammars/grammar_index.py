@@ -257,12 +257,13 @@ class _UnitTrie:
             distinct, first = np.unique(keys[some], return_index=True)
             for key in distinct[np.argsort(first)].tolist():
                 sel = keys == key
-                got = self._exit_groups.get((key, nodes[sel].tobytes(), depths[sel].tobytes()))
+                memo = (key, nodes[sel].tobytes(), depths[sel].tobytes())
+                got = self._exit_groups.get(memo)
                 if got is None:
                     _, _, units, rests = group_exits(nodes[sel], keys[sel], depths[sel], order, lo, hi,
                                                      pieces.first_rests(order), pieces.suffix, _NO_LAYOUT,
                                                      _NO_LAYOUT)
-                    got = self._exit_groups[(key, nodes[sel].tobytes(), depths[sel].tobytes())] = (units, rests)
+                    got = self._exit_groups[memo] = (units, rests)
                 groups.append((accept_id(key), *got))
                 sources.append((nodes[sel], depths[sel]))
         return row.view(np.int32), _Exits(groups, None if mids else sources)
@@ -900,7 +901,7 @@ class GrammarIndex:
                                                          shifts)
             for g, a in enumerate(distinct.tolist()):
                 rest = self._same_pieces(rests[begin[g]:begin[g + 1]])
-                if id(rest) not in self._rest_sources:
+                if len(rest) >= _READ_BELOW_FROM and id(rest) not in self._rest_sources:
                     self._rest_sources[id(rest)] = (rest, dead[keys == a], depth[keys == a])
                 groups.append((a, places[begin[g]:begin[g + 1]], rest))
         return inside, groups
