@@ -2,16 +2,18 @@
 
 ::
 
-    lark text ──lark's own loader──> rules + terminal patterns + %ignore
-              (%import, templates, ?rule, aliases, [..] and (..)* expansion:
-               all lark's; its errors keep their line and column)
+    lark text ──grammars.lark_reader, else lark's own loader──> rules + terminal
+              patterns + %ignore, exactly as lark compiles them (?rule, aliases,
+              [..] and (..)* expansion, %import common; lark's loader for the
+              rest and for every grammar with an error, whose messages keep
+              their line and column)
     terminals ──fsm regex compiler──> one minimal DFA per terminal
     rules     ──symbols to ints, trim──> CFG for grammars.earley
 
-Before lark's loader runs, the alternatives its EBNF expansion would write out are
-counted on lark's parse of the text (``MAX_EXPANDED_ALTERNATIVES``): nested groups
-multiply them, and the loader, which no compile time limit reaches, would run for
-hours on a few kilobytes of them.
+Before either writes alternatives out, they are counted on the parse of the text
+(``MAX_EXPANDED_ALTERNATIVES``): nested groups multiply them, and lark's loader,
+which no compile time limit reaches, would run for hours on a few kilobytes of
+them.
 
 Tree-shaping features (``?rule`` inlining, aliases, ``_hidden`` names) do not change
 the language, so they need nothing here. Lexing is longest match among the terminals
@@ -31,6 +33,7 @@ from guided.fsm.dfa import DFA, literal_dfa
 from guided.fsm.regex import compile_regex
 
 from .earley import CFG, productive_symbols, trim
+from .lark_reader import read_lark
 
 # lark's common.lark terminals that use a lookbehind, with regular equivalents: the
 # language of lexemes lark's regex matches, written without the assertion.
@@ -129,6 +132,17 @@ def _expanded_alternatives(rule_defs, limit: int) -> tuple[int, str]:
     return total, worst[1]
 
 
+def _check_alternatives(rule_defs) -> None:
+    """Refuse a grammar whose rules (as lark parses them, before EBNF expansion)
+    write out more than ``MAX_EXPANDED_ALTERNATIVES`` alternatives."""
+    alternatives, rule = _expanded_alternatives(rule_defs, MAX_EXPANDED_ALTERNATIVES)
+    if alternatives > MAX_EXPANDED_ALTERNATIVES:
+        raise GrammarError(
+            f"grammar error: rule {rule!r} expands to more than {MAX_EXPANDED_ALTERNATIVES:,} alternatives "
+            "(each group of alternatives, [..] and ? inside a sequence multiplies them): move nested "
+            "groups into rules of their own")
+
+
 def _load(text: str):
     """Lark's loaded grammar (``lark.load_grammar.Grammar``: its rules before EBNF
     expansion in ``rule_defs``), or None where this lark has no ``load_grammar`` of
@@ -145,23 +159,23 @@ def _load(text: str):
 
 def _lark_parts(text: str, start: str) -> tuple[list, list, list]:
     """``(terminals, rules, ignored terminal names)`` as ``lark.Lark(text, start=start,
-    parser="earley", lexer="dynamic")`` has them, and its errors: lark's loader
-    once, then what its Earley frontend would check (the start rule, each
-    terminal's regex), without building a parser guided does not use."""
+    parser="earley", lexer="dynamic")`` has them, and its errors: read directly
+    (``grammars.lark_reader``) or, outside what that reads and for every grammar
+    with an error, by lark's loader; then what lark's Earley frontend would check
+    (the start rule, each terminal's regex), without building a parser guided does
+    not use."""
     import lark
 
-    grammar = _load(text)
-    if grammar is None:  # pragma: no cover - another lark
-        parsed = lark.Lark(text, start=start, parser="earley", lexer="dynamic")
-        return parsed.terminals, parsed.rules, parsed.ignore_tokens
-    # Bound what the loader will expand before it does (rules as lark parsed them).
-    alternatives, rule = _expanded_alternatives(getattr(grammar, "rule_defs", []), MAX_EXPANDED_ALTERNATIVES)
-    if alternatives > MAX_EXPANDED_ALTERNATIVES:
-        raise GrammarError(
-            f"grammar error: rule {rule!r} expands to more than {MAX_EXPANDED_ALTERNATIVES:,} alternatives "
-            "(each group of alternatives, [..] and ? inside a sequence multiplies them): move nested "
-            "groups into rules of their own")
-    terminals, rules, ignore = grammar.compile([start], set())
+    parts = read_lark(text, start, lambda rules: _check_alternatives((n, (), t, None) for n, t in rules))
+    if parts is not None:
+        terminals, rules, ignore = parts
+    else:
+        grammar = _load(text)
+        if grammar is None:  # pragma: no cover - another lark
+            parsed = lark.Lark(text, start=start, parser="earley", lexer="dynamic")
+            return parsed.terminals, parsed.rules, parsed.ignore_tokens
+        _check_alternatives(getattr(grammar, "rule_defs", []))
+        terminals, rules, ignore = grammar.compile([start], set())
     if not any(r.origin.name == start for r in rules):
         raise lark.exceptions.GrammarError(f"Using an undefined rule: NonTerminal({start!r})")
     for t in terminals:  # (lark's Earley frontend compiles them with re)
