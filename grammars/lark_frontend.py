@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from guided.errors import GrammarError, RegexError
 from guided.fsm.dfa import DFA, literal_dfa
-from guided.fsm.regex import compile_regex
+from guided.fsm.regex import compile_regex, literal_dfa_ignore_case
 
 from .earley import CFG, productive_symbols, trim
 from .lark_reader import read_lark
@@ -247,9 +247,13 @@ def compile_lark(text: str, start: str = "start") -> CompiledGrammar:
     term_id = {n: i for i, n in enumerate(names)}
     dfas = []
     for term in terminals:
-        if type(term.pattern).__name__ == "PatternStr" and not term.pattern.flags:
+        is_string = type(term.pattern).__name__ == "PatternStr"
+        dfa = None
+        if is_string and not term.pattern.flags:
             dfa = literal_dfa(term.pattern.value.encode("utf-8"))  # ("+", "lambda": no regex to parse)
-        else:
+        elif is_string and term.pattern.flags == {"i"}:  # ("select"i: built directly, or None)
+            dfa = literal_dfa_ignore_case(term.pattern.value)
+        if dfa is None:
             try:
                 dfa = compile_regex(_terminal_regex(term))
             except RegexError as e:

@@ -470,6 +470,40 @@ def test_lark_parts_are_what_lark_itself_compiles():
         assert list(ignore) == list(parsed.ignore_tokens)
 
 
+def test_case_insensitive_string_terminals_get_the_regex_compilers_automaton():
+    """A lark string terminal with the ``i`` flag is built directly
+    (``fsm.regex.literal_dfa_ignore_case``): the very DFA the regex compiler gives
+    ``(?i:...)``, for every such terminal of the shipped grammars and for random
+    text (the characters ``re`` folds to non-ASCII ones: k, s, i; Greek, Latin
+    Extended); None only where the compiler has to merge states."""
+    import random
+
+    from guided.fsm.regex import compile_regex, literal_dfa_ignore_case
+    from guided.grammars.lark_frontend import _lark_parts
+
+    texts = []
+    for name in guided.Grammar.names():
+        for term in _lark_parts(guided.Grammar.from_name(name).lark_text, "start")[0]:
+            if type(term.pattern).__name__ == "PatternStr" and term.pattern.flags == {"i"}:
+                texts.append(term.pattern.value)
+    assert len(texts) >= 20
+    rng = random.Random(7)
+    texts += ["k", "s", "i", "\u212a", "\u017f", "\u0130", "ß", "ﬀ", "µ", "Σ"]
+    texts += ["".join(chr(rng.choice([rng.randint(32, 126), rng.randint(0xA0, 0x24F), rng.randint(0x370, 0x3FF),
+                                      rng.randint(0x1E00, 0x1FFF)])) for _ in range(rng.randint(1, 6)))
+              for _ in range(400)]
+    built = 0
+    for text in texts:
+        a = literal_dfa_ignore_case(text)
+        if a is None:
+            continue
+        b = compile_regex(f"(?i:{re.escape(text)})")
+        assert np.array_equal(a.transitions, b.transitions), text
+        assert np.array_equal(a.byte_to_class, b.byte_to_class) and np.array_equal(a.accepting, b.accepting), text
+        built += 1
+    assert built >= 0.95 * len(texts)
+
+
 def test_pieces_read_over_lexer_rows_are_read_one_by_one(smollm2_vocab):
     """``unit_walk.read_lexer_pieces`` (compiled, over the lexer's rows, building the
     rows it meets) reads every piece of the vocabulary as ``GrammarIndex._read_piece``
