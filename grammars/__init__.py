@@ -4,6 +4,8 @@ Layout::
 
     lark_frontend.py   lark grammar text -> one minimal DFA per terminal + an integer CFG
                        (``compile_lark``)
+    lark_reader.py     lark grammar text -> lark's compiled rules and terminals, read
+                       directly (lark's own loader outside its subset and on errors)
     lexer.py           one lazily built DFA over all terminals at once (longest match
                        among the terminals the parser allows)
     earley.py          incremental Earley parser with persistent, shareable parse states
