@@ -63,7 +63,7 @@ class _Node:
     """A tree node compared and hashed by content, as lark's ``Tree`` is (helper
     rules are cached and alternatives deduplicated by tree equality)."""
 
-    __slots__ = ("data", "children")
+    __slots__ = ("children", "data")
 
     def __init__(self, data: str, children: list):
         self.data = data
@@ -231,27 +231,26 @@ class _Reader:
         name = self._take("RULE")
         if self._kind() == "_LBRACE":  # a template
             raise _Unsupported
-        priority = None
-        if self._kind() == "_DOT":
-            self.at += 1
-            priority = int(self._take("NUMBER"))
-        self._take("_COLON")
-        tree = self._expansions()
-        self._take("_NL")
+        priority, tree = self._definition(None)
         if "?" in modifiers and name.startswith("_"):
             raise _Unsupported
         return name, ("rule", modifiers, priority, tree)
 
     def _read_term(self) -> tuple[str, tuple]:
         name = self._take("TERMINAL")
-        priority = 0
+        priority, tree = self._definition(0)
+        return name, ("term", priority, tree)
+
+    def _definition(self, priority):
+        """``[.N] : expansions NL`` after a definition's name: its priority (else
+        ``priority``) and tree."""
         if self._kind() == "_DOT":
             self.at += 1
             priority = int(self._take("NUMBER"))
         self._take("_COLON")
         tree = self._expansions()
         self._take("_NL")
-        return name, ("term", priority, tree)
+        return priority, tree
 
     def _name(self) -> str:
         kind, value = self.tokens[self.at]
@@ -427,9 +426,9 @@ class _Reader:
                 if type(leaf) is _TermRef:
                     if self.defs.get(leaf.name, ("rule",))[0] != "term":
                         raise _Unsupported
-                elif not isinstance(leaf, (str, int)) and not hasattr(leaf, "to_regexp"):
-                    if d[0] == "term" or self.defs.get(leaf.name, ("term",))[0] != "rule":
-                        raise _Unsupported
+                elif not isinstance(leaf, (str, int)) and not hasattr(leaf, "to_regexp") \
+                        and (d[0] == "term" or self.defs.get(leaf.name, ("term",))[0] != "rule"):
+                    raise _Unsupported
         if any(self.defs.get(n, ("rule",))[0] != "term" for n in self.ignore):
             raise _Unsupported
 
@@ -453,7 +452,7 @@ class _Reader:
                 if len(options) == 1:
                     return options[0]
                 options.sort(key=lambda p: (-p.max_width, -p.min_width, -len(p.value)))
-                return lk["PatternRE"]("(?:%s)" % "|".join(p.to_regexp() for p in options), ())
+                return lk["PatternRE"]("(?:" + "|".join(p.to_regexp() for p in options) + ")", ())
             if data == "expansion":
                 items = [fold(c) for c in node.children]
                 if not items:  # (an empty terminal, or one with an empty alternative)
@@ -467,7 +466,7 @@ class _Reader:
                 inner, op = fold(node.children[0]), node.children[1]
                 if op == "~":
                     counts = node.children[2:]
-                    op = "{%d}" % counts[0] if len(counts) == 1 else "{%d,%d}" % tuple(counts)
+                    op = "{" + ",".join(str(c) for c in counts) + "}"
                 return _repeat(lk, inner, op)
             raise _Unsupported  # an alias in a terminal
 
@@ -507,7 +506,7 @@ class _Reader:
 
 
 def _repeat(lk: dict, inner, op: str):
-    return lk["PatternRE"]("(?:%s)%s" % (inner.to_regexp(), op), inner.flags)
+    return lk["PatternRE"](f"(?:{inner.to_regexp()}){op}", inner.flags)
 
 
 def _leaves(node):
@@ -577,7 +576,7 @@ class _AnonTerminals:
             if name in self.names:
                 name = None
         if name is None:
-            name = "__ANON_%d" % self.i
+            name = f"__ANON_{self.i}"
             self.i += 1
         if name not in self.names:
             self.names.add(name)
@@ -604,7 +603,7 @@ class _HelperRules:
     def _recurse(self, kind: str, x):
         helper = self.cache.get(x)
         if helper is None:
-            name = "__%s_%s_%d" % (self.prefix, kind, self.i)
+            name = f"__{self.prefix}_{kind}_{self.i}"
             self.i += 1
             helper = self.lk["NonTerminal"](name)
             tree = _Node("expansions", [_Node("expansion", [x]), _Node("expansion", [helper, x])])

@@ -11,8 +11,8 @@ import guided
 
 lark = pytest.importorskip("lark")
 
-from guided.grammars.lark_frontend import _expanded_alternatives, _load  # noqa: E402
-from guided.grammars.lark_reader import read_lark  # noqa: E402
+from guided.grammars.lark_frontend import _expanded_alternatives, _load
+from guided.grammars.lark_reader import read_lark
 
 _WORDS = ["select", "from", "if", "x", "(", ")", ",", "+", "*", "-", "==", "=>", "a", "b", "\\n", " ", "Ab",
           "é", '\\"', "end", "_", "中"]
@@ -170,10 +170,12 @@ def test_reader_reads_the_shipped_grammars_itself():
     # terminals: references, ranges, flags, priorities, %ignore of an expression
     'start: W+\nW.2: L (L | D)*\nL: "a".."z" | "A".."Z"\nD: /[0-9]/i\n%ignore /[ \\t]+/\n%ignore "#"\n',
     # common.lark: single, aliased and listed imports, the helper terminals they use
-    'start: NUMBER | ESCAPED_STRING | N2 | CNAME\n%import common.NUMBER\n%import common.ESCAPED_STRING\n'
-    '%import common.SIGNED_NUMBER -> N2\n%import common (CNAME, WS)\n%ignore WS\n',
+    ('start: NUMBER | ESCAPED_STRING | N2 | CNAME\n%import common.NUMBER\n%import common.ESCAPED_STRING\n'
+     '%import common.SIGNED_NUMBER -> N2\n%import common (CNAME, WS)\n%ignore WS\n'),
     # comments and continuation lines
     'start: a // a comment\n    | b # another\n\n    | "c"\na: "a"\nb: "b"\n',
+    # CRLF line ends, tabs, a backslash continuation
+    'start:\ta\r\n\t| b \\\n "c"\r\na: "a"\r\nb: "b"\r\n',
 ])
 def test_reader_matches_lark_on_each_construct(text):
     ours = read_lark(text)
