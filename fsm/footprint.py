@@ -5,7 +5,9 @@ buffers) and, for grammars, parse states with their cached masks. ``nbytes`` wal
 the objects reachable from a guide and adds ``sys.getsizeof`` of each Python object
 and ``nbytes`` of each array, skipping what the guide shares with every other guide
 over its vocabulary (the vocabulary itself, its tries and byte tables: built once
-per vocabulary and kept as long as it is in use). The compile cache evicts by this
+per vocabulary and kept as long as it is in use), the attribute names in objects'
+``__dict__`` (interned strings every instance shares) and what the caller says it
+owns (a guide's spec). The compile cache evicts by this
 figure and a guide's growth limit is checked against it.
 
 Cost: one visit per object, ~1 µs: ~1 ms for an automaton guide (a few hundred
@@ -60,13 +62,16 @@ def self_measured(cls):
     return cls
 
 
-def nbytes(root, shared_roots=()) -> int:
+def nbytes(root, shared_roots=(), leave_out=()) -> int:
     """Bytes held by the objects reachable from ``root`` but not from ``shared_roots``.
 
     Args:
         root: the object to measure (a guide).
         shared_roots: objects whose reachable objects are not counted (what the
             guide shares with other guides).
+        leave_out: objects neither counted nor walked into (what the guide keeps a
+            reference to but the caller owns: its spec); what they hold is counted
+            where the guide reaches it another way.
 
     Returns:
         The approximate size in bytes (arrays by their data, other objects by
@@ -77,7 +82,7 @@ def nbytes(root, shared_roots=()) -> int:
         >>> nbytes(guide, shared_roots=(guide.vocab,))
         1523712
     """
-    return _walk([root], shared_ids(shared_roots))[0]
+    return _walk([root], shared_ids(shared_roots), left_out=leave_out)[0]
 
 
 def shared_ids(roots) -> frozenset[int]:
@@ -121,12 +126,9 @@ def also_shared(parent, obj) -> None:
                     _shared_ids[key] = (roots, _shared_ids[key][1] | more)
 
 
-def _children(o) -> list:
-    """The objects an instance of a class refers to (its ``__dict__`` and slots)."""
+def _slot_values(o) -> list:
+    """The objects an instance's slots refer to."""
     out = []
-    d = getattr(o, "__dict__", None)
-    if isinstance(d, dict):
-        out.append(d)
     for cls in type(o).__mro__:
         for name in getattr(cls, "__slots__", ()):
             v = getattr(o, name, None)
@@ -158,12 +160,12 @@ def _kind(t: type) -> int:
     return _OBJECT
 
 
-def _walk(roots, skip: frozenset[int], held_scalars: bool = True) -> tuple[int, set[int]]:
+def _walk(roots, skip: frozenset[int], held_scalars: bool = True, left_out=()) -> tuple[int, set[int]]:
     """The bytes of the objects reachable from ``roots`` outside ``skip``, and their ids
     (without ``held_scalars``, scalars held in lists, tuples, sets and dicts are
-    neither counted nor listed)."""
+    neither counted nor listed; ``left_out`` objects are taken as seen)."""
     total = 0
-    seen: set[int] = set()
+    seen: set[int] = {id(o) for o in left_out}
     stack = list(roots)
     getsizeof = sys.getsizeof
     kinds = _kinds
@@ -197,7 +199,14 @@ def _walk(roots, skip: frozenset[int], held_scalars: bool = True) -> tuple[int, 
                 stack.extend(x for x in o.values() if type(x) not in scalars)
         elif k == _OBJECT:
             total += getsizeof(o)
-            stack.extend(_children(o))
+            # Its ``__dict__``: the values only; the keys are attribute names, interned
+            # strings that every instance of the class shares.
+            d = getattr(o, "__dict__", None)
+            if type(d) is dict and id(d) not in seen and id(d) not in skip:
+                seen.add(id(d))
+                total += getsizeof(d)
+                stack.extend(d.values())
+            stack.extend(_slot_values(o))
         elif k == _TENSOR:
             total += o.element_size() * o.nelement()
         elif k == _OWN:

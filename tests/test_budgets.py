@@ -194,3 +194,12 @@ def test_a_dfas_bulk_size_agrees_with_a_walk_of_every_object(monkeypatch):
     monkeypatch.setattr(footprint, "_SELF_MEASURED", {})
     monkeypatch.setattr(footprint, "_kinds", {})
     assert bulk == pytest.approx(footprint.nbytes(dfa), rel=0.05)
+
+
+def test_a_guide_does_not_count_its_spec(smollm2_vocab):
+    """A guide's size is what compiling made, not the caller's schema it keeps a
+    reference to: a megabyte of ``description`` adds nothing."""
+    base = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    plain = guided.compile(guided.JsonSchema(base), smollm2_vocab).nbytes()
+    documented = guided.compile(guided.JsonSchema({**base, "description": "x" * (1 << 20)}), smollm2_vocab).nbytes()
+    assert abs(documented - plain) < 64 << 10, (plain, documented)
