@@ -69,8 +69,8 @@ class Guide:
         """Approximate bytes the guide holds, leaving out what every guide over its
         vocabulary shares (see ``guided.fsm.footprint``) and the spec it was compiled
         from (the caller's schema or text: its objects are the caller's, a few KB
-        that the compile cache's key holds as text anyway, and walking them one by
-        one would cost more than the rest of a small guide's measurement)."""
+        that the compile cache's key holds as text anyway; walking them one by one
+        would add about a quarter to a small guide's measurement)."""
         return footprint.nbytes(self, self._shared_roots(), () if self.spec is None else (self.spec,))
 
     def _shared_roots(self) -> tuple:
