@@ -383,23 +383,6 @@ def minimize(trans: np.ndarray, byte_to_class: np.ndarray, accepting: np.ndarray
     return got
 
 
-def canonical(trans: np.ndarray, byte_to_class: np.ndarray, accepting: np.ndarray) -> DFA:
-    """``minimize``'s result for a table already known to be minimal (every state
-    live and no two equivalent: the builder's argument, not checked), without the
-    partition refinement: states renumbered in BFS order, byte classes merged.
-
-    Example::
-
-        >>> t = np.array([[-1, 1], [-1, -1]], dtype=np.int32)  # "a": class 1 is the byte a
-        >>> classes = np.zeros(256, dtype=np.int32); classes[ord("a")] = 1
-        >>> canonical(t, classes, np.array([False, True])).matches(b"a")
-        True
-    """
-    n = trans.shape[0]
-    t = np.vstack([np.where(trans < 0, n, trans), np.full((1, trans.shape[1]), n, dtype=trans.dtype)])
-    return _quotient(t, np.arange(n + 1, dtype=np.int64), np.asarray(accepting, dtype=bool), byte_to_class)
-
-
 def _minimize(trans: np.ndarray, byte_to_class: np.ndarray, accepting: np.ndarray) -> DFA:
     trans, accepting = _drop_dead(trans, accepting)
     n = trans.shape[0]
