@@ -4,7 +4,7 @@
 
     lark text ──grammars.lark_reader, else lark's own loader──> rules + terminal
               patterns + %ignore, exactly as lark compiles them (?rule, aliases,
-              [..] and (..)* expansion, %import common; lark's loader for the
+              templates, [..] and (..)* expansion, %import common; lark's loader for the
               rest and for every grammar with an error, whose messages keep
               their line and column)
     terminals ──fsm regex compiler──> one minimal DFA per terminal

@@ -5,9 +5,10 @@
     text ──one regex scan (lark's meta-grammar terminals, lark's order)──> tokens
          ──recursive descent over lark's meta-grammar──> definitions
     terminals: references inlined, trees folded into one pattern each
-    rules:     literals to terminals (named as lark names them), ``?`` ``*`` ``+``
-               ``[..]`` ``~`` to alternatives and helper rules, groups multiplied
-               out, duplicates dropped, unused rules and terminals dropped
+    rules:     literals to terminals (named as lark names them), template uses
+               to instances, ``?`` ``*`` ``+`` ``[..]`` ``~`` to alternatives and
+               helper rules, groups multiplied out, duplicates dropped, unused
+               rules and terminals dropped
          ──> (lark TerminalDefs, lark Rules, ignored names)
 
 lark's ``load_grammar`` and ``Grammar.compile`` do this with an LALR parser of the
@@ -23,9 +24,10 @@ them, duplicate alternatives dropped where lark drops them. The grammars read he
 are the common subset: rules and terminals with priorities and rule modifiers,
 alternatives, aliases, groups, ``[..]``, ``?``, ``*``, ``+``, ``~ n`` and
 ``~ n..m`` (``m`` below lark's split threshold), strings (also ``"..."i``),
-regexps with flags, ranges, terminal references and ``%ignore``. For anything else
-(``%import``, ``%declare``, ``%override``, ``%extend``, templates, long repeats,
-aliases inside groups) and for every grammar with an error, ``read_lark`` returns
+regexps with flags, ranges, terminal references, templates, ``%ignore`` and
+``%import common``. For anything else (other imports, ``%declare``,
+``%override``, ``%extend``, long repeats, aliases inside groups) and for every
+grammar with an error, ``read_lark`` returns
 None and the caller runs lark's loader: its result, or its error with line and
 column, is then what users get.
 
@@ -231,12 +233,14 @@ class _Reader:
     def _read_rule(self) -> tuple[str, tuple]:
         modifiers = self._take("RULE_MODIFIERS") if self._kind() == "RULE_MODIFIERS" else ""
         name = self._take("RULE")
-        if self._kind() == "_LBRACE":  # a template
-            raise _Unsupported
+        params = ()
+        if self._kind() == "_LBRACE":  # a template: name{param, ...}
+            self.at += 1
+            params = tuple(self._listed(lambda: self._take("RULE"), "_RBRACE"))
         priority, tree = self._definition(None)
         if "?" in modifiers and name.startswith("_"):
             raise _Unsupported
-        return name, ("rule", modifiers, priority, tree)
+        return name, ("rule", modifiers, priority, tree, params)
 
     def _read_term(self) -> tuple[str, tuple]:
         name = self._take("TERMINAL")
@@ -253,6 +257,16 @@ class _Reader:
         tree = self._expansions()
         self._take("_NL")
         return priority, tree
+
+    def _listed(self, read, close: str) -> list:
+        """Items ``read`` reads, separated by commas, up to the token ``close`` (the
+        opening one already taken)."""
+        items = [read()]
+        while self._kind() == "_COMMA":
+            self.at += 1
+            items.append(read())
+        self._take(close)
+        return items
 
     def _name(self) -> str:
         kind, value = self.tokens[self.at]
@@ -273,11 +287,7 @@ class _Reader:
             path.append(self._name())
         if self._kind() == "_LPAR":
             self.at += 1
-            names = [self._name()]
-            while self._kind() == "_COMMA":
-                self.at += 1
-                names.append(self._name())
-            self._take("_RPAR")
+            names = self._listed(self._name, "_RPAR")
             self._take("_NL")
             return tuple(path), {n: n for n in names}
         alias = path[-1]
@@ -364,13 +374,20 @@ class _Reader:
         if kind == "TERMINAL":
             return _TermRef(value)
         if kind == "RULE":
-            if self._kind() == "_LBRACE":  # a template's use
-                raise _Unsupported
+            if self._kind() == "_LBRACE":  # a template's use: name{value, ...}
+                self.at += 1
+                return _Node("template_usage", [value, *self._listed(self._value, "_RBRACE")])
             return self.lk["NonTerminal"](value)
         if kind == "STRING" and self._kind() == "_DOTDOT":
             self.at += 1
             return self._range(value, self._take("STRING"))
         return self._literal(kind, value)
+
+    def _value(self):
+        """A template argument: a name, a literal, a range or a template's use."""
+        if self._kind() not in ("TERMINAL", "RULE", "STRING", "REGEXP"):
+            raise _Unsupported
+        return self._atom()
 
     def _literal(self, kind: str, value: str):
         """A string or regexp literal's pattern, as lark's ``_literal_to_pattern``
@@ -401,18 +418,22 @@ class _Reader:
                      for name, d in self.defs.items() if d[0] == "term"]
         anon = _AnonTerminals(lk, terminals)
         ebnf = _HelperRules(lk)
+        templates = _Templates(lk, self.defs)
+        # The rules in definition order (templates left out), then the templates'
+        # instances in the order their uses are met (instances may use others).
+        queue = [(name, d[1], d[2], d[3], None) for name, d in self.defs.items() if d[0] == "rule" and not d[4]]
         rules = []
-        for name, d in self.defs.items():
-            if d[0] != "rule":
-                continue
-            _, modifiers, priority, tree = d
+        while queue:
+            name, modifiers, priority, tree, template = queue.pop(0)
             keep_all = "!" in modifiers
-            options = lk["RuleOptions"](keep_all, "?" in modifiers, priority=priority)
+            options = lk["RuleOptions"](keep_all, "?" in modifiers, priority=priority, template_source=template)
             helper_options = lk["RuleOptions"](keep_all_tokens=True) if keep_all else None
             anon.keep_all = ebnf.keep_all = keep_all
             ebnf.prefix, ebnf.options = name, helper_options
-            _rewrite_bottom_up(tree, anon, ebnf)
+            _rewrite_bottom_up(tree, anon, ebnf, templates)
             rules.append((name, tree, options))
+            queue += templates.made
+            templates.made = []
         rules += ebnf.rules
         compiled = self._rules(rules)
         compiled = _reachable(compiled, lk["NonTerminal"](start))
@@ -421,17 +442,30 @@ class _Reader:
         return kept, compiled, self.ignore
 
     def _check_names(self) -> None:
-        """lark's builder checks: every name used is defined, rules stay out of
-        terminals, ignored names are terminals."""
-        for d in self.defs.values():
-            for leaf in _leaves(d[-1]):
-                if type(leaf) is _TermRef:
-                    if self.defs.get(leaf.name, ("rule",))[0] != "term":
+        """lark's builder checks: every name used is defined (a template's
+        parameters inside it), a template is used with its number of arguments,
+        rules stay out of terminals, ignored names are terminals."""
+        defs = self.defs
+        for d in defs.values():
+            params = d[4] if d[0] == "rule" else ()
+            if len(set(params)) != len(params) or any(p in defs for p in params):
+                raise _Unsupported
+            tree = d[3] if d[0] == "rule" else d[2]
+            for node in _nodes(tree):
+                if node.data == "template_usage":
+                    used = defs.get(node.children[0])
+                    if d[0] == "term" or used is None or used[0] != "rule" \
+                            or len(used[4]) != len(node.children) - 1:
                         raise _Unsupported
-                elif not isinstance(leaf, (str, int)) and not hasattr(leaf, "to_regexp") \
-                        and (d[0] == "term" or self.defs.get(leaf.name, ("term",))[0] != "rule"):
-                    raise _Unsupported
-        if any(self.defs.get(n, ("rule",))[0] != "term" for n in self.ignore):
+            for leaf in _leaves(tree):
+                if type(leaf) is _TermRef:
+                    if defs.get(leaf.name, ("rule",))[0] != "term":
+                        raise _Unsupported
+                elif not isinstance(leaf, (str, int)) and not hasattr(leaf, "to_regexp") and leaf.name not in params:
+                    used = defs.get(leaf.name)
+                    if d[0] == "term" or used is None or used[0] != "rule" or used[4]:
+                        raise _Unsupported
+        if any(defs.get(n, ("rule",))[0] != "term" for n in self.ignore):
             raise _Unsupported
 
     @functools.cache  # noqa: B019 - one reader per grammar
@@ -511,6 +545,13 @@ def _repeat(lk: dict, inner, op: str):
     return lk["PatternRE"](f"(?:{inner.to_regexp()}){op}", inner.flags)
 
 
+def _nodes(node):
+    if type(node) is _Node:
+        yield node
+        for c in node.children:
+            yield from _nodes(c)
+
+
 def _leaves(node):
     if type(node) is _Node:
         for c in node.children:
@@ -529,10 +570,11 @@ def _bottom_up(root: _Node) -> list[_Node]:
     return queue
 
 
-def _rewrite_bottom_up(root: _Node, anon: _AnonTerminals, ebnf: _HelperRules) -> None:
+def _rewrite_bottom_up(root: _Node, anon: _AnonTerminals, ebnf: _HelperRules, templates: _Templates) -> None:
     """lark's passes over one rule (rewritten in place): each literal becomes a terminal
-    (``PrepareAnonTerminals``) and each ``?``, ``*``, ``+``, ``~`` and ``[..]`` a
-    group or a helper rule (``EBNF_to_BNF``), in the order lark meets them."""
+    (``PrepareAnonTerminals``), each template's use the rule of its instance
+    (``ApplyTemplates``) and each ``?``, ``*``, ``+``, ``~`` and ``[..]`` a group or
+    a helper rule (``EBNF_to_BNF``), in the order lark meets them."""
     terminal = anon.lk["Terminal"]
     for node in _bottom_up(root):
         children = node.children
@@ -543,6 +585,8 @@ def _rewrite_bottom_up(root: _Node, anon: _AnonTerminals, ebnf: _HelperRules) ->
                     children[i] = ebnf.expr(c.children[0], c.children[1], c.children[2:])
                 elif c.data == "maybe":
                     children[i] = ebnf.maybe(c.children[0])
+                elif c.data == "template_usage":
+                    children[i] = templates.instance(c)
             elif kind is _TermRef:  # (lark drops a ``_``-named terminal from its parse trees)
                 children[i] = terminal(c.name, filter_out=c.name.startswith("_"))
             elif hasattr(c, "to_regexp"):
@@ -586,6 +630,43 @@ class _AnonTerminals:
             self.by_pattern[p] = definition
             self.terminals.append(definition)
         return lk["Terminal"](name, filter_out=False if self.keep_all else is_str)
+
+
+class _Templates:
+    """lark's ``ApplyTemplates``: each distinct use ``t{a, b}`` of a template (its
+    arguments already symbols) becomes a rule named ``t{a,b}``, the template's tree
+    with the arguments in place of its parameters, compiled after every rule
+    written in the grammar (``made``: the instances not yet compiled)."""
+
+    def __init__(self, lk: dict, defs: dict):
+        self.lk = lk
+        self.defs = defs
+        self.created: set[str] = set()
+        self.made: list = []
+
+    def instance(self, use: _Node):
+        template, args = use.children[0], use.children[1:]
+        if not all(hasattr(a, "is_term") for a in args):
+            raise _Unsupported
+        name = template + "{" + ",".join(a.name for a in args) + "}"
+        if name not in self.created:
+            self.created.add(name)
+            _, modifiers, priority, tree, params = self.defs[template]
+            tree = _substituted(tree, dict(zip(params, args)))
+            self.made.append((name, modifiers, priority, tree, template))
+        return self.lk["NonTerminal"](name)
+
+
+def _substituted(node, args: dict):
+    """A copy of a template's tree with its parameters' rule references replaced by
+    the arguments (lark's ``_ReplaceSymbols``)."""
+    if type(node) is _Node:
+        if node.data == "template_usage" and node.children[0] in args:  # a parameter used as a template
+            raise _Unsupported
+        return _Node(node.data, [_substituted(c, args) for c in node.children])
+    if hasattr(node, "is_term") and not node.is_term and node.name in args:
+        return args[node.name]
+    return node
 
 
 class _HelperRules:
