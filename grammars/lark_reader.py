@@ -166,8 +166,9 @@ class _Reader:
         self.lk = lk
         self.tokens = self._tokens(text + "\n")
         self.at = 0
-        #: name -> ("rule", modifiers, priority, tree) or ("term", priority, tree),
-        #: in definition order (lark's order of terminals and rules).
+        #: name -> ("rule", modifiers, priority, tree, template parameters) or
+        #: ("term", priority, tree), in definition order (lark's order of terminals
+        #: and rules).
         self.defs: dict[str, tuple] = {}
         self.ignore: list[str] = []
         self._read_statements()
