@@ -451,21 +451,20 @@ class _Reader:
             params = d[4] if d[0] == "rule" else ()
             if len(set(params)) != len(params) or any(p in defs for p in params):
                 raise _Unsupported
-            tree = d[3] if d[0] == "rule" else d[2]
-            for node in _nodes(tree):
+            for node in _nodes(d[3] if d[0] == "rule" else d[2]):
                 if node.data == "template_usage":
                     used = defs.get(node.children[0])
                     if d[0] == "term" or used is None or used[0] != "rule" \
                             or len(used[4]) != len(node.children) - 1:
                         raise _Unsupported
-            for leaf in _leaves(tree):
-                if type(leaf) is _TermRef:
-                    if defs.get(leaf.name, ("rule",))[0] != "term":
-                        raise _Unsupported
-                elif not isinstance(leaf, (str, int)) and not hasattr(leaf, "to_regexp") and leaf.name not in params:
-                    used = defs.get(leaf.name)
-                    if d[0] == "term" or used is None or used[0] != "rule" or used[4]:
-                        raise _Unsupported
+                for leaf in node.children:
+                    if type(leaf) is _TermRef:
+                        if defs.get(leaf.name, ("rule",))[0] != "term":
+                            raise _Unsupported
+                    elif hasattr(leaf, "is_term") and leaf.name not in params:  # a rule
+                        used = defs.get(leaf.name)
+                        if d[0] == "term" or used is None or used[0] != "rule" or used[4]:
+                            raise _Unsupported
         if any(defs.get(n, ("rule",))[0] != "term" for n in self.ignore):
             raise _Unsupported
 
@@ -551,14 +550,6 @@ def _nodes(node):
         yield node
         for c in node.children:
             yield from _nodes(c)
-
-
-def _leaves(node):
-    if type(node) is _Node:
-        for c in node.children:
-            yield from _leaves(c)
-    else:
-        yield node
 
 
 def _bottom_up(root: _Node) -> list[_Node]:
