@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .gc_pause import gc_paused
 from .narrow import below_words, class_words
 from .trie import PLAIN_BYTES
 from .utf8 import UTF8_SEQUENCES
@@ -47,6 +48,8 @@ COMPILED_BUDGET = 200_000
 #: Rows of facts a walker starts with (40 + 32 bytes a state).
 FACTS_ROWS = 1024
 
+_NO_RUNS = np.zeros(0, dtype=np.int64)  # a walk's runs where it found none (read only)
+_NO_RUNS.flags.writeable = False
 _PLAIN, _TEXT = 1, 2  # TrieTable's kind column (``fsm.kernels.narrow``)
 _PLAIN_BYTE = np.zeros(256, dtype=bool)  # whether each byte is plain
 _PLAIN_BYTE[np.frombuffer(PLAIN_BYTES, dtype=np.uint8)] = True
@@ -115,14 +118,18 @@ class CompiledWalk:
         self.table = table
         self.order = order
         self.words = words
-        self.roots = np.array(lists.roots, dtype=np.int64)
+        roots = np.array(lists.roots, dtype=np.int64)
+        if len(roots) and not (np.array_equal(roots, np.arange(roots[0], roots[0] + len(roots)))
+                               and len(roots) <= self.BUFFER):
+            raise AssertionError("the trie's roots are not one range of node ids")
         self.classes = np.ascontiguousarray(symbol_class, dtype=np.int64)
         byte_to_class = dfa.byte_to_class
         self.class_words = class_words(byte_to_class)
         self.plain_classes = np.array(plain_classes, dtype=np.int64)
         self.u_seq, self.u_steps, self.u_classes = _utf8_tables(byte_to_class)
-        self.params = np.zeros(10, dtype=np.int64)
+        self.params = np.zeros(13, dtype=np.int64)
         p = self.params
+        p[wc.P_ROOT_LO], p[wc.P_ROOT_HI] = (roots[0], roots[-1] + 1) if len(roots) else (0, 0)
         p[wc.P_TEXT_ROOT], p[wc.P_FIRST_WIDE], p[wc.P_REST_CHARS] = (lists.text_root, lists.text_first_wide,
                                                                       lists.text_rest_chars)
         p[wc.P_PLAIN_CAP], p[wc.P_TEXT_CAP], p[wc.P_LONG_RUN] = plain_cap, text_cap, long_run
@@ -134,6 +141,8 @@ class CompiledWalk:
                              minlength=int(np.max(byte_to_class)) + 1)
         self.plain_bytes = counts[self.plain_classes]
         self.runs = runs  # the RunTrie: rows by length of its plain tokens
+        chains = runs.chain_bank(words)  # (its arrays are never replaced)
+        self._chain_longest, self._chain_rows = chains.longest, chains.rows
         self.plain_rows = runs.plain_rows(words)
         # The plain byte sets met so far (``_chain``): a set as bits of plain_classes'
         # indices and its slot in the vocabulary's ``ChainBank`` plus one (0: none).
@@ -181,33 +190,35 @@ class CompiledWalk:
         growing the construction's buffers)."""
         wc = self._wc
         row = np.zeros(self.words, dtype=np.uint32)
-        sp = len(self.roots)
-        self._stack[:sp, 0] = self.roots
-        self._stack[:sp, 1] = state
-        self.params[wc.P_BUDGET] = budget
-        n_out, checks = 0, 0
+        params = self.params
+        params[wc.P_BUDGET], params[wc.P_START] = budget, state
+        sp = -1  # the roots' pairs: pushed by the first round
+        n_out = checks = 0
         t = self.table
-        chains = self.runs.chain_bank(self.words)
+        build = params[wc.P_BUILD]
         while True:
             if len(self.facts) < dfa.num_states:
                 self._fit(dfa.num_states)
-            builder = dfa.compiled_builder() if self.params[wc.P_BUILD] else None
+            builder = dfa.compiled_builder() if build else None
             b, px = (builder.builder_args(), builder.px) if builder is not None else self._no_builder
             outcome, sp, n_out, n_asks, checks = wc.walk_round(
                 t.nodes, t.below, self.classes, dfa.transitions, self.facts, self.loops, self.class_words,
-                self.plain_classes, self.plain_bytes, self.u_seq, self.u_steps, self.u_classes, self.params, self.ctl,
+                self.plain_classes, self.plain_bytes, self.u_seq, self.u_steps, self.u_classes, params, self.ctl,
                 self.path, self.sets, self._stack, sp, self.order, row, self._out, n_out, self._aside, self._asks,
-                checks, self.plain_rows, self.chain_keys, chains.longest, chains.rows, self.n_keys, self.chain_ask,
-                self.mask, b, px)
+                checks, self.plain_rows, self.chain_keys, self._chain_longest, self._chain_rows, self.n_keys,
+                self.chain_ask, self.mask, b, px)
             if builder is not None:
                 dfa.sync_states()
             if self.chain_ask[0]:  # a byte set met for the first time: its pairs wait aside
                 self._add_chain(int(self.chain_ask[1]), int(self.chain_ask[2]))
+            if outcome == wc.DONE and not sp:
+                break
             if outcome == wc.OVER_BUDGET:
                 return None
             if n_asks:
-                for s in set(self._asks[:n_asks].tolist()):
-                    dfa.next_states(s)  # its row, building what the kernel could not
+                with gc_paused():  # (Python builds NFA fragments: many small objects)
+                    for s in set(self._asks[:n_asks].tolist()):
+                        dfa.next_states(s)  # its row, building what the kernel could not
             if outcome == wc.FULL:  # grow the buffers, keep what is in them
                 self._stack = _doubled(self._stack)
                 self._aside = _doubled(self._aside)
@@ -215,6 +226,8 @@ class CompiledWalk:
                 self._out = _doubled(self._out)
             elif not sp:
                 break
+        if not n_out:
+            return _NO_RUNS, _NO_RUNS, row
         out = self._out[:n_out]
         return out[:, 0].copy(), out[:, 1].copy(), row
 

@@ -273,12 +273,16 @@ class TokenIndex:
                 r = self._row_of_state[state]
             if r < 0:
                 first = self.num_rows == 0  # the first mask computes nothing more (TTFM)
-                with gc_paused():
-                    if not self._narrow_miss(state):
-                        if first:
-                            self._compute([state], first=True)
-                        else:
-                            self._compute_ahead(state)
+                # The collector is paused where Python builds much: the compiled walk
+                # pauses it itself around the rows it leaves to Python.
+                compiled = self.compiled
+                if not (compiled and self._narrow_miss(state)):
+                    with gc_paused():
+                        if compiled or not self._narrow_miss(state):
+                            if first:
+                                self._compute([state], first=True)
+                            else:
+                                self._compute_ahead(state)
                 r = self._row_of_state[state]
         return int(r)
 
@@ -308,56 +312,71 @@ class TokenIndex:
         No rows are computed ahead here: narrow walks of the states a miss's tokens
         lead to (6,000 checks per miss) make all mask time 30-40% higher and TBM p99
         about three times higher: the rows computed ahead do not pay for themselves."""
+        if self.compiled:
+            return self._compiled_miss(state)
         if len(self._row_lists) * self.dfa.num_classes > _ROW_LIST_ENTRIES:
             self._row_lists.clear()
             self._few_of.clear()
             self._loop_of.clear()
+        split = self._walked_trie()
+        if not self._class_bytes:  # (only the Python walk reads them; ~50 µs)
+            self._class_bytes = class_bytes(self.dfa.byte_to_class)
+            self._class_masks = [sum(1 << b for b in bs) for bs in self._class_bytes]
+        got = narrow_walk(split.lists, self._symbol_class, self._row_list, self._few_moves, self._loop_bytes,
+                          self._plain_run, self._text_run, self._utf8_target, state, NARROW_BUDGET)
+        if got is None:
+            return False
+        acc = self.dfa.is_accepting(state)
+        lo, hi = np.asarray(got[0], dtype=np.int64), np.asarray(got[1], dtype=np.int64)
+        order = np.lexsort((hi, lo))
+        lo, hi = lo[order], hi[order]
+        key = (lo.tobytes(), hi.tobytes(), acc)
+        rid = self._row_of_runs.get(key)
+        if rid is None:
+            row = self._row_from_runs(split, lo, hi, acc)
+            rid = self._row_of_runs[key] = self._intern(row)
+        self._set_row(state, rid)
+        return True
+
+    def _compiled_miss(self, state: int) -> bool:
+        """``_narrow_miss`` by ``fsm.compiled_walk``: the walk sets the bits of short
+        runs in its row, the long ones come from the vocabulary's bank. (Every line
+        here runs once per new state, in the caches the walk left cold.)"""
+        walker = self._walker
+        if walker is None:
+            split = self._walked_trie()
+            if split.table is None:
+                split.table = TrieTable(split)
+            walker = self._walker = CompiledWalk(split.table, split.lists, self._symbol_class, self.dfa,
+                                                 self._plain_list, self._plain_cap, self._text_cap, split.order,
+                                                 self.words, LONG_RUN, split)
+        got = walker.walk(self.dfa, state)
+        if got is None:
+            return False
+        lo, hi, row = got
+        if len(lo):
+            split = self._split.byte_level
+            ids, bank = split.bank.ids(lo, hi, self.words)
+            walker.runs_row(row, split.order, lo, hi, LONG_RUN, bank, ids)
+        row = row.view(np.int32)
+        if self.dfa.is_accepting(state):
+            row |= self.eos_row
+        self._set_row(state, self._intern(row))
+        return True
+
+    def _walked_trie(self) -> RunTrie:
+        """The byte-level split trie, with what narrow walks read of it made."""
         split = self._split.byte_level
         if split.lists is None:
             split.lists = TrieLists(split)
         if self._symbol_class is None:
             self._symbol_class = np.append(self.dfa.byte_to_class, [0, 0, 0]).astype(np.int64)
-        if not self.compiled and not self._class_bytes:  # (only the Python walk reads them; ~50 µs)
-            self._class_bytes = class_bytes(self.dfa.byte_to_class)
-            self._class_masks = [sum(1 << b for b in bs) for bs in self._class_bytes]
-        if self.compiled:
-            got = self._compiled_walk(split, state)
-        else:
-            got = narrow_walk(split.lists, self._symbol_class, self._row_list, self._few_moves, self._loop_bytes,
-                              self._plain_run, self._text_run, self._utf8_target, state, NARROW_BUDGET)
-        if got is None:
-            return False
-        acc = self.dfa.is_accepting(state)
-        if self.compiled:  # the walk set the bits of short runs; the long ones from the bank
-            lo, hi, row = got
-            if len(lo):
-                ids, bank = split.bank.ids(lo, hi, self.words)
-                self._walker.runs_row(row, split.order, lo, hi, LONG_RUN, bank, ids)
-            row = row.view(np.int32)
-            rid = self._intern(row | self.eos_row if acc else row)
-        else:
-            lo, hi = np.asarray(got[0], dtype=np.int64), np.asarray(got[1], dtype=np.int64)
-            order = np.lexsort((hi, lo))
-            lo, hi = lo[order], hi[order]
-            key = (lo.tobytes(), hi.tobytes(), acc)
-            rid = self._row_of_runs.get(key)
-            if rid is None:
-                row = self._row_from_runs(split, lo, hi, acc)
-                rid = self._row_of_runs[key] = self._intern(row)
+        return split
+
+    def _set_row(self, state: int, rid: int) -> None:
         if self.dfa.num_states > len(self._row_of_state):
             self._grow()
         self._row_of_state[state] = rid
-        return True
-
-    def _compiled_walk(self, split: RunTrie, state: int):
-        """``fsm.compiled_walk``'s walk from ``state``: its runs, or None."""
-        if split.table is None:
-            split.table = TrieTable(split)
-        if self._walker is None:
-            self._walker = CompiledWalk(split.table, split.lists, self._symbol_class, self.dfa, self._plain_list,
-                                        self._plain_cap, self._text_cap, split.order, self.words, LONG_RUN,
-                                        split)
-        return self._walker.walk(self.dfa, state)
 
     def _row_list(self, state: int) -> list[int]:
         """The DFA's row of ``state`` as a list (kept across misses, up to

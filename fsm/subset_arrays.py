@@ -160,6 +160,11 @@ def nfa_arrays(counts, eps, moves, classes, live=None, room: int = 0):
     return nf, eps.astype(np.int64, copy=False), mv
 
 
+#: ``Buffers.builder_args``' arrays, in order.
+_BUILDER_FIELDS = ("nf", "ep", "cl", "mv", "df", "sub", "table", "counts", "scratch", "cnt", "seen", "mark", "tsets",
+                   "titems", "ttable")
+
+
 class Buffers:
     """The construction's arrays (the NFA's, the DFA's so far, scratch), grown when a
     kernel says one is full.
@@ -211,9 +216,17 @@ class Buffers:
     def builder_args(self) -> tuple:
         """``kernel_args`` but ``trans``, as one tuple (``fsm.kernels.narrow`` builds
         rows with them; ``px`` is passed apart: a tuple passed to a kernel's helpers
-        has each of its arrays reference-counted at each call)."""
-        return (self.nf, self.ep, self.cl, self.mv, self.df, self.sub, self.table, self.counts, self.scratch,
-                self.cnt, self.seen, self.mark, self.tsets, self.titems, self.ttable)
+        has each of its arrays reference-counted at each call). Kept until one of
+        its arrays is replaced (``__setattr__``): a walk asks for it every round."""
+        args = self._builder_args
+        if args is None:
+            args = self._builder_args = tuple(getattr(self, name) for name in _BUILDER_FIELDS)
+        return args
+
+    def __setattr__(self, name: str, value) -> None:
+        object.__setattr__(self, name, value)
+        if name in _BUILDER_FIELDS:
+            object.__setattr__(self, "_builder_args", None)
 
     def grow(self, outcome: int) -> None:
         """Make room for what ``outcome`` (``FULL_*``) says is missing.

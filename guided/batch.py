@@ -91,7 +91,7 @@ def fill_next_token_bitmasks(matchers, bitmask, indices=None, *, threads: int = 
         view = staging.numpy()
     if not work:
         return bitmask
-    rest = _copy_cached(work, view)
+    rest = _copy_cached(work, view, build=threads == 1)
     chunks = _by_guide(rest, threads) if threads > 1 and len(rest) > 1 else [rest]
     if len(chunks) == 1:
         _fill(rest, view)
@@ -108,24 +108,27 @@ def fill_next_token_bitmasks(matchers, bitmask, indices=None, *, threads: int = 
     return bitmask
 
 
-def _copy_cached(work, view: np.ndarray) -> list:
-    """Copy the rows of automaton matchers whose state's mask is already built;
-    the other ``(matcher, row, remaining)`` jobs are returned, in order.
+def _copy_cached(work, view: np.ndarray, build: bool = False) -> list:
+    """Copy the rows of automaton matchers whose state's mask is already built, and
+    with ``build`` those of the other automaton matchers without a budget too (built
+    here: what their ``fill_next_token_bitmask`` does, without its dispatch); the
+    other ``(matcher, row, remaining)`` jobs are returned, in order.
 
     ``FSMGuide.built_row`` answers without building anything; a new state (or a row
-    never checked for emptiness) is left to the matcher, which builds it and
-    measures the guide's growth."""
+    never checked for emptiness) is left to the matcher (or ``FSMGuide.row``), which
+    builds it and measures the guide's growth."""
     rest = []
     for m, r, n in work:
         row = None
         if type(m) is FSMMatcher:
             # With a budget: the budget row where it binds, the plain row where it
             # does not, False while not known (the matcher computes it).
-            row = None
             if n is not None and n - 2 < m.guide.budget_tops.get(m.state, INFINITE):
                 row = m.guide.budget_row(m.state, n, build=False)
             if row is None:
                 row = m.guide.built_row(m.state)
+                if row is None and build and n is None:
+                    row = m.guide.row(m.state)
         if row is None or row is False:
             rest.append((m, r, n))
             continue

@@ -80,7 +80,7 @@ ROOM, TEXT_ROOM, LOOP, UTF8, MARK = range(5)
 UNKNOWN_LOOP, NO_LOOP, SOME_LOOP = range(3)
 # Slots of ``params``.
 (P_TEXT_ROOT, P_FIRST_WIDE, P_REST_CHARS, P_PLAIN_CAP, P_TEXT_CAP, P_BUDGET, P_BUILD, P_LONG_RUN, P_PLAIN_ROOT,
- P_CHAIN_BYTES) = range(10)
+ P_CHAIN_BYTES, P_ROOT_LO, P_ROOT_HI, P_START) = range(13)
 # Slots of ``ctl``: the state a fact waits on (its row: Python's to build), the last
 # room chain's stamp, how many deferred starts wait to be pasted (``_want_paste``),
 # then those starts.
@@ -421,7 +421,9 @@ def _wait(node, state, stack, sp, aside, n_aside, asks, n_asks, ctl, b, px):
 def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_classes, plain_bytes, u_seq, u_steps,
                u_classes, params, ctl, path, sets, stack, sp, order, row, out, n_out, aside, asks, checks, plain_rows,
                chain_keys, chain_len, chain_rows, n_keys, ask, mask, b, px):
-    """One round: walk the pairs on ``stack[:sp]``; returns (outcome, sp, n_out,
+    """One round: walk the pairs on ``stack[:sp]`` (``sp < 0``: a walk's first round,
+    the pairs of the trie's roots ``params[P_ROOT_LO:P_ROOT_HI]`` and the state
+    ``params[P_START]``); returns (outcome, sp, n_out,
     n_asks, checks). The tokens found so far: in ``row`` (uint32 bits), but the long
     runs, ``out[:n_out]`` as ``(lo, hi)`` of ``order`` (``_emit``); a pair
     whose facts wait on a row Python must build goes to ``aside``, and back on the
@@ -435,6 +437,11 @@ def walk_round(nodes, below, classes, trans, facts, loops, class_words, plain_cl
     (``RunTrie.chain_rows`` of each set, by slot; ``_chain``)."""
     n_aside = n_asks = 0
     cap = stack.shape[0]
+    if sp < 0:  # a walk's first round: the trie's roots, from its start state
+        sp = 0
+        for root in range(params[P_ROOT_LO], params[P_ROOT_HI]):
+            stack[sp, 0], stack[sp, 1] = root, params[P_START]
+            sp += 1
     text_root, first_wide = params[P_TEXT_ROOT], params[P_FIRST_WIDE]
     budget, long_run = params[P_BUDGET], params[P_LONG_RUN]
     outcome = DONE
