@@ -49,30 +49,53 @@ def allocate_token_bitmask(batch_size: int, vocab_size: int, device="cpu") -> to
 
 
 class _HostView:
-    """The numpy view of the last CPU bitmask tensor written: one slot.
+    """The numpy views of the last few CPU bitmask tensors written.
 
     ``Tensor.numpy()`` costs ~1 µs warm, but right after a mask has walked a large
     automaton (a first visit) it often costs 10-160 µs: the call goes through torch's
-    dispatcher (a ``detach`` and a new tensor), cold after the walk. A generation loop fills the
-    same bitmask every step, so its view is kept. The view is taken again when the
-    tensor, its storage or its shape is not the one seen last. The slot (one tuple,
-    replaced whole, so threads filling rows at once never see half of one) keeps
-    that one tensor alive until another is written."""
+    dispatcher (a ``detach`` and a new tensor), cold after the walk. A generation
+    loop fills the same bitmask every step, so its view is kept; so are a few
+    others' (several loops in one process, a server's bitmasks per batch shape),
+    the least recently written dropped first. A view is taken again when the
+    tensor, its storage or its shape is not the one seen last. The slots (one
+    tuple, replaced whole, so threads filling rows at once never see half of one)
+    keep those few tensors alive until others are written.
 
-    __slots__ = ("slot",)
+    Args:
+        size: how many tensors' views are kept.
 
-    def __init__(self):
-        self.slot = (None, 0, None)  # (tensor, its data_ptr, its numpy view)
+    Example::
 
-    @property
-    def tensor(self):
-        return self.slot[0]
+        >>> views = _HostView()
+        >>> views.of(bitmask)   # bitmask.numpy(), kept for the next call
+    """
+
+    __slots__ = ("slots", "size")
+
+    def __init__(self, size: int = 8):
+        self.slots: tuple = ()  # ((tensor, its data_ptr, its numpy view), ...), latest first
+        self.size = size
+
+    def holds(self, bitmask) -> bool:
+        """Whether ``bitmask`` is one of the tensors whose view is kept."""
+        for slot in self.slots:
+            if slot[0] is bitmask:
+                return True
+        return False
 
     def of(self, bitmask: torch.Tensor) -> np.ndarray:
-        tensor, ptr, view = self.slot
-        if bitmask is not tensor or bitmask.data_ptr() != ptr or bitmask.shape != view.shape:
+        slots = self.slots
+        if slots and slots[0][0] is bitmask:  # the common case: one loop's bitmask
+            _, ptr, view = slots[0]
+            if bitmask.data_ptr() == ptr and bitmask.shape == view.shape:
+                return view
+        others = tuple(slot for slot in slots if slot[0] is not bitmask)
+        for tensor, ptr, view in slots:
+            if tensor is bitmask and bitmask.data_ptr() == ptr and bitmask.shape == view.shape:
+                break
+        else:
             view = bitmask.numpy()
-            self.slot = (bitmask, bitmask.data_ptr(), view)
+        self.slots = ((bitmask, bitmask.data_ptr(), view),) + others[: self.size - 1]
         return view
 
 
@@ -116,7 +139,7 @@ def host_array(bitmask) -> np.ndarray | None:
     bitmask on an accelerator."""
     if isinstance(bitmask, np.ndarray):
         return bitmask
-    if bitmask is _HOST_VIEW.tensor or bitmask.device.type == "cpu":
+    if _HOST_VIEW.holds(bitmask) or bitmask.device.type == "cpu":
         return _HOST_VIEW.of(bitmask)
     return None
 

@@ -125,3 +125,25 @@ def test_write_host_row_follows_a_bitmask_whose_storage_or_shape_changed():
     same_storage = tensor.view(9)[:6].view(2, 3)  # another tensor object on the same memory
     assert write_host_row(same_storage, 1, np.array([1], dtype=np.int32))
     assert tensor.tolist() == [[5, -1, 0], [1, 0, 0], [5, -1, 0]]
+
+
+def test_host_views_of_several_bitmasks_are_kept_and_follow_their_storage():
+    # Two generation loops (or a server's bitmasks per batch shape) filled in turn:
+    # each keeps its numpy view (taking it again costs 10-160 µs after a walk), and a
+    # kept view is never written once its tensor moved to another storage.
+    from guided.bitmask import host_array, write_host_row
+
+    a = torch.full((2, 3), 7, dtype=torch.int32)
+    b = torch.full((2, 3), 7, dtype=torch.int32)
+    view_a, view_b = host_array(a), host_array(b)
+    for _ in range(3):
+        assert host_array(a) is view_a and host_array(b) is view_b
+    a.set_(torch.full((2, 3), 7, dtype=torch.int32))  # a new storage while b was written last
+    assert write_host_row(a, 0, np.array([5], dtype=np.int32)) and a.tolist() == [[5, 0, 0], [7] * 3]
+    assert view_a.tolist() == [[7] * 3, [7] * 3]
+    others = [torch.zeros((1, 3), dtype=torch.int32) for _ in range(10)]
+    for t in others:
+        host_array(t)
+    assert host_array(others[-1]) is host_array(others[-1])
+    assert host_array(b) is not view_b  # dropped: the least recently written of more than eight
+    assert host_array(b).tolist() == [[7] * 3, [7] * 3]
