@@ -7,9 +7,10 @@ the host and copied over in one transfer (not one per row).
 
 Most rows of a step are a lookup: an automaton guide's mask for a state it has
 visited before. Those rows are copied in the caller's thread, a row lookup and one
-copy each (~1 µs), with no per-row dispatch through the matcher. What is left
-(states seen for the first time, whose rows are built, and grammar or
-``uniqueItems`` matchers) goes through each matcher's own ``fill_next_token_bitmask``.
+copy each (~1 µs), with no per-row dispatch through the matcher; with one thread,
+so are an automaton's rows for states seen for the first time, built there. What is
+left (grammar or ``uniqueItems`` matchers, budget-aware rows, and with threads the
+new rows) goes through each matcher's own ``fill_next_token_bitmask``.
 With ``threads > 1`` those rows are split across a small pool (each guide's rows in
 one share, the caller taking a share itself), but only where at least two of them
 are left: building a row runs compiled walks that release the GIL, so new rows of
