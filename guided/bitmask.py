@@ -70,7 +70,7 @@ class _HostView:
         >>> views.of(bitmask)   # bitmask.numpy(), kept for the next call
     """
 
-    __slots__ = ("slots", "size")
+    __slots__ = ("size", "slots")
 
     def __init__(self, size: int = 8):
         self.slots: tuple = ()  # ((tensor, its data_ptr, its numpy view), ...), latest first
