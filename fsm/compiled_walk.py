@@ -212,8 +212,6 @@ class CompiledWalk:
                 dfa.sync_states()
             if self.chain_ask[0]:  # a byte set met for the first time: its pairs wait aside
                 self._add_chain(int(self.chain_ask[1]), int(self.chain_ask[2]))
-            if outcome == wc.DONE and not sp:
-                break
             if outcome == wc.OVER_BUDGET:
                 return None
             if n_asks:

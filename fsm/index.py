@@ -274,15 +274,18 @@ class TokenIndex:
             if r < 0:
                 first = self.num_rows == 0  # the first mask computes nothing more (TTFM)
                 # The collector is paused where Python builds much: the compiled walk
-                # pauses it itself around the rows it leaves to Python.
-                compiled = self.compiled
-                if not (compiled and self._narrow_miss(state)):
+                # pauses it itself, around the rows it leaves to Python.
+                if self.compiled:
+                    found = self._narrow_miss(state)
+                else:
                     with gc_paused():
-                        if compiled or not self._narrow_miss(state):
-                            if first:
-                                self._compute([state], first=True)
-                            else:
-                                self._compute_ahead(state)
+                        found = self._narrow_miss(state)
+                if not found:
+                    with gc_paused():
+                        if first:
+                            self._compute([state], first=True)
+                        else:
+                            self._compute_ahead(state)
                 r = self._row_of_state[state]
         return int(r)
 
@@ -311,7 +314,8 @@ class TokenIndex:
 
         No rows are computed ahead here: narrow walks of the states a miss's tokens
         lead to (6,000 checks per miss) make all mask time 30-40% higher and TBM p99
-        about three times higher: the rows computed ahead do not pay for themselves."""
+        about three times higher: the rows computed ahead do not pay for themselves.
+        Compiled where numba is loaded (``_compiled_miss``), else the Python walk below."""
         if self.compiled:
             return self._compiled_miss(state)
         if len(self._row_lists) * self.dfa.num_classes > _ROW_LIST_ENTRIES:
