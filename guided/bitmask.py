@@ -85,16 +85,16 @@ class _HostView:
 
     def of(self, bitmask: torch.Tensor) -> np.ndarray:
         slots = self.slots
-        if slots and slots[0][0] is bitmask:  # the common case: one loop's bitmask
-            _, ptr, view = slots[0]
-            if bitmask.data_ptr() == ptr and bitmask.shape == view.shape:
-                return view
-        others = tuple(slot for slot in slots if slot[0] is not bitmask)
-        for tensor, ptr, view in slots:
-            if tensor is bitmask and bitmask.data_ptr() == ptr and bitmask.shape == view.shape:
+        for i, (tensor, ptr, view) in enumerate(slots):
+            if tensor is bitmask:
+                if bitmask.data_ptr() != ptr or bitmask.shape != view.shape:
+                    view = bitmask.numpy()
+                elif i == 0:  # the common case: one loop's bitmask, written last
+                    return view
                 break
         else:
             view = bitmask.numpy()
+        others = tuple(slot for slot in slots if slot[0] is not bitmask)
         self.slots = ((bitmask, bitmask.data_ptr(), view),) + others[: self.size - 1]
         return view
 
