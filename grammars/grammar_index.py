@@ -94,6 +94,8 @@ _FEW_PIECES = 8
 #: ... and at least this many, where they are the rests of a token view's exits, by
 #: walking the trie below the exits (``_read_below``).
 _READ_BELOW_FROM = 1_000
+#: ``GrammarIndex._read_on`` folds groups of up to this many pieces (``_folds``).
+_FOLD_MAX = 256
 
 
 class Pieces:
@@ -821,13 +823,82 @@ class GrammarIndex:
     def _read_on(self, p: EarleySet, pieces: np.ndarray) -> np.ndarray:
         """``_viable`` itself: the pieces read from ``p``'s next lexeme (``_read``),
         those that leave it read on after the parser scans what they completed."""
-        ok, groups = self._read(self.start_state(p), pieces)
+        start = self.start_state(p)
+        ok, groups = self._read(start, pieces)
+        if len(pieces) < _READ_BELOW_FROM and any(self._folds(p, a, sel) for a, sel, _ in groups):
+            return self._read_folded(p, start, pieces, ok, groups)
         ok = ok.copy()
         for a, sel, rests in groups:
             p2 = self.scan(p, a)
             if p2 is not None:
                 ok[sel] = self._viable(p2, rests)
         return ok
+
+    def _folds(self, p: EarleySet, a: int, sel: np.ndarray) -> bool:
+        """Whether the rests of a small group that completes ``accept_sets[a]`` read on
+        from ``p`` itself: the scan's set cuts one deep to ``p`` (``p`` is a cut set,
+        and the lexeme opened a construct like the one it is inside: ``-`` in ``- -
+        x``), so what a rest reads there is what it reads from ``p``."""
+        if len(sel) > _FOLD_MAX:
+            return False
+        p2 = self.scan(p, a)
+        return p2 is not None and p2 is not p and self.parser.cut(p2, 1) is p
+
+    def _read_folded(self, p: EarleySet, start: int, pieces: np.ndarray, inside: np.ndarray, groups) -> np.ndarray:
+        """``_read_on`` where some groups fold (``_folds``): a token of k dashes
+        would read the dashes one lexeme, one new pieces array and one ``_read``
+        at a time; instead every proper suffix of the folded pieces is read from
+        ``start`` with them, and each folded piece takes the answer of its rest,
+        shorter, found among them. Groups that do not fold read on as in
+        ``_read_on``, for the pieces the answer needs."""
+        folded = [sel for a, sel, _ in groups if self._folds(p, a, sel)]
+        tails, sub = [], pieces[np.concatenate(folded)]
+        while len(sub):
+            sub = self.pieces.suffix[sub]
+            sub = sub[sub >= 0]
+            tails.append(sub)
+        extra = np.unique(np.concatenate(tails))
+        extra = self._same_pieces(extra[~np.isin(extra, pieces)])
+        parts = [(pieces, inside, groups)]
+        if len(extra):
+            parts.append((extra, *self._read(start, extra)))
+        every = np.concatenate([part[0] for part in parts])
+        ok = np.concatenate([part[1] for part in parts])
+        order = np.argsort(every, kind="stable")
+        link = np.full(len(every), -1, dtype=np.int64)
+        on: list[tuple[np.ndarray, EarleySet, np.ndarray]] = []
+        offset = 0
+        for part, _, part_groups in parts:
+            for a, sel, rests in part_groups:
+                p2 = self.scan(p, a)
+                if p2 is None:
+                    continue
+                if self._folds(p, a, sel):
+                    at = order[np.searchsorted(every, rests, sorter=order)]
+                    if not np.array_equal(every[at], rests):
+                        raise AssertionError("a folded rest is not among the suffixes read")
+                    link[offset + sel] = at
+                else:
+                    on.append((offset + sel, p2, rests))
+            offset += len(part)
+        # A link goes to a shorter piece: needs pass down from long to short pieces,
+        # answers come back up from short to long.
+        texts = self.pieces.texts
+        linked = sorted(np.flatnonzero(link >= 0).tolist(), key=lambda i: -len(texts[every[i]]))
+        needed = np.zeros(len(every), dtype=bool)
+        needed[: len(pieces)] = True
+        for i in linked:
+            if needed[i]:
+                needed[link[i]] = True
+        for at, p2, rests in on:
+            want = needed[at]
+            if want.all():
+                ok[at] = self._viable(p2, rests)
+            elif want.any():
+                ok[at[want]] = self._viable(p2, self._same_pieces(rests[want]))
+        for i in reversed(linked):
+            ok[i] = ok[link[i]]
+        return ok[: len(pieces)]
 
     def _read(self, start: int, pieces: np.ndarray) -> tuple[np.ndarray, list]:
         """``(inside, groups)`` of ``pieces`` (an array the index keeps) read from lexer
