@@ -158,7 +158,8 @@ class VocabularyBytes:
         >>> vb.matrix.shape, vb.trie.num_nodes
     """
 
-    __slots__ = ("matrix", "lengths", "token_ids", "trie", "_runs", "_bank", "_first_bytes", "_node_bytes")
+    __slots__ = ("matrix", "lengths", "token_ids", "trie", "_runs", "_bank", "_first_bytes", "_node_bytes",
+                 "_token_first")
 
     def __init__(self, token_bytes, vocab_size: int):
         ids = [i for i, b in enumerate(token_bytes) if b]
@@ -173,7 +174,7 @@ class VocabularyBytes:
         mask = np.arange(max_len)[None, :] < self.lengths[:, None]
         self.matrix[mask] = flat[(starts[:, None] + np.arange(max_len)[None, :])[mask]]
         self.trie = build_trie(self.matrix, self.lengths, self.token_ids, vocab_size)
-        self._runs = self._bank = self._first_bytes = self._node_bytes = None
+        self._runs = self._bank = self._first_bytes = self._node_bytes = self._token_first = None
 
     @property
     def first_bytes(self) -> np.ndarray:
@@ -182,6 +183,16 @@ class VocabularyBytes:
         if self._first_bytes is None:
             self._first_bytes = np.ascontiguousarray(self.matrix[:, 0])
         return self._first_bytes
+
+    @property
+    def token_first_byte(self) -> np.ndarray:
+        """Each token's first byte by token id, 256 for a token without bytes (kept: a
+        grammar's rows of the tokens whose first byte is of some classes gather it)."""
+        if self._token_first is None:
+            first = np.full(len(self.trie.token_node), 256, dtype=np.int64)
+            first[self.token_ids] = self.first_bytes
+            self._token_first = first
+        return self._token_first
 
     @property
     def node_bytes(self) -> np.ndarray:

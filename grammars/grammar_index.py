@@ -209,11 +209,13 @@ class _UnitTrie:
             self.depth, self.runs, self.bank, self.symbol_class = node_depth(self.trie), None, None, None
         else:
             self.trie, self.depth, self.runs, self.bank = units.trie, None, units.runs, units.bank
-            self.symbol_class = byte_to_class.astype(np.int64)[units.node_bytes]  # (int64: the walker's)
+            self.symbol_class = None
             if compiled:
                 from guided.grammars.unit_walk import CompiledUnitWalk  # imports numba
 
-                self.walker = CompiledUnitWalk(self.trie, self.symbol_class, self.runs[3], byte_to_class)
+                self.walker = CompiledUnitWalk(self.trie, units.node_bytes, self.runs[3], byte_to_class)
+            else:  # (the numpy walk's: each node's class)
+                self.symbol_class = byte_to_class[units.node_bytes]
 
     def walk(self, lexer: Lexer, start: int, mids: bool = False):
         """``(inside, units, accept, offset)``: see ``_walk_units``."""
@@ -577,12 +579,9 @@ class GrammarIndex:
         self.eos_row = np.zeros(self.words, dtype=np.int32)
         for e in vocab.eos_token_ids:
             self.eos_row[e >> 5] |= np.uint32(1 << (e & 31)).view(np.int32)
-        # Tokens by the byte class of their first byte: "whose first byte ends L".
-        first = np.full(vocab.size, -1, dtype=np.int64)
-        first[vb.token_ids] = lexer.byte_to_class[vb.first_bytes]
-        self._first_class = first
+        # Tokens by their first byte: "whose first byte ends L".
+        self._token_first_byte = vb.token_first_byte
         self._class_rows: dict[tuple[int, ...], np.ndarray] = {}
-        self._first_classes: np.ndarray | None = None
 
     # -- parser-side helpers ----------------------------------------------------------
 
@@ -922,7 +921,7 @@ class GrammarIndex:
         if group is not None:  # over the terminals' own table, compiled
             k, s, bits = group
             inside, keys, rests, _ = self._token_units.walker.read_pieces(lexer, k, s, bits, pieces,
-                                                                          self._piece_first_class(), self.pieces.suffix)
+                                                                          self.pieces.first_byte, self.pieces.suffix)
             accept = np.zeros(len(pieces), dtype=np.int64)
             some = np.flatnonzero(keys)
             for key_bits in np.unique(keys[some]).tolist():
@@ -930,7 +929,7 @@ class GrammarIndex:
         elif COMPILED_AVAILABLE:  # over the lexer's rows (a piece view walks all 112k pieces)
             from guided.grammars.unit_walk import read_lexer_pieces  # imports numba
 
-            inside, accept, rests = read_lexer_pieces(lexer, start, pieces, self._piece_first_class(),
+            inside, accept, rests = read_lexer_pieces(lexer, start, pieces, self.pieces.first_byte,
                                                       self.pieces.suffix)
         else:
             pv = self.piece_view(start)
@@ -1026,7 +1025,7 @@ class GrammarIndex:
             return np.array([self._viable_one(p, x) for x in pieces.tolist()], dtype=bool)
         k, s, bits = group
         ok, keys, rests, mid = self._token_units.walker.read_pieces(self.lexer, k, s, bits, pieces,
-                                                                    self._piece_first_class(), self.pieces.suffix)
+                                                                    self.pieces.first_byte, self.pieces.suffix)
         some = np.flatnonzero(keys)
         if len(some):
             for key in np.unique(keys[some]).tolist():
@@ -1037,12 +1036,6 @@ class GrammarIndex:
         for i in np.flatnonzero(mid & ~ok).tolist():  # the few refused that could also leave earlier
             ok[i] = self._viable_one(p, int(pieces[i]))
         return ok
-
-    def _piece_first_class(self) -> np.ndarray:
-        """The lexer's byte class of each piece's first byte."""
-        if self._first_classes is None:
-            self._first_classes = self.lexer.byte_to_class.astype(np.int64)[self.pieces.first_byte]
-        return self._first_classes
 
     def _viable_one(self, p: EarleySet, piece: int) -> bool:
         """``_viable`` for one piece, memoised on ``p``."""
@@ -1121,10 +1114,10 @@ class GrammarIndex:
             self._token_units.walker.live_classes(self.lexer, *group)
         after_end = self._class_rows.get(live)
         if after_end is None:
-            dead = np.ones(self.lexer.num_classes + 1, dtype=bool)
+            dead = np.ones(self.lexer.num_classes, dtype=bool)
             dead[list(live)] = False
-            dead[-1] = False  # first class -1: a token without bytes
-            after_end = pack_bits(dead[self._first_class][None, :])[0] | self.eos_row
+            dead = np.append(dead[self.lexer.byte_to_class], False)  # per byte; 256: a token without bytes
+            after_end = pack_bits(dead[self._token_first_byte][None, :])[0] | self.eos_row
             self._class_rows[live] = after_end
         return TokenView(inside_row, after_end, exits)
 

@@ -29,29 +29,33 @@ class CompiledUnitWalk:
 
     Args:
         trie: the units' byte trie (``fsm.trie.Trie``: tokens, or pieces).
-        symbol_class: the lexer class of each trie node's byte.
+        node_byte: each trie node's byte (``VocabularyBytes.node_bytes``).
         own: per node, how many units end there.
         byte_to_class: the lexer's class of each byte.
 
     Example::
 
-        >>> walker = CompiledUnitWalk(trie, symbol_class, own, lexer.byte_to_class)
+        >>> walker = CompiledUnitWalk(trie, vb.node_bytes, own, lexer.byte_to_class)
         >>> runs, wholes, exits = walker.walk(lexer, start)
     """
 
-    def __init__(self, trie, symbol_class: np.ndarray, own: np.ndarray, byte_to_class: np.ndarray):
+    def __init__(self, trie, node_byte: np.ndarray, own: np.ndarray, byte_to_class: np.ndarray):
         self._walk = compiled(walk_py)
         self._table_walk = compiled(table_walk_py)
         self._read_pieces = compiled(read_pieces_py)
-        # walk_table's facts: per lexer table its classes, per rows' owner the loops.
+        # walk_table's facts: per lexer table its classes (of the lexer's classes, of
+        # bytes), per rows' owner the loops.
         self._to_table: dict[int, np.ndarray] = {}
+        self._byte_table: dict[int, np.ndarray] = {}
         self._facts: dict = {}
         self.child_start, self.child_end = _children(trie)
-        self.node_class = np.ascontiguousarray(symbol_class, dtype=np.int64)
+        # (a node's class is read through its byte: no per-node array for each lexer)
+        self.node_byte = np.ascontiguousarray(node_byte, dtype=np.int64)
+        self.byte_class = np.ascontiguousarray(byte_to_class, dtype=np.int64)
         self.own = np.ascontiguousarray(own, dtype=np.int64)
         self.below = _below(trie)
         self.height = _height(trie)
-        self._cap = int(self.height.max(initial=0))  # no unit reads more bytes below a node
+        self._cap = int(self.height[0]) if len(self.height) else 0  # the root's: no unit reads more bytes
         self.class_words = class_words(byte_to_class)
         self.loops = np.zeros((0, 4), dtype=np.uint64)
         self.loop_known = np.zeros(0, dtype=np.int64)
@@ -73,7 +77,7 @@ class CompiledUnitWalk:
         the nodes whose byte ``start`` takes, and ``walk``'s three from there."""
         if lexer.transitions[start, 0] == UNKNOWN:
             lexer.ensure_rows(np.array([start]))
-        target = lexer.transitions[start, self.node_class[nodes]]
+        target = lexer.transitions[start, self.byte_class[self.node_byte[nodes]]]
         alive = target >= 0
         entered = nodes[alive]
         return (entered, *self._walk_from(lexer, entered, target[alive], depths[alive] + 1, False))
@@ -89,7 +93,8 @@ class CompiledUnitWalk:
                 # (the lexer may have grown: facts for its new states)
                 self.loops, self.loop_known = _grown_loops(self.loops, self.loop_known, len(lexer.transitions))
                 sp, n_runs, n_wholes, n_exits, n_asks = self._walk(
-                    self.child_start, self.child_end, self.node_class, self.own, lexer.transitions, self.below,
+                    self.child_start, self.child_end, self.node_byte, self.byte_class, self.own, lexer.transitions,
+                    self.below,
                     self.loops, self.loop_known, self.class_words, sc.stack, sp, sc.runs, n_runs, sc.wholes, n_wholes,
                     sc.exits, n_exits, sc.asks, lexer.accept_id_array(), mids)
                 if not n_asks:
@@ -99,19 +104,19 @@ class CompiledUnitWalk:
         finally:
             _SCRATCH[self._trie].append(sc)
 
-    def read_pieces(self, lexer, k: int, start: int, bits: int, pieces: np.ndarray, first_class: np.ndarray,
+    def read_pieces(self, lexer, k: int, start: int, bits: int, pieces: np.ndarray, first_byte: np.ndarray,
                     suffix: np.ndarray):
         """``(inside, keys, rests, mid)`` of ``pieces`` read from the lexer's one-group
         state ``(k, start, bits)`` over table ``k`` (``read_pieces_py``): what a
         piece view says of them, for a few pieces, without walking every piece."""
-        table, to_table = lexer.table(k), self._table_classes(lexer, k)
+        table, byte_table = lexer.table(k), self._byte_classes(lexer, k)
         n = len(pieces)
         inside, keys, rests = np.empty(n, dtype=np.bool_), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
         mid = np.empty(n, dtype=np.bool_)
         i = 0
         while True:
             trans, table_bits, known, nfa_bits, builder = table.walk_builder()
-            i, ask = self._read_pieces(pieces, first_class, suffix, to_table, trans, table_bits, known, nfa_bits,
+            i, ask = self._read_pieces(pieces, first_byte, suffix, byte_table, trans, table_bits, known, nfa_bits,
                                        builder, start, bits, i, inside, keys, rests, mid)
             table.build_rows((ask,) if ask >= 0 else ())
             if i == n:
@@ -135,12 +140,19 @@ class CompiledUnitWalk:
             to_table = self._to_table[k] = np.ascontiguousarray(lexer.table_classes(k), dtype=np.int64)
         return to_table
 
+    def _byte_classes(self, lexer, k: int) -> np.ndarray:
+        """Table ``k``'s byte class of each byte."""
+        got = self._byte_table.get(k)
+        if got is None:
+            got = self._byte_table[k] = self._table_classes(lexer, k)[self.byte_class]
+        return got
+
     def walk_table(self, lexer, k: int, start: int, bits: int, mids: bool = False):
         """``walk`` from the lexer's one-group state ``(k, start, bits)``
         (``Lexer.table_group``), over table ``k`` itself: the lexer makes no state or
         row for the pairs the walk passes. Exits come as ``[k, 4]`` (node, table
         state, the terminals that accept the lexeme read before the node, depth)."""
-        table, to_table = lexer.table(k), self._table_classes(lexer, k)
+        table, byte_table = lexer.table(k), self._byte_classes(lexer, k)
         # Tables whose rows are one construction's (a grammar rule's points) share its
         # facts (rooms differ with ``mids``: there a chain stops where a lexeme may end).
         facts = self._facts.get((table.rows_owner, mids))
@@ -154,7 +166,7 @@ class CompiledUnitWalk:
                 trans, table_bits, known, nfa_bits, builder = table.walk_builder()
                 facts.grow(len(trans))  # (the table may have grown)
                 sp, n_runs, n_wholes, n_exits, n_asks = self._table_walk(
-                    self.child_start, self.child_end, self.node_class, self.own, to_table, trans, table_bits, known,
+                    self.child_start, self.child_end, self.node_byte, self.own, byte_table, trans, table_bits, known,
                     nfa_bits, builder, self.below, facts.loops, facts.loop_known, facts.words, self.height,
                     facts.sizes, facts.probes, facts.rooms, facts.chains, facts.chain_to, facts.path, sc.stack, sp,
                     sc.runs, n_runs, sc.wholes, n_wholes, sc.exits, n_exits, sc.asks, mids)
@@ -166,7 +178,7 @@ class CompiledUnitWalk:
             _SCRATCH[self._trie].append(sc)
 
 
-def read_lexer_pieces(lexer, start: int, pieces: np.ndarray, first_class: np.ndarray, suffix: np.ndarray):
+def read_lexer_pieces(lexer, start: int, pieces: np.ndarray, first_byte: np.ndarray, suffix: np.ndarray):
     """``(inside, accept, rests)`` of ``pieces`` read from lexer state ``start`` over
     the lexer's own rows (``fsm.kernels.units.read_lexer_pieces_py``), the rows it
     lacks built as it meets them: ``GrammarIndex._read_piece`` of each, for any
@@ -176,8 +188,8 @@ def read_lexer_pieces(lexer, start: int, pieces: np.ndarray, first_class: np.nda
     inside, accept, rests = np.empty(n, dtype=np.bool_), np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     i = 0
     while True:
-        i, ask = read(pieces, first_class, suffix, lexer.transitions, lexer.accept_id_array(), start, i, inside, accept,
-                      rests)
+        i, ask = read(pieces, first_byte, lexer.byte_to_class, suffix, lexer.transitions, lexer.accept_id_array(), start,
+                      i, inside, accept, rests)
         if i == n:
             return inside, accept, rests
         lexer.ensure_rows(np.array([ask]))

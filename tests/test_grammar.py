@@ -523,7 +523,7 @@ def test_pieces_read_over_lexer_rows_are_read_one_by_one(smollm2_vocab):
     pieces = np.arange(index.pieces.size, dtype=np.int64)
     for start in starts:
         assert index.lexer.table_group(start) is None  # several tables: the path under test
-        inside, accept, rests = read_lexer_pieces(index.lexer, start, pieces, index._piece_first_class(),
+        inside, accept, rests = read_lexer_pieces(index.lexer, start, pieces, index.pieces.first_byte,
                                                   index.pieces.suffix)
         for x in range(0, index.pieces.size, 7):
             a, rest = index._read_piece(start, x)
@@ -562,7 +562,7 @@ def test_rests_read_by_walking_below_the_exits_are_read_one_by_one(name, smollm2
     assert len(walked) >= 2, name  # the whitespace rests, and reads after them
     for start, (inside, groups, pieces) in walked:
         want_inside, want_accept, want_rests = read_lexer_pieces(index.lexer, start, pieces,
-                                                                 index._piece_first_class(), index.pieces.suffix)
+                                                                 index.pieces.first_byte, index.pieces.suffix)
         assert np.array_equal(inside, want_inside)
         accept, rests = np.full(len(pieces), -1), np.full(len(pieces), -1)
         for a, sel, rest in groups:

@@ -693,7 +693,7 @@ def test_pieces_read_over_rule_tables_are_the_piece_views(smollm2_vocab, monkeyp
             continue
         k, s, bits = group
         inside, keys, rests, mid = index._token_units.walker.read_pieces(lexer, k, s, bits, every,
-                                                                         index._piece_first_class(), pieces.suffix)
+                                                                         index.pieces.first_byte, pieces.suffix)
         # mid: the piece passes an accepting state and reads on (every end kept, it may leave there too)
         ends = [len(index._piece_ends(state, piece)[1]) for piece in every.tolist()]
         assert (mid == (np.array(ends) > np.where(inside, 0, keys != 0))).all()

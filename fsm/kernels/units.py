@@ -93,8 +93,8 @@ def _takes_whole(state, node, trans, loops, loop_known, class_words, below):
     return loop_known[state] == 2 and loops_cover(loops, state, below, node)
 
 
-def walk_py(child_start, child_end, node_class, own, trans, below, loops, loop_known, class_words, stack, sp, runs,
-             n_runs, wholes, n_wholes, exits, n_exits, asks, accepting, mids):
+def walk_py(child_start, child_end, node_byte, byte_class, own, trans, below, loops, loop_known, class_words, stack, sp,
+             runs, n_runs, wholes, n_wholes, exits, n_exits, asks, accepting, mids):
     """One round from the (node, state, depth) triples on ``stack[:sp]``: returns
     ``(sp, n_runs, n_wholes, n_exits, n_asks)``. ``runs``: nodes where a unit ends
     inside the lexeme (their own units); ``wholes``: nodes whose whole subtree stays
@@ -124,7 +124,7 @@ def walk_py(child_start, child_end, node_class, own, trans, below, loops, loop_k
             n_wholes += 1
             continue
         for child in range(child_start[node], child_end[node]):
-            target = trans[state, node_class[child]]
+            target = trans[state, byte_class[node_byte[child]]]
             if target >= 0:
                 if own[child] > 0:
                     runs[n_runs] = child
@@ -250,12 +250,12 @@ def _table_room(state, need, trans, bits, known, nfa_bits, b, sizes, probes, cla
     return min(tail - 1, need)
 
 
-def table_walk_py(child_start, child_end, node_class, own, to_table, trans, bits, known, nfa_bits, b, below, loops,
+def table_walk_py(child_start, child_end, node_byte, own, byte_table, trans, bits, known, nfa_bits, b, below, loops,
                    loop_known, class_words, height, sizes, probes, rooms, chains, chain_to, path, stack, sp, runs, n_runs,
                    wholes, n_wholes, exits, n_exits, asks, mids):
     """``walk_py`` over one terminal table instead of the lexer: a pair's state is
     (table state, terminals still alive as bits), the lexer's one-group state
-    without interning it. ``to_table``: the table's class of each lexer class;
+    without interning it. ``byte_table``: the table's class of each byte;
     ``bits[1]``: per table state, the terminals it still leads to; a row not built
     yet is built here (``_table_row``), or its state is asked for.
     ``stack``/``exits`` rows: (node, table state, bits, depth). A self-loop keeps
@@ -295,7 +295,7 @@ def table_walk_py(child_start, child_end, node_class, own, to_table, trans, bits
             n_wholes += 1
             continue
         for child in range(child_start[node], child_end[node]):
-            target = trans[state, to_table[node_class[child]]]
+            target = trans[state, byte_table[node_byte[child]]]
             alive = bits[1, target] & alive_here if target >= 0 else 0
             if alive != 0:
                 if own[child] > 0:
@@ -311,11 +311,11 @@ def table_walk_py(child_start, child_end, node_class, own, to_table, trans, bits
     return top, n_runs, n_wholes, n_exits, n_asks
 
 
-def read_pieces_py(pieces, first_class, suffix, to_table, trans, bits, known, nfa_bits, b, start, alive_at_start,
+def read_pieces_py(pieces, first_byte, suffix, byte_table, trans, bits, known, nfa_bits, b, start, alive_at_start,
                     i0, inside, keys, rests, mid):
     """Read each of ``pieces`` (from the ``i0``-th on) from table state ``start``
-    with the terminals ``alive_at_start`` (a piece: its first byte's lexer class
-    ``first_class``, then the piece ``suffix`` names): ``inside[i]`` when all its
+    with the terminals ``alive_at_start`` (a piece: its first byte ``first_byte``,
+    of the table's class ``byte_table`` names, then the piece ``suffix`` names): ``inside[i]`` when all its
     bytes stay inside the lexeme; else where it leaves the lexeme after a byte
     at least, ``keys[i]`` (the terminals accepting the lexeme read) and
     ``rests[i]`` (the piece left); ``mid[i]`` when, after a byte at least, it
@@ -328,7 +328,7 @@ def read_pieces_py(pieces, first_class, suffix, to_table, trans, bits, known, nf
         while True:
             if trans[state, 0] == UNKNOWN and not _table_row(state, trans, bits, known, nfa_bits, b):
                 return i, state
-            target = trans[state, to_table[first_class[piece]]]
+            target = trans[state, byte_table[first_byte[piece]]]
             after = bits[1, target] & alive if target >= 0 else 0
             if after == 0:
                 if offset > 0:
@@ -343,10 +343,10 @@ def read_pieces_py(pieces, first_class, suffix, to_table, trans, bits, known, nf
     return len(pieces), -1
 
 
-def read_lexer_pieces_py(pieces, first_class, suffix, trans, accepting, start, i0, inside, accept, rests):
+def read_lexer_pieces_py(pieces, first_byte, byte_class, suffix, trans, accepting, start, i0, inside, accept, rests):
     """Read each of ``pieces`` (from the ``i0``-th on) from lexer state ``start``
-    over the lexer's own rows (``trans``; ``accepting``: each state's accept id),
-    longest match: ``inside[i]`` when all its bytes stay inside the lexeme; else,
+    over the lexer's own rows (``trans``; ``byte_class``: the lexer's class of each
+    byte; ``accepting``: each state's accept id), longest match: ``inside[i]`` when all its bytes stay inside the lexeme; else,
     where it leaves after a byte at least in an accepting state, ``accept[i]``
     (that accept id) and ``rests[i]`` (the piece left); ``accept[i] == -1`` where
     it dies without one. Returns ``(len(pieces), -1)``, or ``(i, state)`` where
@@ -357,7 +357,7 @@ def read_lexer_pieces_py(pieces, first_class, suffix, trans, accepting, start, i
         while True:
             if trans[state, 0] == UNKNOWN:
                 return i, state
-            target = trans[state, first_class[piece]]
+            target = trans[state, byte_class[first_byte[piece]]]
             if target < 0:
                 if offset > 0 and accepting[state] > 0:
                     accept[i], rests[i] = accepting[state], piece
