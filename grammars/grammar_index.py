@@ -880,24 +880,23 @@ class GrammarIndex:
                 else:
                     on.append((offset + sel, p2, rests))
             offset += len(part)
-        # A link goes to a shorter piece: needs pass down from long to short pieces,
-        # answers come back up from short to long.
-        texts = self.pieces.texts
-        linked = sorted(np.flatnonzero(link >= 0).tolist(), key=lambda i: -len(texts[every[i]]))
+        # Links go to shorter pieces, so they end: each piece takes the answer of the
+        # piece its links end at (pointer jumping), and only those pieces are needed.
+        end = np.where(link >= 0, link, np.arange(len(every)))
+        while True:
+            further = end[end]
+            if np.array_equal(further, end):
+                break
+            end = further
         needed = np.zeros(len(every), dtype=bool)
-        needed[: len(pieces)] = True
-        for i in linked:
-            if needed[i]:
-                needed[link[i]] = True
+        needed[end[: len(pieces)]] = True
         for at, p2, rests in on:
             want = needed[at]
             if want.all():
                 ok[at] = self._viable(p2, rests)
             elif want.any():
                 ok[at[want]] = self._viable(p2, self._same_pieces(rests[want]))
-        for i in reversed(linked):
-            ok[i] = ok[link[i]]
-        return ok[: len(pieces)]
+        return ok[end[: len(pieces)]]
 
     def _read(self, start: int, pieces: np.ndarray) -> tuple[np.ndarray, list]:
         """``(inside, groups)`` of ``pieces`` (an array the index keeps) read from lexer
