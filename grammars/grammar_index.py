@@ -851,13 +851,16 @@ class GrammarIndex:
         shorter, found among them. Groups that do not fold read on as in
         ``_read_on``, for the pieces the answer needs."""
         folded = [sel for a, sel, _ in groups if self._folds(p, a, sel)]
-        tails, sub = [], pieces[np.concatenate(folded)]
-        while len(sub):
-            sub = self.pieces.suffix[sub]
-            sub = sub[sub >= 0]
-            tails.append(sub)
-        extra = np.unique(np.concatenate(tails))
-        extra = self._same_pieces(extra[~np.isin(extra, pieces)])
+        suffix, have, seen, extra = self.pieces.suffix, set(pieces.tolist()), set(), []
+        todo = pieces[np.concatenate(folded)].tolist()
+        while todo:  # (each suffix once: k dashes have k - 1 suffixes, not k(k - 1) / 2)
+            x = int(suffix[todo.pop()])
+            if x >= 0 and x not in seen:
+                seen.add(x)
+                todo.append(x)
+                if x not in have:
+                    extra.append(x)
+        extra = self._same_pieces(np.array(sorted(extra), dtype=pieces.dtype))
         parts = [(pieces, inside, groups)]
         if len(extra):
             parts.append((extra, *self._read(start, extra)))
