@@ -34,6 +34,11 @@ from .kernels import use as use_kernels
 from .nfa import _INT_BYTES, NFA, nfa_byte_classes
 
 MAX_DFA_STATES = 200_000
+#: NFAs of at most this many states are determinised in Python even where the
+#: compiled construction is loaded: its set-up (the NFA as arrays, its buffers:
+#: ~65 µs) costs more than the whole Python construction of a small terminal
+#: (``[0-9]+``: ~30 µs).
+SMALL_NFA = 24
 
 
 @footprint.self_measured
@@ -220,8 +225,9 @@ def literal_dfa(data: bytes) -> DFA:
 def determinize(nfa: NFA, start: int, final: int, limit: int = MAX_DFA_STATES, compiled: bool | None = None) -> DFA:
     """Subset construction, then dead-state removal and minimisation; more than
     ``limit`` subsets raise ``RegexTooLargeError``. The construction is compiled
-    (``fsm.kernels.subsets``) where numba is installed, unless ``compiled=False``."""
-    if (COMPILED_AVAILABLE and use_kernels(len(nfa))) if compiled is None else compiled:
+    (``fsm.kernels.subsets``) where numba is installed and the NFA has more than
+    ``SMALL_NFA`` states, unless ``compiled`` says."""
+    if (COMPILED_AVAILABLE and len(nfa) > SMALL_NFA and use_kernels(len(nfa))) if compiled is None else compiled:
         if nfa.pending:
             raise ValueError("an NFA with deferred fragments is determinised by LazyDFA only")
         from guided.fsm.subset_arrays import subset_table as compiled_table  # imports numba
