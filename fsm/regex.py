@@ -125,7 +125,7 @@ def literal_dfa_ignore_case(text: str) -> DFA | None:
     Otherwise the chain is minimal (every state is live; states of different
     characters are followed by different numbers of characters; inside one, no two
     are equivalent), so it is written straight in ``minimize``'s canonical form:
-    ~30 µs, where the regex compiler's parse, subset construction and minimisation
+    ~20 µs, where the regex compiler's parse, subset construction and minimisation
     take ~0.3 ms a keyword.
 
     Example::
@@ -137,28 +137,14 @@ def literal_dfa_ignore_case(text: str) -> DFA | None:
     rows: list[dict[int, int]] = [{}]
     state = 0
     for ch in text:
-        encodings = [chr(c).encode("utf-8") for lo, hi in _fold_literal(ord(ch), False) for c in range(lo, hi + 1)
-                     if not 0xD800 <= c <= 0xDFFF]
-        if not encodings:
+        got = _case_char(ch)
+        if got is None:
             return None
-        nxt = len(rows)
-        rows.append({})
-        inner: dict[bytes, int] = {}  # a proper prefix of an encoding -> its state
-        for e in encodings:
-            at = state
-            for k in range(1, len(e)):
-                got = inner.get(e[:k])
-                if got is None:
-                    got = inner[e[:k]] = len(rows)
-                    rows.append({})
-                    rows[at][e[k - 1]] = got
-                at = got
-            rows[at][e[-1]] = nxt
-        # Two states inside one character are equivalent where the rest of the
-        # character is the same set of bytes from both: leave those to minimisation.
-        rests = [frozenset(e[len(p):] for e in encodings if e.startswith(p)) for p in inner]
-        if len(set(rests)) != len(rests):
-            return None
+        inner, edges = got
+        nxt = len(rows)  # then the character's inner states, nxt + 1 ...
+        rows.extend({} for _ in range(inner + 1))
+        for at, byte, to in edges:
+            rows[state if at == 0 else nxt + at][byte] = nxt if to < 0 else nxt + to
         state = nxt
     if state == 0 or any(0 in row for row in rows):
         return None  # (a NUL in the text: byte 0 would not be the dead class's first byte)
@@ -188,6 +174,35 @@ def literal_dfa_ignore_case(text: str) -> DFA | None:
     accepting = np.zeros(len(order), dtype=bool)
     accepting[number[state]] = True
     return DFA(transitions, byte_to_class, accepting)
+
+
+@functools.lru_cache(maxsize=4096)
+def _case_char(ch: str) -> tuple[int, tuple[tuple[int, int, int], ...]] | None:
+    """One character of ``literal_dfa_ignore_case``: the trie of the UTF-8 bytes of
+    the characters ``re`` matches it with, as ``(inner states, edges)``, an edge
+    ``(from, byte, to)`` between 0 (the character's first state), the inner states
+    1.. and -1 (the next character's state); None where no character encodes, or
+    where two inner states would be equivalent (the rest of the character the
+    same set of bytes from both: left to the regex compiler, which minimises)."""
+    encodings = [chr(c).encode("utf-8") for lo, hi in _fold_literal(ord(ch), False) for c in range(lo, hi + 1)
+                 if not 0xD800 <= c <= 0xDFFF]
+    if not encodings:
+        return None
+    inner: dict[bytes, int] = {}  # a proper prefix of an encoding -> its inner state
+    edges = []
+    for e in encodings:
+        at = 0
+        for k in range(1, len(e)):
+            got = inner.get(e[:k])
+            if got is None:
+                got = inner[e[:k]] = len(inner) + 1
+                edges.append((at, e[k - 1], got))
+            at = got
+        edges.append((at, e[-1], -1))
+    rests = [frozenset(e[len(p):] for e in encodings if e.startswith(p)) for p in inner]
+    if len(set(rests)) != len(rests):
+        return None
+    return len(inner), tuple(edges)
 
 
 def lone_surrogate_reason(pattern: str, flags: int = 0) -> str | None:
