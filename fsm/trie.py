@@ -48,7 +48,7 @@ class Trie:
 
     __slots__ = (
         "parent", "symbol", "level_start", "child_start", "child_end", "token_node",
-        "end_nodes", "token_column", "__weakref__",
+        "end_nodes", "token_column", "derived", "__weakref__",
     )
 
     def __init__(self, parent, symbol, level_start, token_node):
@@ -64,6 +64,21 @@ class Trie:
         # (column 0 is node -1, "not text", when such tokens exist).
         self.end_nodes, col = np.unique(token_node, return_inverse=True)
         self.token_column = col.reshape(-1)
+        self.derived: dict = {}  # ``derive``
+
+    def derive(self, key: str, make):
+        """``make(self)``, made once and kept with the trie: what walkers compute per
+        trie (its byte sets below each node, its heights) is shared by every guide
+        over it, as the trie is, so no guide counts it (``fsm.footprint.also_shared``).
+
+        Example::
+
+            >>> heights = trie.derive("heights", subtree_heights)
+        """
+        got = self.derived.get(key)
+        if got is None:
+            got = self.derived.setdefault(key, _shared_with(self, make(self)))
+        return got
 
     @property
     def num_nodes(self) -> int:
@@ -181,7 +196,7 @@ class VocabularyBytes:
         """Each token's first byte, in ``token_ids``' order (``matrix[:, 0]``, kept:
         reading a column of the matrix touches a cache line per token)."""
         if self._first_bytes is None:
-            self._first_bytes = np.ascontiguousarray(self.matrix[:, 0])
+            self._first_bytes = _shared_with(self, np.ascontiguousarray(self.matrix[:, 0]))
         return self._first_bytes
 
     @property
@@ -191,7 +206,7 @@ class VocabularyBytes:
         if self._token_first is None:
             first = np.full(len(self.trie.token_node), 256, dtype=np.int64)
             first[self.token_ids] = self.first_bytes
-            self._token_first = first
+            self._token_first = _shared_with(self, first)
         return self._token_first
 
     @property
@@ -199,22 +214,29 @@ class VocabularyBytes:
         """Each trie node's byte as an index (the root's -1 read as 0), kept: a
         lexer's class of every node is one gather from it."""
         if self._node_bytes is None:
-            self._node_bytes = np.maximum(self.trie.symbol, 0).astype(np.intp)
+            self._node_bytes = _shared_with(self, np.maximum(self.trie.symbol, 0).astype(np.intp))
         return self._node_bytes
 
     @property
     def runs(self):
         """``subtree_runs(self.trie)``, computed on first use (~10 ms)."""
         if self._runs is None:
-            self._runs = subtree_runs(self.trie)
+            self._runs = _shared_with(self, subtree_runs(self.trie))
         return self._runs
 
     @property
     def bank(self) -> "RunBank":
         """A ``RunBank`` over ``runs``' order: the kept bits of its long runs."""
         if self._bank is None:
-            self._bank = RunBank(self.runs[0])
+            self._bank = _shared_with(self, RunBank(self.runs[0]))
         return self._bank
+
+
+def _shared_with(owner, value):
+    """``value``, made on use by ``owner`` (a vocabulary's table): shared by every
+    guide that shares ``owner``, so not theirs to count (``fsm.footprint.also_shared``)."""
+    footprint.also_shared(owner, value)
+    return value
 
 
 def vocabulary_bytes(vocab) -> VocabularyBytes:

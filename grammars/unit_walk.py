@@ -269,37 +269,19 @@ def _scratch(trie) -> _Scratch:
         return _Scratch(trie.num_nodes + 1)
 
 
-_CHILDREN: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
 def _children(trie) -> tuple[np.ndarray, np.ndarray]:
     """A trie's child ranges as int64 arrays, made once per trie."""
-    got = _CHILDREN.get(trie)
-    if got is None:
-        got = _CHILDREN[trie] = (np.ascontiguousarray(trie.child_start, dtype=np.int64),
-                                 np.ascontiguousarray(trie.child_end, dtype=np.int64))
-    return got
-
-
-_BELOW: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+    return trie.derive("children", lambda t: (np.ascontiguousarray(t.child_start, dtype=np.int64),
+                                               np.ascontiguousarray(t.child_end, dtype=np.int64)))
 
 
 def _below(trie) -> np.ndarray:
     """``fsm.narrow.below_words`` of a unit trie (its first level carries bytes),
     computed once per trie (~0.1 s for the pieces of a 49k vocabulary)."""
-    got = _BELOW.get(trie)
-    if got is None:
-        got = _BELOW[trie] = below_words(trie, first_byte_level=1)
-    return got
-
-
-_HEIGHT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+    return trie.derive("below", lambda t: below_words(t, first_byte_level=1))
 
 
 def _height(trie) -> np.ndarray:
     """Per node of a unit trie, the most bytes a unit reads below it (0 at a leaf),
     computed once per trie."""
-    got = _HEIGHT.get(trie)
-    if got is None:
-        got = _HEIGHT[trie] = subtree_heights(trie)
-    return got
+    return trie.derive("height", subtree_heights)

@@ -140,6 +140,30 @@ def test_vocabulary_tables_made_after_the_first_measurement_are_not_counted(smol
     assert measured == late.nbytes() < 2 << 20
 
 
+def test_a_grammar_guide_does_not_count_the_tries_walk_tables(smollm2_vocab, cache_bounds, monkeypatch):
+    """The byte sets below each node of the vocabulary's trie (4 MB for SmolLM2) and
+    its heights are made by a grammar's first compiled walk and shared by every
+    grammar guide over the vocabulary, whether the shared objects were listed
+    before they were made or after: no guide's size counts them."""
+    from guided.fsm import footprint, kernels
+    from guided.fsm.trie import vocabulary_bytes
+    from guided.grammars.grammar_index import vocabulary_pieces
+
+    if not kernels.AVAILABLE:
+        pytest.skip("numba is not installed (the tables are the compiled walk's)")
+    trie = vocabulary_bytes(smollm2_vocab).trie
+    for listed_first in (True, False):
+        monkeypatch.setattr(footprint, "_shared_ids", {})
+        monkeypatch.setattr(trie, "derived", {})
+        guided.clear_cache()
+        if listed_first:  # (a grammar guide's shared roots)
+            footprint.shared_ids((smollm2_vocab, vocabulary_pieces(smollm2_vocab), vocabulary_bytes(smollm2_vocab)))
+        guide = guided.compile(guided.Grammar.from_name("arithmetic"), smollm2_vocab)
+        below = trie.derived["below"]
+        assert below.nbytes > 1 << 20
+        assert guide.nbytes() < below.nbytes
+
+
 def test_the_cache_is_bounded_by_bytes_least_recently_used_first(smollm2_vocab, cache_bounds):
     specs = [guided.Regex(f"[a-z]{{1,{n}}}[0-9]{{1,{n}}}") for n in (60, 61, 62, 63)]
     sizes = [guided.compile(s, smollm2_vocab, eager=True).nbytes() for s in specs]
