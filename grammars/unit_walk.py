@@ -94,9 +94,8 @@ class CompiledUnitWalk:
                 self.loops, self.loop_known = _grown_loops(self.loops, self.loop_known, len(lexer.transitions))
                 sp, n_runs, n_wholes, n_exits, n_asks = self._walk(
                     self.child_start, self.child_end, self.node_byte, self.byte_class, self.own, lexer.transitions,
-                    self.below,
-                    self.loops, self.loop_known, self.class_words, sc.stack, sp, sc.runs, n_runs, sc.wholes, n_wholes,
-                    sc.exits, n_exits, sc.asks, lexer.accept_id_array(), mids)
+                    self.below, self.loops, self.loop_known, self.class_words, sc.stack, sp, sc.runs, n_runs,
+                    sc.wholes, n_wholes, sc.exits, n_exits, sc.asks, lexer.accept_id_array(), mids)
                 if not n_asks:
                     break
                 lexer.ensure_rows(sc.asks[:n_asks])
