@@ -477,9 +477,7 @@ class RunTrie:
     def __setattr__(self, name: str, value) -> None:
         object.__setattr__(self, name, value)
         if value is not None and name in _MADE_ON_USE:
-            # Shared with every guide that shares this trie (a vocabulary's): not
-            # theirs to count (``fsm.footprint.also_shared``).
-            footprint.also_shared(self, value)
+            _shared_with(self, value)  # (this trie is a vocabulary's)
 
     def run_bits(self, lo: int, hi: int, words: int) -> np.ndarray:
         """uint32 [words]: the bits of the tokens ``order[lo:hi]`` (long runs are
