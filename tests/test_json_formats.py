@@ -18,12 +18,14 @@ import re
 import time
 
 import jsonschema
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import guided.fsm.regex
 from guided.fsm import compile_regex
+from guided.grammars.json_schema import format_dfas
 from guided.grammars.json_schema.scalars.formats import FORMATS, format_regex
 
 CHECKER = jsonschema.Draft202012Validator.FORMAT_CHECKER
@@ -281,3 +283,23 @@ def test_regex_format_accepts_only_what_re_compiles():
             accepted += 1
             re.compile(text)  # raises re.error if the format let an invalid pattern in
     assert accepted > 5_000
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_shipped_format_dfa_is_the_one_its_regex_builds(fmt):
+    """The package ships each format's body DFA (``format_dfas.npz``): it must be the
+    DFA the format's regex builds now, or a schema naming the format would be held to
+    an old regex. On failure, write the file again (``format_dfas`` docstring)."""
+    got = format_dfas.shipped(FORMATS[fmt])
+    assert got is not None, f"format_dfas.npz has no entry for the current {fmt!r} regex: write it again"
+    built = format_dfas.build_format_dfa(FORMATS[fmt])
+    for field in ("transitions", "byte_to_class", "accepting"):
+        assert np.array_equal(getattr(got, field), getattr(built, field)), (fmt, field)
+    assert got.transitions.dtype == built.transitions.dtype
+
+
+def test_a_format_regex_the_file_was_not_written_for_is_built():
+    rx = FORMATS["date"] + "x"
+    assert format_dfas.shipped(rx) is None
+    assert format_dfas.format_dfa(rx).matches(b"2024-02-29x")
+    assert not format_dfas.format_dfa(rx).matches(b"2024-02-29")

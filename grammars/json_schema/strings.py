@@ -37,6 +37,7 @@ from guided.fsm.ops import (
 )
 
 from . import text as jt
+from .format_dfas import format_dfa
 
 #: A string body (pattern times length counter) whose operands' state counts multiply
 #: to this many pairs or more is built level by level (``levelled``), or else whole
@@ -210,9 +211,11 @@ def always_found(pattern) -> bool:
 
 @memo
 def constraint_dfa(kind: str, rx: str) -> DFA:
-    """The string-body DFA of a pattern (search) or a format regex (full match)."""
-    build = jt.pattern_body if kind == "pattern" else jt.full_match_body
-    return body_dfa(lambda n: build(n, rx))
+    """The string-body DFA of a pattern (search) or a format regex (full match; the
+    formats' DFAs are shipped, ``format_dfas``)."""
+    if kind == "format":
+        return format_dfa(rx)
+    return body_dfa(lambda n: jt.pattern_body(n, rx))
 
 
 #: A pattern whose NFA has at most this many states, none of them deferred, is copied
