@@ -88,6 +88,7 @@ UNBOUNDED_ROOM = 1 << 30
 _WORD = (1 << 64) - 1  # one 64-bit word of a bit set (``reach_bits`` compiled)
 
 
+@footprint.self_measured
 class Template:
     """A fragment's states as built (``NFA.template``), to copy with ``NFA.paste``;
     or made as arrays by a compiled builder (``Template.of_packed``), whose lists
@@ -116,6 +117,17 @@ class Template:
         self.holes = holes  # (start - first, end - first, build) of deferred fragments
         self._packed = None
         self._hole_moves = None
+
+    def footprint_parts(self) -> tuple[int, list, tuple]:
+        """Its size for ``fsm.footprint``: the per-state lists sized in bulk, as
+        ``NFA.footprint_parts`` sizes them; the rest walked. Returns ``(bytes, to
+        walk, covered)``."""
+        walk = [self.rooms, self.holes, self._packed, self._hole_moves]
+        for lists, item_bytes in ((self._eps, _INT_BYTES), (self._edges, _MOVE_BYTES)):
+            if lists is not None:  # (shared by ``with_holes`` copies: counted once)
+                walk.append(footprint.Bulk(lists, sys.getsizeof(lists) + sum(map(sys.getsizeof, lists))
+                                           + item_bytes * sum(map(len, lists))))
+        return sys.getsizeof(self), walk, ()
 
     @classmethod
     def of_packed(cls, packed: np.ndarray, n: int, start: int, end: int, rooms=(), holes=()) -> "Template":
