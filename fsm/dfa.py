@@ -91,7 +91,7 @@ class DFA:
             covered.append(self._rows)
             big = t > 256  # ints past 256 are objects of their own
             small = max(small, len(np.unique(t[~big])))
-            size += sys.getsizeof(self._rows) + sum(map(sys.getsizeof, self._rows)) + \
+            size += sys.getsizeof(self._rows) + footprint.lists_nbytes(self._rows) + \
                 _INT_BYTES * int(np.count_nonzero(big))
         size += _INT_BYTES * small
         rest = [x for x in (self._edge_list, self._flat_edges, self._free) if x is not None]

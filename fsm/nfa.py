@@ -125,7 +125,7 @@ class Template:
         walk = [self.rooms, self.holes, self._packed, self._hole_moves]
         for lists, item_bytes in ((self._eps, _INT_BYTES), (self._edges, _MOVE_BYTES)):
             if lists is not None:  # (shared by ``with_holes`` copies: counted once)
-                walk.append(footprint.Bulk(lists, sys.getsizeof(lists) + sum(map(sys.getsizeof, lists))
+                walk.append(footprint.Bulk(lists, sys.getsizeof(lists) + footprint.lists_nbytes(lists)
                                            + item_bytes * sum(map(len, lists))))
         return sys.getsizeof(self), walk, ()
 
@@ -418,8 +418,13 @@ class NFA:
         what else it holds walked. Returns ``(bytes, to walk, covered)``."""
         size = sys.getsizeof(self) + sys.getsizeof(self.__dict__)
         for lists, item_bytes in ((self.eps, _INT_BYTES), (self.edges, _MOVE_BYTES)):
-            own = list(filter(functools.partial(is_not, IN_ARRAYS), lists))
-            size += sys.getsizeof(lists) + sum(map(sys.getsizeof, own)) + item_bytes * sum(map(len, own))
+            try:
+                own = lists
+                size += footprint.lists_nbytes(own)
+            except TypeError:  # states pasted into arrays (IN_ARRAYS) have no lists
+                own = list(filter(functools.partial(is_not, IN_ARRAYS), lists))
+                size += footprint.lists_nbytes(own)
+            size += sys.getsizeof(lists) + item_bytes * sum(map(len, own))
         rest = [v for k, v in vars(self).items() if k not in ("eps", "edges")]
         return size, rest, (self.eps, self.edges)
 
