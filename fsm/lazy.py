@@ -32,12 +32,14 @@ NFA is pruned first), so "alive" still means "a prefix of some match".
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import numpy as np
 
 from guided.errors import EmptyLanguageError, RegexTooLargeError
 
+from . import footprint
 from .dfa import SMALL_SEARCH_EDGES, class_starts, co_reachable, sweep_row
 from .kernels import AVAILABLE as COMPILED_AVAILABLE
 from .kernels import use as use_kernels
@@ -56,6 +58,7 @@ class GrowthDeferred(Exception):
 MAX_LAZY_DFA_STATES = 1_000_000
 
 
+@footprint.self_measured
 class LazyDFA:
     """Subset construction on demand over a pruned NFA; compiled where numba is
     installed, unless ``compiled=False``.
@@ -126,6 +129,15 @@ class LazyDFA:
             self._fast_row(-1)
         else:
             self._add(self._closure(start))
+
+    def footprint_parts(self) -> tuple[int, list, tuple]:
+        """Its size for ``fsm.footprint``: the per-byte lists of small ints (512
+        entries a walk would visit one by one) sized in bulk, the rest walked.
+        Returns ``(bytes, to walk, covered)``."""
+        size = sys.getsizeof(self) + sys.getsizeof(self.__dict__)
+        size += footprint.lists_nbytes((self._classes, self._class_starts))
+        rest = [v for k, v in vars(self).items() if k not in ("_classes", "_class_starts")]
+        return size, rest, (self._classes, self._class_starts, self.__dict__)
 
     # -- interface shared with DFA ------------------------------------------------------
 
