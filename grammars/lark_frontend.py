@@ -7,7 +7,8 @@
               templates, [..] and (..)* expansion, %import common; lark's loader for the
               rest and for every grammar with an error, whose messages keep
               their line and column)
-    terminals ──fsm regex compiler──> one minimal DFA per terminal
+    terminals ──fsm regex compiler──> one minimal DFA per terminal (those of lark's
+              common.lark are shipped built: common_dfas.npz, ``terminal_dfa``)
     rules     ──symbols to ints, trim──> CFG for grammars.earley
 
 Before either writes alternatives out, they are counted on the parse of the text
@@ -27,9 +28,11 @@ import math
 import re
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from guided.errors import GrammarError, RegexError
 from guided.fsm.dfa import DFA, literal_dfa
+from guided.fsm.dfa_archive import DfaArchive
 from guided.fsm.regex import compile_regex, literal_dfa_ignore_case
 
 from .earley import CFG, productive_symbols, trim
@@ -207,6 +210,47 @@ def _terminal_regex(term) -> str:
     return regex if term.pattern.flags else _REGULAR_EQUIVALENTS.get(regex, regex)
 
 
+#: The DFAs of lark's common.lark terminals (``%import common.WS`` and the like), by
+#: their regexes: a grammar importing four of them spends ~1.7 ms building them, half
+#: its time to first mask. Written by ``write_common_dfas``.
+COMMON_DFAS = DfaArchive(Path(__file__).with_name("lark") / "common_dfas.npz")
+
+
+def terminal_dfa(regex: str) -> DFA:
+    """A terminal's DFA: shipped for lark's common terminals, else compiled."""
+    return COMMON_DFAS.get(regex) or compile_regex(regex)
+
+
+def common_terminal_regexes() -> dict[str, str]:
+    """The regex this module compiles for each terminal of lark's ``common.lark``
+    that a grammar can import (named without a leading ``_``; literals left out:
+    they are built directly)."""
+    import lark
+
+    text = (Path(lark.__file__).parent / "grammars" / "common.lark").read_text()
+    regexes = {}
+    for name in re.findall(r"^([A-Z][A-Z0-9_]*)\s*(?:\.\d+)?\s*:", text, re.MULTILINE):
+        terminals, _, _ = _lark_parts(f"start: {name}\n%import common.{name}\n", "start")
+        (term,) = [t for t in terminals if t.name == name]
+        if type(term.pattern).__name__ != "PatternStr":
+            regexes[name] = _terminal_regex(term)
+    return regexes
+
+
+def write_common_dfas() -> dict[str, int]:
+    """Build the DFA of every ``common_terminal_regexes`` entry and write
+    ``COMMON_DFAS``. Returns each one's state count.
+
+    Example::
+
+        >>> write_common_dfas()["WS"]
+        2
+    """
+    entries = {name: (regex, compile_regex(regex)) for name, regex in common_terminal_regexes().items()}
+    COMMON_DFAS.write(entries)
+    return {name: dfa.num_states for name, (_, dfa) in entries.items()}
+
+
 def compile_lark(text: str, start: str = "start") -> CompiledGrammar:
     """Compile lark grammar text; raises ``GrammarError`` naming what is wrong.
 
@@ -255,7 +299,7 @@ def compile_lark(text: str, start: str = "start") -> CompiledGrammar:
             dfa = literal_dfa_ignore_case(term.pattern.value)
         if dfa is None:
             try:
-                dfa = compile_regex(_terminal_regex(term))
+                dfa = terminal_dfa(_terminal_regex(term))
             except RegexError as e:
                 raise GrammarError(f"terminal {term.name}: {e}") from None
         if dfa.is_accepting(0):

@@ -640,3 +640,23 @@ def test_string_terminals_get_the_regex_compilers_automaton():
     a, b = literal_dfa("été".encode()), compile_regex("été")
     assert np.array_equal(a.transitions, b.transitions) and np.array_equal(a.byte_to_class, b.byte_to_class)
     assert seen >= 30
+
+
+def test_shipped_common_terminal_dfas_are_those_their_regexes_build():
+    """lark's common.lark terminals ship built (``lark/common_dfas.npz``): each must be
+    the DFA its regex builds now, or a grammar importing it would lex by an old one.
+    On failure, write the file again (``lark_frontend.write_common_dfas``)."""
+    import numpy as np
+
+    from guided.fsm.regex import compile_regex
+    from guided.grammars import lark_frontend
+
+    regexes = lark_frontend.common_terminal_regexes()
+    assert {"WS", "NUMBER", "SIGNED_NUMBER", "ESCAPED_STRING", "CNAME"} <= set(regexes)
+    for name, regex in regexes.items():
+        got = lark_frontend.COMMON_DFAS.get(regex)
+        assert got is not None, f"common_dfas.npz has no entry for {name}'s regex: write it again"
+        built = compile_regex(regex)
+        for field in ("transitions", "byte_to_class", "accepting"):
+            assert np.array_equal(getattr(got, field), getattr(built, field)), (name, field)
+    assert lark_frontend.COMMON_DFAS.get(r"[ \t]+x") is None

@@ -90,7 +90,9 @@ def test_a_wheel_installs_beside_pypi_watermark(tmp_path):
         assert "json" in guided.Grammar.names()  # the shipped .lark files are in the wheel
         from guided.grammars.json_schema import format_dfas
         from guided.grammars.json_schema.scalars.formats import FORMATS
-        assert format_dfas.shipped(FORMATS["uri"]) is not None  # and the formats' DFAs
+        assert format_dfas.ARCHIVE.get(FORMATS["uri"]) is not None  # and the formats' DFAs
+        from guided.grammars import lark_frontend
+        assert lark_frontend.COMMON_DFAS.get(lark_frontend.common_terminal_regexes()["WS"]) is not None
         assert compile_regex(r"[0-9]{{2}}").matches(b"42")
         assert compile_json_schema({{"type": "integer", "maximum": 20}}, "compact").matches(b"17")
         print("ok")
