@@ -52,7 +52,12 @@ class DfaArchive:
     def get(self, key: str) -> DFA | None:
         """The DFA written for ``key`` (a new ``DFA`` object), or None."""
         got = self._load().get(_digest(key))
-        return None if got is None else DFA(*got)
+        if got is None:
+            return None
+        transitions, classes, accepting = got
+        # (the int16 / uint8 arrays are converted, so copied; the bool one is copied
+        # here: no DFA shares an array with the archive or another DFA)
+        return DFA(transitions, classes, accepting.copy())
 
     def write(self, entries: dict[str, tuple[str, DFA]]) -> None:
         """Write ``{name: (key text, DFA)}`` as the archive (replacing it)."""
