@@ -125,8 +125,7 @@ class Template:
         walk = [self.rooms, self.holes, self._packed, self._hole_moves]
         for lists, item_bytes in ((self._eps, _INT_BYTES), (self._edges, _MOVE_BYTES)):
             if lists is not None:  # (shared by ``with_holes`` copies: counted once)
-                walk.append(footprint.Bulk(lists, sys.getsizeof(lists) + footprint.lists_nbytes(lists)
-                                           + item_bytes * sum(map(len, lists))))
+                walk.append(footprint.Bulk(lists, _state_lists_nbytes(lists, lists, item_bytes)))
         return sys.getsizeof(self), walk, ()
 
     @classmethod
@@ -359,6 +358,12 @@ _INT_BYTES = sys.getsizeof(1 << 20)
 _MOVE_BYTES = sys.getsizeof((0, 0, 0)) + _INT_BYTES
 
 
+def _state_lists_nbytes(lists: list, own: list, item_bytes: int) -> int:
+    """The bytes of a list of per-state lists (``own``: those of them that are lists)
+    with their items, each ``item_bytes``: an int, or a move tuple with its target."""
+    return sys.getsizeof(lists) + footprint.lists_nbytes(own) + item_bytes * sum(map(len, own))
+
+
 @footprint.self_measured
 class NFA:
     """Byte-level Thompson NFA.
@@ -419,12 +424,10 @@ class NFA:
         size = sys.getsizeof(self) + sys.getsizeof(self.__dict__)
         for lists, item_bytes in ((self.eps, _INT_BYTES), (self.edges, _MOVE_BYTES)):
             try:
-                own = lists
-                size += footprint.lists_nbytes(own)
+                size += _state_lists_nbytes(lists, lists, item_bytes)
             except TypeError:  # states pasted into arrays (IN_ARRAYS) have no lists
-                own = list(filter(functools.partial(is_not, IN_ARRAYS), lists))
-                size += footprint.lists_nbytes(own)
-            size += sys.getsizeof(lists) + item_bytes * sum(map(len, own))
+                size += _state_lists_nbytes(lists, list(filter(functools.partial(is_not, IN_ARRAYS), lists)),
+                                            item_bytes)
         rest = [v for k, v in vars(self).items() if k not in ("eps", "edges")]
         return size, rest, (self.eps, self.edges)
 
