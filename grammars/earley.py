@@ -18,6 +18,9 @@ chart to copy or truncate. ``advance`` results are memoised on the set, so the m
 computation's trial scans are reused when the token is accepted. A scan whose set has
 the items of one made before returns that one (``_intern``): a set's future depends
 only on its items, so ``1+2+`` is the set of ``1+`` with all that is memoised on it.
+Items hold one rule-dot for all dots with the same symbol before them, the same
+symbols after them and the same left-hand side (``_canonical_dot``): a list's first
+and later items (``T -> "," x`` and ``T -> T "," x``) leave equal items.
 ``cut`` copies a set with the origins a few links down left out, for work that needs
 only the innermost open constructs (``grammars.grammar_index._viable``).
 
@@ -254,6 +257,10 @@ class EarleyParser:
         self._root: EarleySet | None = None
         # Sets made by scans and merges, by their items and acceptance (``_intern``).
         self._interned: dict[tuple[frozenset, bool], EarleySet] = {}
+        # Per rule-dot past a rule's first symbol, the one rule-dot items hold for it
+        # (-1: not looked up yet; ``_canonical_dot``), and those dots by their key.
+        self._canon: list[int] = [-1] * len(self.rd_next)
+        self._dot_keys: dict[tuple[int, int, int], int] = {}
         # Held while rules are added (rd_next / rd_lhs / _starts grow) and the root is
         # made; readers of published values never take it.
         self._lock = threading.RLock()
@@ -263,6 +270,7 @@ class EarleyParser:
         self._starts.setdefault(lhs, []).append(len(self.rd_next))
         self.rd_next.extend(rhs)
         self.rd_next.append(-1)
+        self._canon.extend([-1] * (len(rhs) + 1))
         self.rd_lhs.extend([lhs] * (len(rhs) + 1))
 
     def _own_dots(self, sym: int) -> list[int]:
@@ -316,10 +324,36 @@ class EarleyParser:
                 for rd in self._own_dots(n):
                     sym = self.rd_next[rd]
                     if sym >= 0:
-                        table.setdefault(sym, []).append(rd + 1)
+                        table.setdefault(sym, []).append(self._canonical_dot(rd + 1))
             frozen = {k: tuple(v) for k, v in table.items()}
             got = self._tables.setdefault(roots, (frozen, frozenset(k for k in frozen if k < self._num_terminals)))
         return got
+
+    def _canonical_dot(self, rd: int) -> int:
+        """The rule-dot that items hold for ``rd`` (a dot past its rule's first symbol):
+        the first one made with the same symbol before it, the same symbols after it
+        and the same left-hand side. Recognition reads only those (the next symbol,
+        and the left-hand side at the end), so items that differ only in which such
+        dot they hold are one: ``L -> "," x`` and ``L -> L "," x`` (a list's first
+        and later items) leave the same item past ``","``, and sets that differ only
+        there are one set (``_intern``)."""
+        canon = self._canon
+        got = canon[rd]
+        if got >= 0:
+            return got
+        rd_next, keys = self.rd_next, self._dot_keys
+        end = rd
+        while rd_next[end] >= 0:
+            end += 1
+        nxt = canon[end]
+        if nxt < 0:
+            nxt = canon[end] = keys.setdefault((rd_next[end - 1], -1, self.rd_lhs[end]), end)
+        for r in range(end - 1, rd - 1, -1):
+            got = canon[r]
+            if got < 0:
+                got = canon[r] = keys.setdefault((rd_next[r - 1], rd_next[r], nxt), r)
+            nxt = got
+        return nxt
 
     def root(self) -> EarleySet:
         """The set before any input (shared by every parse of this grammar)."""
@@ -467,7 +501,7 @@ class EarleyParser:
     def _close(self, s: EarleySet, kernel) -> None:
         """Explicit items: the kernel and what it completes (origins are always older
         sets); nonterminals they stand before are predicted through a shared table."""
-        rd_next, rd_lhs, nt = self.rd_next, self.rd_lhs, self._num_terminals
+        rd_next, rd_lhs, nt, canon = self.rd_next, self.rd_lhs, self._num_terminals, self._canon
         nullable, start, root = self.nullable, self.cfg.start, self._root
         after = s.after
         seen = set(kernel)
@@ -519,7 +553,8 @@ class EarleyParser:
                             seen.add(new)
                             agenda.append(new)
                 continue
-            new = (rd + 1, origin)
+            nxt = canon[rd + 1]
+            new = (nxt if nxt >= 0 else self._canonical_dot(rd + 1), origin)
             bucket = after.get(sym)
             if bucket is None:
                 after[sym] = [new]

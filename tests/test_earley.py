@@ -258,6 +258,30 @@ def test_sets_with_equal_items_are_one_set():
     assert fresh.expected == s1.expected and fresh.accepts
 
 
+def test_items_that_differ_only_in_an_equivalent_rule_dot_are_one_set():
+    """``x ("," x)*`` as lark expands it: ``T -> "," x | T "," x``. Past the first
+    comma the item is ``T -> ",". x``, past later ones ``T -> T ",". x``: the same
+    symbols ahead and the same left-hand side, so the sets are one and a list of any
+    length makes the same few sets (and masks)."""
+    lb, x, comma, rb = 0, 1, 2, 3
+    S, T = 4, 5
+    cfg = CFG(4, ((S, (lb, x, T, rb)), (S, (lb, x, rb)), (T, (comma, x)), (T, (T, comma, x))), S)
+    parser = EarleyParser(cfg)
+
+    def after(seq):
+        state = parser.root()
+        for t in seq:
+            state = parser.advance(state, frozenset([t]))
+        return state
+
+    first, later = after([lb, x, comma]), after([lb, x, comma, x, comma])
+    assert first is later
+    assert after([lb, x, comma, x]) is after([lb, x, comma, x, comma, x, comma, x])
+    assert first.expected == frozenset([x]) and not first.accepts
+    done = after([lb, x, comma, x, comma, x, rb])
+    assert done.accepts and done.expected == frozenset()
+
+
 @pytest.mark.parametrize("depth", [1, 2, 3])
 def test_cut_sets_step_as_their_sets_do_or_raise(depth):
     """``EarleyParser.cut(s, depth)`` leaves out the origins ``depth`` links down: from
