@@ -203,25 +203,6 @@ def class_starts(byte_to_class) -> list[bool]:
     return [b in (0, 256) or classes[b - 1] != classes[b] for b in range(257)]
 
 
-def literal_dfa(data: bytes) -> DFA:
-    """The minimal DFA of exactly the bytes ``data`` (a chain: state i reads
-    ``data[i]``), built without a regex.
-
-    Example::
-
-        >>> literal_dfa(b"if").matches(b"if"), literal_dfa(b"if").matches(b"i")
-        (True, False)
-    """
-    distinct = sorted(set(data))
-    byte_to_class = np.zeros(256, dtype=np.int32)
-    byte_to_class[distinct] = np.arange(1, len(distinct) + 1, dtype=np.int32)
-    transitions = np.full((len(data) + 1, len(distinct) + 1), -1, dtype=np.int32)
-    transitions[np.arange(len(data)), byte_to_class[list(data)]] = np.arange(1, len(data) + 1, dtype=np.int32)
-    accepting = np.zeros(len(data) + 1, dtype=bool)
-    accepting[-1] = True
-    return DFA(transitions, byte_to_class, accepting)
-
-
 def determinize(nfa: NFA, start: int, final: int, limit: int = MAX_DFA_STATES, compiled: bool | None = None) -> DFA:
     """Subset construction, then dead-state removal and minimisation; more than
     ``limit`` subsets raise ``RegexTooLargeError``. The construction is compiled

@@ -1,4 +1,4 @@
-"""Lark grammar text to a terminal list (byte-level DFAs) and an integer CFG.
+"""Lark grammar text to terminals (bits of one shared table) and an integer CFG.
 
 ::
 
@@ -7,8 +7,10 @@
               templates, [..] and (..)* expansion, %import common; lark's loader for the
               rest and for every grammar with an error, whose messages keep
               their line and column)
-    terminals ──fsm regex compiler──> one minimal DFA per terminal (those of lark's
-              common.lark are shipped built: common_dfas.npz, ``terminal_dfa``)
+    terminals ──fsm regex compiler──> one NFA, a fragment per terminal from one start
+              (lark's common.lark terminals copied from shipped DFAs:
+              common_dfas.npz); the lexer reads it as one table, a bit per
+              terminal, determinised as lexing reaches it (grammars.terminal_tables)
     rules     ──symbols to ints, trim──> CFG for grammars.earley
 
 Before either writes alternatives out, they are counted on the parse of the text
@@ -30,13 +32,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from guided.errors import GrammarError, RegexError
-from guided.fsm.dfa import DFA, literal_dfa
+from guided.errors import GrammarError, RegexError, UnsupportedRegexFeature
+from guided.fsm.dfa import DFA
 from guided.fsm.dfa_archive import DfaArchive
-from guided.fsm.regex import compile_regex, literal_dfa_ignore_case
+from guided.fsm.nfa import NFA
+from guided.fsm.ops import embed
+from guided.fsm.regex import compile_regex, literal_ignore_case_fragment, regex_to_nfa
 
 from .earley import CFG, productive_symbols, trim
 from .lark_reader import read_lark
+from .lexer import TerminalView
+from .terminal_tables import PointTable, RuleEnds, SharedPointTable
 
 # lark's common.lark terminals that use a lookbehind, with regular equivalents: the
 # language of lexemes lark's regex matches, written without the assertion.
@@ -188,10 +194,14 @@ def _lark_parts(text: str, start: str) -> tuple[list, list, list]:
 
 @dataclass
 class CompiledGrammar:
-    """Terminals as DFAs, the trimmed CFG over their ids, and the ignored terminals."""
+    """Terminals, the trimmed CFG over their ids, and the ignored terminals.
+
+    ``terminal_dfas``: per terminal, what ``grammars.lexer.Lexer`` reads it as: a
+    ``TerminalView`` of a table the terminals share (lark grammars, recursive JSON
+    Schemas), or a ``DFA``."""
 
     terminal_names: list[str]
-    terminal_dfas: list[DFA]
+    terminal_dfas: list[TerminalView | DFA]
     cfg: CFG
     ignore: frozenset[int]
     rule_names: dict[int, str]
@@ -211,14 +221,10 @@ def _terminal_regex(term) -> str:
 
 
 #: The DFAs of lark's common.lark terminals (``%import common.WS`` and the like), by
-#: their regexes: a grammar importing four of them spends ~1.7 ms building them, half
-#: its time to first mask. Written by ``write_common_dfas``.
+#: their regexes, copied into a grammar's terminal NFA (``_fragment``): parsing and
+#: building ``NUMBER``'s regex costs several times the copy. Written by
+#: ``write_common_dfas``.
 COMMON_DFAS = DfaArchive(Path(__file__).with_name("lark") / "common_dfas.npz")
-
-
-def terminal_dfa(regex: str) -> DFA:
-    """A terminal's DFA: shipped for lark's common terminals, else compiled."""
-    return COMMON_DFAS.get(regex) or compile_regex(regex)
 
 
 def common_terminal_regexes() -> dict[str, str]:
@@ -249,6 +255,57 @@ def write_common_dfas() -> dict[str, int]:
     entries = {name: (regex, compile_regex(regex)) for name, regex in common_terminal_regexes().items()}
     COMMON_DFAS.write(entries)
     return {name: dfa.num_states for name, (_, dfa) in entries.items()}
+
+
+def _terminal_views(terminals) -> list[TerminalView]:
+    """Each terminal as one bit of one table (``grammars.terminal_tables``): an NFA
+    whose start leads into every terminal's fragment, each ending at a state of its
+    own. Nothing is determinised here; the lexer's states are the construction's,
+    made as lexing reaches them. ``GrammarError`` names a terminal whose regex is
+    refused, or that matches the empty string or nothing."""
+    nfa = NFA()
+    point = nfa.state()
+    ends = []
+    for term in terminals:
+        start, end = _fragment(nfa, term)
+        nfa.epsilon(point, start)
+        ends.append(end)
+    rule = RuleEnds(nfa, ends)
+    table = SharedPointTable(rule, point, walks=False) if rule.compiled else PointTable(rule, point)
+    for i, term in enumerate(terminals):
+        if table.start_accept >> i & 1:
+            raise GrammarError(
+                f"terminal {term.name} matches the empty string; every terminal must match at least one character"
+            )
+        if not table.start_live >> i & 1:  # (the regex compiler words why)
+            try:
+                compile_regex(_terminal_regex(term))
+            except RegexError as e:
+                raise GrammarError(f"terminal {term.name}: {e}") from None
+            raise GrammarError(f"terminal {term.name} matches no string")
+    return [TerminalView(table, 1 << i) for i in range(len(terminals))]
+
+
+def _fragment(nfa: NFA, term) -> tuple[int, int]:
+    """``term``'s language added to ``nfa`` as a fragment ``(start, end)``."""
+    is_string = type(term.pattern).__name__ == "PatternStr"
+    if is_string and not term.pattern.flags:  # ("+", "lambda": no regex to parse)
+        return nfa.byte_string(term.pattern.value.encode("utf-8"))
+    if is_string and term.pattern.flags == {"i"}:  # ("select"i: built directly, or None)
+        got = literal_ignore_case_fragment(nfa, term.pattern.value)
+        if got is not None:
+            return got
+    regex = _terminal_regex(term)
+    try:
+        dfa = COMMON_DFAS.get(regex)
+        if dfa is not None:
+            return embed(nfa, dfa)
+        try:
+            return regex_to_nfa(regex, nfa)
+        except UnsupportedRegexFeature:  # (lookarounds the regex compiler resolves on DFAs)
+            return embed(nfa, compile_regex(regex))
+    except RegexError as e:
+        raise GrammarError(f"terminal {term.name}: {e}") from None
 
 
 def compile_lark(text: str, start: str = "start") -> CompiledGrammar:
@@ -289,24 +346,7 @@ def compile_lark(text: str, start: str = "start") -> CompiledGrammar:
 
     names = [t.name for t in terminals]
     term_id = {n: i for i, n in enumerate(names)}
-    dfas = []
-    for term in terminals:
-        is_string = type(term.pattern).__name__ == "PatternStr"
-        dfa = None
-        if is_string and not term.pattern.flags:
-            dfa = literal_dfa(term.pattern.value.encode("utf-8"))  # ("+", "lambda": no regex to parse)
-        elif is_string and term.pattern.flags == {"i"}:  # ("select"i: built directly, or None)
-            dfa = literal_dfa_ignore_case(term.pattern.value)
-        if dfa is None:
-            try:
-                dfa = terminal_dfa(_terminal_regex(term))
-            except RegexError as e:
-                raise GrammarError(f"terminal {term.name}: {e}") from None
-        if dfa.is_accepting(0):
-            raise GrammarError(
-                f"terminal {term.name} matches the empty string; every terminal must match at least one character"
-            )
-        dfas.append(dfa)
+    views = _terminal_views(terminals)
 
     nt_id: dict[str, int] = {}
 
@@ -331,4 +371,4 @@ def compile_lark(text: str, start: str = "start") -> CompiledGrammar:
     # As lark's lexers do: a higher priority wins a tie, then a string literal over a
     # regex (the keyword "select" over NAME), so keywords are never read as names.
     ranks = [(t.priority, type(t.pattern).__name__ == "PatternStr") for t in terminals]
-    return CompiledGrammar(names, dfas, trim(cfg, good), ignore, rule_names, ranks)
+    return CompiledGrammar(names, views, trim(cfg, good), ignore, rule_names, ranks)

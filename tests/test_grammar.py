@@ -198,15 +198,18 @@ def test_lexer_state_walks_give_the_brute_force_masks(smollm2_vocab, smollm2_tok
                                                       compiled, monkeypatch):
     """A lexer state's view is walked over a small class trie level by level, or over
     the byte trie's live (node, state) pairs (in numpy, going on over whole levels
-    once many pairs live; or compiled, depth first: ``fsm.kernels.units``);
+    once many pairs live; or compiled, depth first: ``fsm.kernels.units``), with
+    the terminals' table built compiled or in Python (``grammars.terminal_tables``);
     every way gives the brute-force masks."""
     from guided.fsm.kernels import AVAILABLE
+    from guided.grammars import terminal_tables
 
     if compiled and not AVAILABLE:
         pytest.skip("numba is not installed")
     monkeypatch.setattr(gi, "CLASS_TRIE_MAX_CLASSES", class_trie_max)
     monkeypatch.setattr(gi, "_DENSE_FROM", dense_from)
     monkeypatch.setattr(gi, "COMPILED_AVAILABLE", compiled)
+    monkeypatch.setattr(terminal_tables, "COMPILED_AVAILABLE", compiled)
     spec = guided.Grammar(JSON_GRAMMAR)
     guide = GrammarGuide(compile_lark(spec.lark_text, spec.start), smollm2_vocab)  # not the cached one
     doc = '{"description": ["hello world", -1.5e3, true], "k2": {"items": null}, "name": "ab\\n"}'
@@ -470,15 +473,17 @@ def test_lark_parts_are_what_lark_itself_compiles():
         assert list(ignore) == list(parsed.ignore_tokens)
 
 
-def test_case_insensitive_string_terminals_get_the_regex_compilers_automaton():
+def test_case_insensitive_string_terminals_get_the_regex_compilers_language():
     """A lark string terminal with the ``i`` flag is built directly
-    (``fsm.regex.literal_dfa_ignore_case``): the very DFA the regex compiler gives
-    ``(?i:...)``, for every such terminal of the shipped grammars and for random
-    text (the characters ``re`` folds to non-ASCII ones: k, s, i; Greek, Latin
-    Extended); None only where the compiler has to merge states."""
+    (``fsm.regex.literal_ignore_case_fragment``): determinised, the very DFA the
+    regex compiler gives ``(?i:...)``, for every such terminal of the shipped
+    grammars and for random text (the characters ``re`` folds to non-ASCII ones: k,
+    s, i; Greek, Latin Extended)."""
     import random
 
-    from guided.fsm.regex import compile_regex, literal_dfa_ignore_case
+    from guided.fsm.dfa import determinize
+    from guided.fsm.nfa import NFA
+    from guided.fsm.regex import compile_regex, literal_ignore_case_fragment
     from guided.grammars.lark_frontend import _lark_parts
 
     texts = []
@@ -492,16 +497,14 @@ def test_case_insensitive_string_terminals_get_the_regex_compilers_automaton():
     texts += ["".join(chr(rng.choice([rng.randint(32, 126), rng.randint(0xA0, 0x24F), rng.randint(0x370, 0x3FF),
                                       rng.randint(0x1E00, 0x1FFF)])) for _ in range(rng.randint(1, 6)))
               for _ in range(400)]
-    built = 0
     for text in texts:
-        a = literal_dfa_ignore_case(text)
-        if a is None:
-            continue
+        nfa = NFA()
+        a = determinize(nfa, *literal_ignore_case_fragment(nfa, text))
         b = compile_regex(f"(?i:{re.escape(text)})")
         assert np.array_equal(a.transitions, b.transitions), text
         assert np.array_equal(a.byte_to_class, b.byte_to_class) and np.array_equal(a.accepting, b.accepting), text
-        built += 1
-    assert built >= 0.95 * len(texts)
+    assert literal_ignore_case_fragment(NFA(), "") is None
+    assert literal_ignore_case_fragment(NFA(), "a\ud800") is None  # (no UTF-8 text holds it)
 
 
 def test_pieces_read_over_lexer_rows_are_read_one_by_one(smollm2_vocab):
@@ -619,27 +622,6 @@ def test_masks_computed_on_cut_states_are_the_masks_of_the_states(name, smollm2_
             step += 1
             if t is not None:
                 m.accept_token(t)
-
-
-def test_string_terminals_get_the_regex_compilers_automaton():
-    """A lark string terminal without flags becomes its chain of bytes directly
-    (``fsm.dfa.literal_dfa``): the very DFA the regex compiler gives its escaped
-    text, for every string terminal of the shipped grammars."""
-    from guided.fsm.dfa import literal_dfa
-    from guided.fsm.regex import compile_regex
-    from guided.grammars.lark_frontend import _lark_parts
-
-    seen = 0
-    for name in guided.Grammar.names():
-        for term in _lark_parts(guided.Grammar.from_name(name).lark_text, "start")[0]:
-            if type(term.pattern).__name__ == "PatternStr" and not term.pattern.flags:
-                a, b = literal_dfa(term.pattern.value.encode()), compile_regex(re.escape(term.pattern.value))
-                assert np.array_equal(a.transitions, b.transitions), term
-                assert np.array_equal(a.byte_to_class, b.byte_to_class) and np.array_equal(a.accepting, b.accepting)
-                seen += 1
-    a, b = literal_dfa("été".encode()), compile_regex("été")
-    assert np.array_equal(a.transitions, b.transitions) and np.array_equal(a.byte_to_class, b.byte_to_class)
-    assert seen >= 30
 
 
 def test_shipped_common_terminal_dfas_are_those_their_regexes_build():

@@ -89,12 +89,12 @@ def guides(smollm2_vocab, request):
     (``SharedPointTable``), and through a Python construction of the point's own
     (``PointTable``, without numba)."""
     from guided.fsm.kernels import AVAILABLE
-    from guided.grammars.json_schema import recursive as json_recursive
+    from guided.grammars import terminal_tables
 
     if request.param == "shared" and not AVAILABLE:
         pytest.skip("numba is not installed")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(json_recursive, "COMPILED_AVAILABLE", request.param == "shared")
+        mp.setattr(terminal_tables, "COMPILED_AVAILABLE", request.param == "shared")
         # Not through guided.compile: its cache would hand the second param the first's guides.
         guides = {name: GrammarGuide(compile_recursive_schema(s, "compact"), smollm2_vocab)
                   for name, s in SCHEMAS.items()}
