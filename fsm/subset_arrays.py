@@ -302,7 +302,7 @@ class LazySubsets:
         # schemas, where room for an eighth more grows ~550 times). The arrays are
         # zeroed, and zeroed pages are mapped only as they are touched: the room
         # costs address space, not memory.
-        room = max(4096, len(live))
+        room = max(4096, len(live)) if nfa.lazy else 0  # (an NFA that is not lazy never grows)
         self.live = np.zeros(len(live) + room, dtype=bool)
         self.live[: len(live)] = live
         # byte b opens a class (256 counts as one): ranges built later must keep to them
