@@ -177,7 +177,8 @@ class Buffers:
         empty_row: what a row of ``trans`` holds before it is built (-1 eagerly,
             ``fsm.lazy.UNKNOWN`` lazily).
         too_large: the message of the ``RegexTooLargeError`` past ``limit``.
-        size, items: the room to start with, in DFA states and in subset entries.
+        size, items: the room to start with, in DFA states (a power of two: the
+            hash tables, twice as long, are probed by masking) and in subset entries.
 
     Example::
 
@@ -189,6 +190,8 @@ class Buffers:
 
     def __init__(self, nf, ep, mv, n_classes: int, final: int, limit: int, empty_row: int, too_large: str,
                  size: int = 64, items: int = 1024):
+        if size & (size - 1):
+            raise ValueError(f"size must be a power of two, not {size}")
         self.nf, self.ep, self.mv = nf, ep, mv
         self.empty_row, self.too_large = empty_row, too_large
         self.df = np.zeros((size, 3), dtype=np.int64)
@@ -302,7 +305,13 @@ class LazySubsets:
         # schemas, where room for an eighth more grows ~550 times). The arrays are
         # zeroed, and zeroed pages are mapped only as they are touched: the room
         # costs address space, not memory.
-        room = max(4096, len(live)) if nfa.lazy else 0  # (an NFA that is not lazy never grows)
+        # An NFA that is not lazy never grows, and its construction is mostly small
+        # (a lark grammar's terminals): room for about as many DFA states as NFA states.
+        room = max(4096, len(live)) if nfa.lazy else 0
+        states, items = LAZY_STATES, LAZY_ITEMS
+        if not nfa.lazy:
+            states = min(LAZY_STATES, 1 << max(6, (len(live) - 1).bit_length()))
+            items = min(LAZY_ITEMS, 16 * states)
         self.live = np.zeros(len(live) + room, dtype=bool)
         self.live[: len(live)] = live
         # byte b opens a class (256 counts as one): ranges built later must keep to them
@@ -314,7 +323,7 @@ class LazySubsets:
         n_ep, n_mv = len(ep), len(mv)
         ep, mv = _grown(ep, len(ep) + 4 * room, 0), _grown(mv, len(mv) + 2 * room, 0)
         self.b = Buffers(nf, ep, mv, int(classes[-1]) + 1, final, limit, -2,
-                         f"automaton needs more than {limit} states", LAZY_STATES, LAZY_ITEMS)
+                         f"automaton needs more than {limit} states", states, items)
         counts = self.b.counts
         counts[N_NFA], counts[N_EP], counts[N_MV] = len(live), n_ep, n_mv
         # Templates a walk may paste copies of (``allow_paste``): per template its
