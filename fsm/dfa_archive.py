@@ -87,4 +87,4 @@ class DfaArchive:
 
 
 def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()  # (a regex may name a lone surrogate)

@@ -401,6 +401,7 @@ def test_generation_outputs_always_parse(tiny_model, smollm2_tokenizer):
         ("start: A\nA: /a*/", "A matches the empty string"),
         ('start: "x" b\nb: b "y"', "language is empty"),
         ("start: A\nA: /(?=a)a/", "terminal A: lookaround"),
+        ("start: A\nA: /\\ud800/", "terminal A: the pattern matches no string at all: it needs the lone surrogate U+D800"),
         ("start: A\nA: /[a-z]+/\nstart2: B", "B"),
     ],
 )
