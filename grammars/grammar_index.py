@@ -571,6 +571,9 @@ class GrammarIndex:
         self._piece_units: _UnitTrie | None = None
         self._token_views: dict[int, TokenView] = {}
         self._piece_views: dict[int, PieceView] = {}
+        #: Bytes of the arrays the token and piece views hold (a view inside an open
+        #: string holds MBs): what the guide's size estimate adds for them.
+        self.view_bytes = 0
         self._piece_reads: dict[tuple, tuple] = {}  # _read_piece and _piece_ends, memoised
         self._reads: dict[tuple[int, int], tuple] = {}  # _read, memoised
         self._piece_sets: dict[bytes, np.ndarray] = {}  # _same_pieces
@@ -1107,6 +1110,7 @@ class GrammarIndex:
         tv = self._token_views.get(lx)
         if tv is None:
             tv = self._token_views[lx] = self._build_token_view(lx)
+            self.view_bytes += tv.inside.nbytes + sum(u.nbytes + r.nbytes for _, u, r in tv.exits.groups)
         return tv
 
     def _build_token_view(self, lx: int) -> TokenView:
@@ -1132,6 +1136,7 @@ class GrammarIndex:
         pv = self._piece_views.get(lx)
         if pv is None:
             pv = self._piece_views[lx] = self._build_piece_view(lx)
+            self.view_bytes += pv.inside.nbytes + pv.exit_accept.nbytes + pv.exit_rest.nbytes
         return pv
 
     def _build_piece_view(self, lx: int) -> PieceView:

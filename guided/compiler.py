@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import threading
-import time
 from collections import OrderedDict
 
 import numpy as np
@@ -32,17 +31,19 @@ DEFAULT_CACHE_ENTRIES = 256
 
 class _Cache:
     """The compile cache: guides by key, least recently used first, bounded by the
-    bytes its guides hold (``Guide.nbytes``) and by entries. Guides grow after they
-    are cached (lazy masks), so a guide used since it was last measured is measured
-    again, at most once a second, when the cache is checked."""
+    bytes its guides hold and by entries. Guides grow after they are cached (lazy
+    masks): a guide's figure is its last measurement plus its growth since at the
+    rate its memory limit assumes (``Guide.size_estimate``, no walk). Only where
+    those figures put the byte bound at stake are the guides that grew measured
+    again (a walk of each one's objects, milliseconds for a large guide) before any
+    is evicted, so a compile pays for measuring other guides only when the cache is
+    nearly full."""
 
     def __init__(self):
         self.lock = threading.Lock()
         self.max_bytes = DEFAULT_CACHE_BYTES
         self.max_entries = DEFAULT_CACHE_ENTRIES
         self.guides: "OrderedDict[tuple, Guide]" = OrderedDict()
-        self.sizes: dict[tuple, tuple[int, float]] = {}  # key -> (bytes, when measured)
-        self.used: set[tuple] = set()  # keys handed out since they were measured
         self.building: dict[tuple, _Building] = {}
         self.hits = self.misses = 0
         self.evicted_bytes = 0  # since memory was last handed back (_return_freed_memory)
@@ -52,31 +53,28 @@ class _Cache:
             guide = self.guides.get(key)
             if guide is not None:
                 self.guides.move_to_end(key)
-                self.used.add(key)
                 self.hits += 1
             return guide
 
-    def put(self, key, guide: Guide, size: int) -> None:
-        now = time.monotonic()
-        with self.lock:
-            stale = [(k, self.guides[k]) for k in self.used if k in self.guides and now - self.sizes[k][1] >= 1.0]
-        remeasured = {k: g.nbytes() for k, g in stale}
+    def put(self, key, guide: Guide) -> None:
+        """Keep ``guide`` (measured: ``Guide.check_memory``) under ``key`` and evict the
+        least recently used guides past the bounds."""
         with self.lock:
             self.misses += 1
-            for k, n in remeasured.items():
-                if k in self.sizes:
-                    self.sizes[k] = (n, now)
-                    self.used.discard(k)
-            if size <= self.max_bytes:  # (one larger than the whole bound is never kept)
+            if guide.size_estimate() <= self.max_bytes:  # (one larger than the whole bound is never kept)
                 self.guides[key] = guide
-                self.sizes[key] = (size, now)
-            total = sum(n for n, _ in self.sizes.values())
+            held = list(self.guides.values())
+        if sum(g.size_estimate() for g in held) > self.max_bytes:
+            for g in held:
+                if g.grew_since_measured():
+                    g.measure()
+        with self.lock:
+            sizes = {k: g.size_estimate() for k, g in self.guides.items()}
+            total = sum(sizes.values())
             while total > self.max_bytes or len(self.guides) > self.max_entries:
                 old, _ = self.guides.popitem(last=False)
-                size = self.sizes.pop(old)[0]
-                total -= size
-                self.evicted_bytes += size
-                self.used.discard(old)
+                total -= sizes[old]
+                self.evicted_bytes += sizes[old]
             release = self.evicted_bytes >= _RELEASE_BYTES
             if release:
                 self.evicted_bytes = 0
@@ -86,8 +84,6 @@ class _Cache:
     def clear(self) -> None:
         with self.lock:
             self.guides.clear()
-            self.sizes.clear()
-            self.used.clear()
             self.hits = self.misses = 0
 
 
@@ -189,7 +185,8 @@ def load_kernels(wait: bool = True) -> None:
 
 
 def cache_info() -> dict:
-    """The compile cache's state: ``entries``, ``bytes`` (as last measured),
+    """The compile cache's state: ``entries``, ``bytes`` (as last measured, plus
+    the growth since at an assumed rate: ``Guide.size_estimate``),
     ``max_bytes``, ``max_entries``, ``hits``, ``misses``, and ``memo`` (the memoised
     automata: ``entries``, ``bytes``, ``max_bytes``).
 
@@ -199,7 +196,7 @@ def cache_info() -> dict:
         3
     """
     with _cache.lock:
-        info = {"entries": len(_cache.guides), "bytes": sum(n for n, _ in _cache.sizes.values()),
+        info = {"entries": len(_cache.guides), "bytes": sum(g.size_estimate() for g in _cache.guides.values()),
                 "max_bytes": _cache.max_bytes, "max_entries": _cache.max_entries,
                 "hits": _cache.hits, "misses": _cache.misses}
     info["memo"] = memo.info()
@@ -290,8 +287,8 @@ def compile(spec, tokenizer_or_vocab, *, eager: bool | None = None,  # noqa: A00
             check_deadline()  # a compile whose last steps ran past the limit fails too
         guide.spec = spec
         guide.max_bytes = max_guide_bytes
-        size = guide.check_memory()
-        _cache.put(key, guide, size)
+        guide.check_memory()
+        _cache.put(key, guide)
         building.guide = guide
         if kernels.AVAILABLE and not kernels.ready():  # the compile ran without numba: load it behind
             kernels.warm_up()

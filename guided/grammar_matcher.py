@@ -22,7 +22,7 @@ from guided.grammars.lark_frontend import CompiledGrammar
 from guided.grammars.lexer import Lexer
 
 from .bitmask import write_host_row
-from .matcher import Guide, StackMatcher
+from .matcher import UNIT_BYTES, Guide, StackMatcher
 
 _EOS_ACCEPTED = None  # history entry after EOS; nothing may follow it
 _START = object()  # min_tokens' default: the grammar's start
@@ -73,7 +73,9 @@ class GrammarGuide(Guide):
         return (self.vocab, vocabulary_pieces(self.vocab), vocabulary_bytes(self.vocab))
 
     def _growth_units(self) -> int:
-        return self.index.cached_states
+        # Parse states, and the lexer states' views by their bytes (one open string's
+        # view holds MBs) in the units the size estimate counts.
+        return self.index.cached_states + self.index.view_bytes // UNIT_BYTES
 
     def matcher(self) -> "GrammarMatcher":
         """A fresh ``GrammarMatcher`` at the grammar's start."""
@@ -100,11 +102,9 @@ class GrammarGuide(Guide):
         if cached < self._next_check:
             return
         self._next_check = 2 * cached
-        if not self._must_measure(cached):
+        if not self._must_measure(self._growth_units()):
             return
-        used = self.nbytes()
-        self._measured(used)
-        if used > self.max_bytes:
+        if self.measure() > self.max_bytes:
             self.index.drop_caches()
             if self._completions is not None:
                 self._completions.drop_caches()

@@ -83,8 +83,7 @@ class Guide:
         Returns:
             The guide's ``nbytes()``.
         """
-        used = self.nbytes()
-        self._measured(used)
+        used = self.measure()
         if self.max_bytes is not None and used > self.max_bytes:
             raise GuideMemoryError(used, self.max_bytes)
         return used
@@ -94,18 +93,56 @@ class Guide:
         states); 0 for a guide that does not grow."""
         return 0
 
+    def size_estimate(self) -> int:
+        """The bytes last measured plus the growth since, at the rate ``_must_measure``
+        assumes: no walk, so the compile cache can read it for every guide it holds.
+        A guide not measured yet is measured now.
+
+        Returns:
+            The estimate in bytes (the measurement itself where nothing grew since).
+        """
+        last = self._last_measured
+        if last is None:
+            used = self.nbytes()
+            self._measured(used)
+            return used
+        return int(last[0] + max(0, self._growth_units() - last[1]) * last[2])
+
+    def grew_since_measured(self) -> bool:
+        """Whether the guide built rows or states since it was last measured (its
+        ``size_estimate`` is then an estimate, not a measurement)."""
+        last = self._last_measured
+        return last is None or self._growth_units() > last[1]
+
+    def measure(self) -> int:
+        """Measure the guide now (a walk of its objects) and keep the figure for
+        ``size_estimate``; no limit is checked.
+
+        Returns:
+            The guide's ``nbytes()``.
+        """
+        used = self.nbytes()
+        self._measured(used)
+        return used
+
     def _measured(self, used: int) -> None:
-        """Keep a measurement (``used`` bytes now) for ``_must_measure``."""
+        """Keep a measurement (``used`` bytes now) for ``_must_measure`` and
+        ``size_estimate``, with the rate growth is assumed to go on at: the growth
+        per unit since the last measurement where that spans ``RATE_SAMPLE_UNITS``
+        units (at least ``MIN_UNIT_BYTES``), else the rate assumed before
+        (``UNIT_BYTES`` at first)."""
         units, last = self._growth_units(), self._last_measured
-        slope = (used - last[0]) / (units - last[1]) if last is not None and units > last[1] else 0.0
-        self._last_measured = (used, units, max(UNIT_BYTES, slope))
+        rate = UNIT_BYTES if last is None else last[2]
+        if last is not None and units - last[1] >= RATE_SAMPLE_UNITS:
+            rate = max(MIN_UNIT_BYTES, (used - last[0]) / (units - last[1]))
+        self._last_measured = (used, units, rate)
 
     def _must_measure(self, units: int) -> bool:
         """Whether a guide grown to ``units`` (``_growth_units``) must be measured now.
         A measurement walks the guide's objects (ms for a large one), so it is left
-        out while the bytes last measured, plus ``UNIT_BYTES`` per unit grown since
-        (or the growth per unit between the last two measurements, where more),
-        stay under a quarter of ``max_bytes``."""
+        out while the bytes last measured, plus the growth since at the assumed
+        rate (``_measured``), stay under a quarter of ``max_bytes``: the margin for a
+        guide that grows faster than it did."""
         if self.max_bytes is None:
             return False
         last = self._last_measured
@@ -123,10 +160,13 @@ class Guide:
         return self.vocab.eos_token_ids
 
 
-#: Bytes a guide is taken to grow by per row or state built (``Guide._must_measure``):
-#: a row is 4 bytes per 32 tokens (6 KiB for 49k tokens, 16 KiB for 128k), a state
-#: its transitions and bookkeeping.
+#: Bytes a guide is taken to grow by per row or state built until measured growth
+#: says otherwise (``Guide._measured``): a row is 4 bytes per 32 tokens (6 KiB for
+#: 49k tokens, 16 KiB for 128k), a state its transitions and bookkeeping.
 UNIT_BYTES = 64 << 10
+#: The growth (units) a measured rate needs, and the least rate taken from one.
+RATE_SAMPLE_UNITS = 64
+MIN_UNIT_BYTES = 1 << 10
 
 
 def refuse_budget(guide: Guide, remaining) -> None:

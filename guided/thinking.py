@@ -158,6 +158,9 @@ class ThinkingGuide(Guide):
     def _shared_roots(self) -> tuple:
         return self.think._shared_roots() + self.answer._shared_roots()
 
+    def _growth_units(self) -> int:
+        return self.think._growth_units() + self.answer._growth_units()
+
     def forced_row(self, think_text: bytes, close_within: int | None = None) -> np.ndarray | None:
         """The tokens that spell a non-empty prefix of what is left of the end string
         after ``think_text`` (the shortest way to close the block); None where that

@@ -290,6 +290,9 @@ class UniqueItemsGuide(Guide):
         """A fresh ``UniqueItemsMatcher`` at the start of the document."""
         return UniqueItemsMatcher(self, self.base.matcher())
 
+    def _growth_units(self) -> int:
+        return self.base._growth_units()
+
     @property
     def max_bytes(self) -> int | None:
         """The base guide's growth limit (the base is what grows)."""

@@ -182,6 +182,34 @@ def test_the_cache_is_bounded_by_bytes_least_recently_used_first(smollm2_vocab, 
     assert guided.cache_info()["bytes"] <= sizes[3] // 2
 
 
+def test_a_compile_measures_other_cached_guides_only_when_the_bound_is_at_stake(smollm2_vocab, smollm2_tokenizer,
+                                                                               cache_bounds, monkeypatch):
+    """A cached guide that grew since it was measured counts at its estimate (no
+    walk of its objects, which would add milliseconds to every compile); once the
+    estimates put the byte bound at stake, it is measured before anything goes."""
+    from guided.matcher import Guide
+
+    schema = {"type": "string", "maxLength": 3000}
+    lazy = guided.compile(schema, smollm2_vocab, eager=False)
+    m = guided.compile(schema, smollm2_vocab, eager=False).matcher()  # a request served from the cache
+    for token in smollm2_tokenizer.encode('"' + "hello world, " * 40, add_special_tokens=False):
+        m.fill_next_token_bitmask(allocate_token_bitmask(1, lazy.vocab_size), 0)
+        assert m.accept_token(token)
+    assert lazy.grew_since_measured()
+    time.sleep(1.0)  # a while after its measurement, as between a server's requests
+    walked = []
+    walk = Guide.nbytes
+    monkeypatch.setattr(Guide, "nbytes", lambda self: walked.append(self) or walk(self))
+    guided.compile(guided.Regex("[0-9]+x"), smollm2_vocab)
+    assert not any(g is lazy for g in walked)
+    estimate = lazy.size_estimate()
+    guided.configure_cache(max_bytes=guided.cache_info()["bytes"])  # the next guide does not fit
+    guided.compile(guided.Regex("[a-z]+y"), smollm2_vocab)
+    assert any(g is lazy for g in walked)
+    assert lazy.size_estimate() == lazy._last_measured[0] == walk(lazy) < estimate
+    assert guided.cache_info()["bytes"] <= guided.cache_info()["max_bytes"]
+
+
 def test_cache_bounds_are_checked():
     with pytest.raises(ValueError, match="max_bytes"):
         guided.configure_cache(max_bytes=-1)
