@@ -13,7 +13,8 @@ figure and a guide's growth limit is checked against it.
 Cost: one visit per object, ~1 µs: ~1 ms for an automaton guide (a few hundred
 objects, mostly arrays), up to a few hundred ms for a grammar guide holding tens of
 thousands of parse states; so it is measured when a guide is cached and as its
-growth doubles, never per token. A type holding many small objects of a known
+growth doubles, never per token, and a guide measuring itself while decoding takes
+the walk in slices (``Walk``). A type holding many small objects of a known
 shape measures them in bulk instead (``self_measured``): a lazy NFA's per-state
 lists (tens of thousands of lists and tuples) are sized by C-level passes over
 them, ~50x faster than visiting each; lists that several such objects share (an
@@ -26,6 +27,7 @@ from __future__ import annotations
 import sys
 import threading
 import types
+from itertools import repeat
 
 import numpy as np
 
@@ -191,6 +193,8 @@ def _kind(t: type) -> int:
         return _ARRAY
     if issubclass(t, _OPAQUE) or t.__module__.startswith("numba."):
         return _SKIP  # code; numba's dispatchers reach its whole type system
+    if t is Walk:
+        return _SKIP  # a measurement under way (its ids seen, its stack): not the guide's
     if t.__module__ == "torch" and hasattr(t, "element_size"):  # a tensor (a device table)
         return _TENSOR
     if t in _SELF_MEASURED:
@@ -206,61 +210,106 @@ def _walk(roots, skip: frozenset[int], held_scalars: bool = True, left_out=()) -
     """The bytes of the objects reachable from ``roots`` outside ``skip``, and their ids
     (without ``held_scalars``, scalars held in lists, tuples, sets and dicts are
     neither counted nor listed; ``left_out`` objects are taken as seen)."""
-    total = 0
-    seen: set[int] = {id(o) for o in left_out}
-    stack = list(roots)
-    made = []  # the lists ``footprint_parts`` made (their ``Bulk``s' ids stay theirs)
-    getsizeof = sys.getsizeof
-    kinds = _kinds
-    scalars = _SCALARS
-    while stack:
-        o = stack.pop()
-        i = id(o)
-        if i in seen or i in skip:
-            continue
-        seen.add(i)
-        t = type(o)
-        k = kinds.get(t)
-        if k is None:
-            k = kinds[t] = _kind(t)
-        if k == _SCALAR:
-            total += getsizeof(o)
-        elif k == _SEQUENCE:
-            total += getsizeof(o)
-            stack.extend(o if held_scalars else (x for x in o if type(x) not in scalars))
-        elif k == _ARRAY:
-            total += o.nbytes if o.base is None else 0
-            if o.base is not None:
-                stack.append(o.base)
-        elif k == _DICT:
-            total += getsizeof(o)
-            if held_scalars:
-                stack.extend(o.keys())
-                stack.extend(o.values())
-            else:
-                stack.extend(x for x in o if type(x) not in scalars)
-                stack.extend(x for x in o.values() if type(x) not in scalars)
-        elif k == _OBJECT:
-            total += getsizeof(o)
-            # Its ``__dict__``: the values only; the keys are attribute names, interned
-            # strings that every instance of the class shares.
-            d = getattr(o, "__dict__", None)
-            if type(d) is dict and id(d) not in seen and id(d) not in skip:
-                seen.add(id(d))
-                total += getsizeof(d)
-                stack.extend(d.values())
-            stack.extend(_slot_values(o))
-        elif k == _TENSOR:
-            total += o.element_size() * o.nelement()
-        elif k == _OWN:
-            size, to_walk, covered = _SELF_MEASURED[t](o)
-            total += size
-            seen.update(map(id, covered))
-            stack.extend(to_walk)
-            made.append(to_walk)
-        elif k == _BULK:
-            b = id(o.obj)
-            if b not in seen and b not in skip:
-                seen.add(b)
-                total += o.nbytes
-    return total, seen
+    walk = Walk(roots, skip, held_scalars, left_out)
+    walk.run()
+    return walk.total, walk.seen
+
+
+class Walk:
+    """A measurement that can be taken in slices: ``run(budget)`` visits up to
+    ``budget`` objects and says whether the walk is done, ``total`` is then the
+    bytes (what ``nbytes`` returns for the same arguments).
+
+    A guide measures itself this way while decoding, a slice per mask it builds, so
+    that no mask waits for a whole walk (tens of ms for a guide of thousands of parse
+    states). Objects added between slices to containers already walked are left out
+    (the next measurement counts them): the figure is as approximate as the growth
+    during the walk.
+
+    Args:
+        roots: the objects to measure.
+        skip: ids of objects neither counted nor followed (``shared_ids``).
+        held_scalars: count scalars held in containers (as ``nbytes`` does).
+        left_out: objects taken as seen (not counted, not followed).
+
+    Example::
+
+        >>> walk = Walk([guide], shared_ids((guide.vocab,)))
+        >>> while not walk.run(2048):
+        ...     pass   # (another mask between slices)
+        >>> walk.total
+        1523712
+    """
+
+    __slots__ = ("held_scalars", "made", "seen", "skip", "stack", "total")
+
+    def __init__(self, roots, skip: frozenset[int], held_scalars: bool = True, left_out=()):
+        self.total = 0
+        self.seen: set[int] = {id(o) for o in left_out}
+        self.stack = list(roots)
+        self.made = []  # the lists ``footprint_parts`` made (their ``Bulk``s' ids stay theirs)
+        self.skip = skip
+        self.held_scalars = held_scalars
+
+    def run(self, budget: int | None = None) -> bool:
+        """Visit up to ``budget`` objects (every one left: None); True once done."""
+        total, seen, stack, skip, held_scalars = self.total, self.seen, self.stack, self.skip, self.held_scalars
+        getsizeof = sys.getsizeof
+        kinds = _kinds
+        scalars = _SCALARS
+        for _ in repeat(None) if budget is None else repeat(None, budget):
+            if not stack:
+                break
+            o = stack.pop()
+            i = id(o)
+            if i in seen or i in skip:
+                continue
+            seen.add(i)
+            t = type(o)
+            k = kinds.get(t)
+            if k is None:
+                k = kinds[t] = _kind(t)
+            if k == _SCALAR:
+                total += getsizeof(o)
+            elif k == _SEQUENCE:
+                total += getsizeof(o)
+                stack.extend(o if held_scalars else (x for x in o if type(x) not in scalars))
+            elif k == _ARRAY:
+                base = o.base
+                if isinstance(base, np.ndarray):
+                    stack.append(base)
+                else:  # its own data, or data another owner keeps for it alone (numba's MemInfo)
+                    total += o.nbytes
+            elif k == _DICT:
+                total += getsizeof(o)
+                if held_scalars:
+                    stack.extend(o.keys())
+                    stack.extend(o.values())
+                else:
+                    stack.extend(x for x in o if type(x) not in scalars)
+                    stack.extend(x for x in o.values() if type(x) not in scalars)
+            elif k == _OBJECT:
+                total += getsizeof(o)
+                # Its ``__dict__``: the values only; the keys are attribute names, interned
+                # strings that every instance of the class shares.
+                d = getattr(o, "__dict__", None)
+                if type(d) is dict and id(d) not in seen and id(d) not in skip:
+                    seen.add(id(d))
+                    total += getsizeof(d)
+                    stack.extend(d.values())
+                stack.extend(_slot_values(o))
+            elif k == _TENSOR:
+                total += o.element_size() * o.nelement()
+            elif k == _OWN:
+                size, to_walk, covered = _SELF_MEASURED[t](o)
+                total += size
+                seen.update(map(id, covered))
+                stack.extend(to_walk)
+                self.made.append(to_walk)
+            elif k == _BULK:
+                b = id(o.obj)
+                if b not in seen and b not in skip:
+                    seen.add(b)
+                    total += o.nbytes
+        self.total = total
+        return not stack

@@ -231,6 +231,10 @@ class Buffers:
         if name in _BUILDER_FIELDS:
             object.__setattr__(self, "_builder_args", None)
 
+    def nbytes(self) -> int:
+        """The bytes of the buffers' arrays."""
+        return sum(v.nbytes for v in vars(self).values() if isinstance(v, np.ndarray))
+
     def grow(self, outcome: int) -> None:
         """Make room for what ``outcome`` (``FULL_*``) says is missing.
 

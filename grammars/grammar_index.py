@@ -572,8 +572,10 @@ class GrammarIndex:
         self._token_views: dict[int, TokenView] = {}
         self._piece_views: dict[int, PieceView] = {}
         #: Bytes of the arrays the token and piece views hold (a view inside an open
-        #: string holds MBs): what the guide's size estimate adds for them.
+        #: string holds MBs), each counted once (views share them): what the guide's
+        #: size estimate adds for them.
         self.view_bytes = 0
+        self._view_arrays: set[int] = set()  # ids of the arrays counted (views are kept, so are they)
         self._piece_reads: dict[tuple, tuple] = {}  # _read_piece and _piece_ends, memoised
         self._reads: dict[tuple[int, int], tuple] = {}  # _read, memoised
         self._piece_sets: dict[bytes, np.ndarray] = {}  # _same_pieces
@@ -1110,8 +1112,17 @@ class GrammarIndex:
         tv = self._token_views.get(lx)
         if tv is None:
             tv = self._token_views[lx] = self._build_token_view(lx)
-            self.view_bytes += tv.inside.nbytes + sum(u.nbytes + r.nbytes for _, u, r in tv.exits.groups)
+            self._count_view_arrays([tv.inside] + [a for _, u, r in tv.exits.groups for a in (u, r)])
         return tv
+
+    def _count_view_arrays(self, arrays) -> None:
+        for a in arrays:
+            owner = a
+            while isinstance(owner.base, np.ndarray):
+                owner = owner.base
+            if id(owner) not in self._view_arrays:
+                self._view_arrays.add(id(owner))
+                self.view_bytes += owner.nbytes
 
     def _build_token_view(self, lx: int) -> TokenView:
         inside_row, exits = self._token_units.walk_row(self.lexer, lx, self.pieces, self.every_end)
@@ -1136,7 +1147,7 @@ class GrammarIndex:
         pv = self._piece_views.get(lx)
         if pv is None:
             pv = self._piece_views[lx] = self._build_piece_view(lx)
-            self.view_bytes += pv.inside.nbytes + pv.exit_accept.nbytes + pv.exit_rest.nbytes
+            self._count_view_arrays([pv.inside, pv.exit_accept, pv.exit_rest])
         return pv
 
     def _build_piece_view(self, lx: int) -> PieceView:

@@ -79,6 +79,11 @@ class TerminalTable:
         for s in states:
             self.row(int(s))
 
+    def built_bytes(self) -> int:
+        """What the table's construction holds, counted without a walk, where it grows
+        as lexing reaches new states (0 for a table made whole)."""
+        return 0
+
 
 class DfaTable(TerminalTable):
     """A plain DFA as a one-bit table.
@@ -135,6 +140,7 @@ class Lexer:
         self.dfas = list(terminal_dfas)
         # Per terminal: its table (an index into self._tables) and its bit there.
         self._tables: list = []
+        self._growing: list | None = None  # built_bytes' tables
         self._table_of: list[int] = []
         self._bit: list[int] = []
         index: dict[int, int] = {}
@@ -256,6 +262,15 @@ class Lexer:
 
     def table(self, k: int) -> TerminalTable:
         return self._tables[k]
+
+    def built_bytes(self) -> int:
+        """What the terminals' tables hold where they grow with the text (a recursive
+        JSON Schema's lazy rules), counted without a walk; each construction once."""
+        growing = self._growing
+        if growing is None:  # the tables that count something, one per construction
+            owners = {id(t.rows_owner): t for t in self._tables}
+            growing = self._growing = [t for t in owners.values() if type(t).built_bytes is not TerminalTable.built_bytes]
+        return sum(t.built_bytes() for t in growing)
 
     def table_classes(self, k: int) -> np.ndarray:
         """Table ``k``'s byte class of each of the lexer's classes."""

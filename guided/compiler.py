@@ -63,13 +63,14 @@ class _Cache:
             self.misses += 1
             if guide.size_estimate() <= self.max_bytes:  # (one larger than the whole bound is never kept)
                 self.guides[key] = guide
-            held = list(self.guides.values())
-        if sum(g.size_estimate() for g in held) > self.max_bytes:
-            for g in held:
+            held = list(self.guides.items())
+        sizes = {k: g.size_estimate() for k, g in held}
+        if sum(sizes.values()) > self.max_bytes:
+            for k, g in held:
                 if g.grew_since_measured():
-                    g.measure()
+                    sizes[k] = g.measure()
         with self.lock:
-            sizes = {k: g.size_estimate() for k, g in self.guides.items()}
+            sizes = {k: sizes[k] if k in sizes else g.size_estimate() for k, g in self.guides.items()}
             total = sum(sizes.values())
             while total > self.max_bytes or len(self.guides) > self.max_entries:
                 old, _ = self.guides.popitem(last=False)

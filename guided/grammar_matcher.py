@@ -22,7 +22,11 @@ from guided.grammars.lark_frontend import CompiledGrammar
 from guided.grammars.lexer import Lexer
 
 from .bitmask import write_host_row
-from .matcher import UNIT_BYTES, Guide, StackMatcher
+from .matcher import Guide, StackMatcher
+
+#: Objects a growth measurement visits per mask built (``GrammarGuide._check_growth``):
+#: ~0.3-1 ms, where a whole walk of a guide of thousands of parse states takes tens of ms.
+MEASURE_SLICE = 2048
 
 _EOS_ACCEPTED = None  # history entry after EOS; nothing may follow it
 _START = object()  # min_tokens' default: the grammar's start
@@ -67,15 +71,19 @@ class GrammarGuide(Guide):
         with self.lock:
             self._initial = self.index.initial()
         self._next_check = 256  # cached parse states at which the guide is measured next
+        self._measuring = None  # a growth measurement under way (``footprint.Walk``)
         self._completions: Completions | None = None
 
     def _shared_roots(self) -> tuple:
         return (self.vocab, vocabulary_pieces(self.vocab), vocabulary_bytes(self.vocab))
 
     def _growth_units(self) -> int:
-        # Parse states, and the lexer states' views by their bytes (one open string's
-        # view holds MBs) in the units the size estimate counts.
-        return self.index.cached_states + self.index.view_bytes // UNIT_BYTES
+        return self.index.cached_states
+
+    def _growth_bytes(self) -> int:
+        # The lexer states' views (one inside an open string holds MBs) and the terminal
+        # tables that grow with the text (a recursive schema's rules), counted as built.
+        return self.index.view_bytes + self.index.lexer.built_bytes()
 
     def matcher(self) -> "GrammarMatcher":
         """A fresh ``GrammarMatcher`` at the grammar's start."""
@@ -93,18 +101,25 @@ class GrammarGuide(Guide):
         return row if row.any() else self._eos_row
 
     def _check_growth(self) -> None:
-        """Measure the guide as its cached parse states double (``_must_measure``).
-        Over ``max_bytes``, the caches go (only speed is at stake); still over,
-        ``GuideMemoryError``."""
-        cached = self.index.cached_states
-        if cached < self._next_check // 2:  # the caches were dropped since
-            self._next_check = 256
-        if cached < self._next_check:
+        """Measure the guide as its cached parse states double (``_must_measure``), a
+        slice of the walk (``MEASURE_SLICE`` objects) per mask built, so that no mask
+        waits for a whole walk. Over ``max_bytes``, the caches go (only speed is at
+        stake); still over, ``GuideMemoryError``."""
+        if self._measuring is None:
+            cached = self.index.cached_states
+            if cached < self._next_check // 2:  # the caches were dropped since
+                self._next_check = 256
+            if cached < self._next_check:
+                return
+            self._next_check = 2 * cached
+            if not self._must_measure():
+                return
+            self._measuring = self.walk()
+        if not self._measuring.run(MEASURE_SLICE):
             return
-        self._next_check = 2 * cached
-        if not self._must_measure(self._growth_units()):
-            return
-        if self.measure() > self.max_bytes:
+        used, self._measuring = self._measuring.total, None
+        self._measured(used)
+        if used > self.max_bytes:
             self.index.drop_caches()
             if self._completions is not None:
                 self._completions.drop_caches()

@@ -58,8 +58,9 @@ class Guide:
     #: The most bytes the guide may hold as it grows while decoding (None: no limit);
     #: ``guided.compile`` sets it from ``max_guide_bytes``.
     max_bytes: int | None = None
-    #: The last measurement: (bytes, growth units, bytes per unit assumed since).
-    _last_measured: tuple[int, int, float] | None = None
+    #: The last measurement: (bytes, growth units, bytes per unit assumed since,
+    #: growth bytes counted).
+    _last_measured: tuple[int, int, float, int] | None = None
 
     def matcher(self) -> "Matcher":
         """A fresh ``Matcher`` at the start of the spec (one per sequence)."""
@@ -71,7 +72,14 @@ class Guide:
         from (the caller's schema or text: its objects are the caller's, a few KB
         that the compile cache's key holds as text anyway; walking them one by one
         would add about a quarter to a small guide's measurement)."""
-        return footprint.nbytes(self, self._shared_roots(), () if self.spec is None else (self.spec,))
+        walk = self.walk()
+        walk.run()
+        return walk.total
+
+    def walk(self) -> footprint.Walk:
+        """A measurement of the guide (what ``nbytes`` returns) to take in slices."""
+        return footprint.Walk([self], footprint.shared_ids(self._shared_roots()),
+                              left_out=() if self.spec is None else (self.spec,))
 
     def _shared_roots(self) -> tuple:
         """Per-vocabulary objects the guide refers to but does not own."""
@@ -93,26 +101,37 @@ class Guide:
         states); 0 for a guide that does not grow."""
         return 0
 
+    def _growth_bytes(self) -> int:
+        """Bytes of growth the guide counts itself as it builds (arrays of known
+        size), outside ``_growth_units``; 0 where it counts none."""
+        return 0
+
+    def unit_bytes(self) -> int:
+        """Bytes a unit of growth (a row or state built: ``_growth_units``) is taken
+        to hold until the guide's measured growth says otherwise: a mask row (4 bytes
+        per 32 tokens: 6 KiB for 49k tokens, 16 KiB for 128k) plus ``STATE_BYTES``."""
+        return bitmask_words(self.vocab_size) * 4 + STATE_BYTES
+
     def size_estimate(self) -> int:
-        """The bytes last measured plus the growth since, at the rate ``_must_measure``
-        assumes: no walk, so the compile cache can read it for every guide it holds.
-        A guide not measured yet is measured now.
+        """The bytes last measured plus the growth since: units built at the rate
+        ``_measured`` keeps, and the bytes the guide counts itself. No walk, so the
+        compile cache reads it for every guide it holds; a guide never measured is
+        measured now.
 
         Returns:
             The estimate in bytes (the measurement itself where nothing grew since).
         """
         last = self._last_measured
         if last is None:
-            used = self.nbytes()
-            self._measured(used)
-            return used
-        return int(last[0] + max(0, self._growth_units() - last[1]) * last[2])
+            return self.measure()
+        used, units, rate, counted = last
+        return int(used + max(0, self._growth_units() - units) * rate + max(0, self._growth_bytes() - counted))
 
     def grew_since_measured(self) -> bool:
         """Whether the guide built rows or states since it was last measured (its
         ``size_estimate`` is then an estimate, not a measurement)."""
         last = self._last_measured
-        return last is None or self._growth_units() > last[1]
+        return last is None or self._growth_units() > last[1] or self._growth_bytes() > last[3]
 
     def measure(self) -> int:
         """Measure the guide now (a walk of its objects) and keep the figure for
@@ -127,26 +146,24 @@ class Guide:
 
     def _measured(self, used: int) -> None:
         """Keep a measurement (``used`` bytes now) for ``_must_measure`` and
-        ``size_estimate``, with the rate growth is assumed to go on at: the growth
-        per unit since the last measurement where that spans ``RATE_SAMPLE_UNITS``
-        units (at least ``MIN_UNIT_BYTES``), else the rate assumed before
-        (``UNIT_BYTES`` at first)."""
-        units, last = self._growth_units(), self._last_measured
-        rate = UNIT_BYTES if last is None else last[2]
+        ``size_estimate``, with the rate units are assumed to go on growing at: what
+        the last measurement and this one say a unit held, where at least
+        ``RATE_SAMPLE_UNITS`` units were built between them (and at least
+        ``MIN_UNIT_BYTES``), else the rate assumed before (``unit_bytes`` at first)."""
+        units, counted, last = self._growth_units(), self._growth_bytes(), self._last_measured
+        rate = self.unit_bytes() if last is None else last[2]
         if last is not None and units - last[1] >= RATE_SAMPLE_UNITS:
-            rate = max(MIN_UNIT_BYTES, (used - last[0]) / (units - last[1]))
-        self._last_measured = (used, units, rate)
+            rate = max(MIN_UNIT_BYTES, (used - last[0] - (counted - last[3])) / (units - last[1]))
+        self._last_measured = (used, units, rate, counted)
 
-    def _must_measure(self, units: int) -> bool:
-        """Whether a guide grown to ``units`` (``_growth_units``) must be measured now.
-        A measurement walks the guide's objects (ms for a large one), so it is left
-        out while the bytes last measured, plus the growth since at the assumed
-        rate (``_measured``), stay under a quarter of ``max_bytes``: the margin for a
+    def _must_measure(self) -> bool:
+        """Whether the guide must be measured now that it grew. A measurement walks
+        the guide's objects (ms for a large one), so it is left out while its
+        ``size_estimate`` stays under a quarter of ``max_bytes``: the margin for a
         guide that grows faster than it did."""
         if self.max_bytes is None:
             return False
-        last = self._last_measured
-        return last is None or last[0] + (units - last[1]) * last[2] >= self.max_bytes / 4
+        return self._last_measured is None or self.size_estimate() >= self.max_bytes / 4
 
     @property
     def vocab_size(self) -> int:
@@ -160,10 +177,12 @@ class Guide:
         return self.vocab.eos_token_ids
 
 
-#: Bytes a guide is taken to grow by per row or state built until measured growth
-#: says otherwise (``Guide._measured``): a row is 4 bytes per 32 tokens (6 KiB for
-#: 49k tokens, 16 KiB for 128k), a state its transitions and bookkeeping.
-UNIT_BYTES = 64 << 10
+#: What a unit of growth is taken to hold besides a mask row (``Guide.unit_bytes``):
+#: a DFA state's transitions and bookkeeping, or a parse state's Earley set and memos
+#: (a grammar's lexer views and tables are counted apart, ``_growth_bytes``). Whole
+#: units measure 0.5-3.5 KB (p10-p90) on MaskBench's lazy automata, 2-4 KB on the
+#: lark grammars' parse states.
+STATE_BYTES = 4 << 10
 #: The growth (units) a measured rate needs, and the least rate taken from one.
 RATE_SAMPLE_UNITS = 64
 MIN_UNIT_BYTES = 1 << 10
@@ -389,7 +408,7 @@ class FSMGuide(Guide):
         grown = self._growth_units()
         if grown >= self._next_check:  # a lazy guide grew: measured as it doubles
             self._next_check = 2 * grown
-            if self._must_measure(grown):
+            if self._must_measure():
                 self.check_memory()
         return 0 if empty else rid + 1
 

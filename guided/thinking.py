@@ -161,6 +161,12 @@ class ThinkingGuide(Guide):
     def _growth_units(self) -> int:
         return self.think._growth_units() + self.answer._growth_units()
 
+    def _growth_bytes(self) -> int:
+        return self.think._growth_bytes() + self.answer._growth_bytes()
+
+    def unit_bytes(self) -> int:
+        return max(self.think.unit_bytes(), self.answer.unit_bytes())
+
     def forced_row(self, think_text: bytes, close_within: int | None = None) -> np.ndarray | None:
         """The tokens that spell a non-empty prefix of what is left of the end string
         after ``think_text`` (the shortest way to close the block); None where that

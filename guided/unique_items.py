@@ -293,6 +293,12 @@ class UniqueItemsGuide(Guide):
     def _growth_units(self) -> int:
         return self.base._growth_units()
 
+    def _growth_bytes(self) -> int:
+        return self.base._growth_bytes()
+
+    def unit_bytes(self) -> int:
+        return self.base.unit_bytes()
+
     @property
     def max_bytes(self) -> int | None:
         """The base guide's growth limit (the base is what grows)."""
