@@ -125,6 +125,16 @@ class ThinkingGuide(Guide):
         self._close_max: int | None = None
 
     @property
+    def max_bytes(self) -> int | None:
+        """The growth limit, which both guides check as they grow (the thinking
+        block's automaton and the answer's are built as decoding reaches them)."""
+        return self.answer.max_bytes
+
+    @max_bytes.setter
+    def max_bytes(self, value: int | None) -> None:
+        self.think.max_bytes = self.answer.max_bytes = value
+
+    @property
     def supports_budget(self) -> bool:
         """Budget-aware where the answer's guide is."""
         return self.answer.supports_budget

@@ -91,6 +91,24 @@ def test_a_lazy_guide_that_outgrows_its_limit_while_decoding_raises(smollm2_voca
     assert m.num_tokens < len(ids)
 
 
+def test_an_answer_after_thinking_that_outgrows_its_limit_raises(smollm2_vocab, smollm2_tokenizer):
+    """The limit reaches the answer's guide behind the thinking block: it is what
+    grows there."""
+    guide = guided.compile(guided.AfterThinking(guided.JsonSchema({"type": "string", "maxLength": 20000}), start=""),
+                           smollm2_vocab, eager=False, max_guide_bytes=None)
+    guide.max_bytes = guide.nbytes() + (4 << 20)
+    assert guide.answer.max_bytes == guide.think.max_bytes == guide.max_bytes
+    ids = [smollm2_tokenizer.encode(text, add_special_tokens=False) for text in ("</think>", '"' + "hello world, " * 800)]
+    ids = ids[0] + ids[1]
+    bitmask = allocate_token_bitmask(1, guide.vocab_size)
+    m = guide.matcher()
+    with pytest.raises(guided.GuideMemoryError, match="over its limit"):
+        for token in ids:
+            m.fill_next_token_bitmask(bitmask, 0)
+            assert m.accept_token(token)
+    assert m.answering and m.num_tokens < len(ids)
+
+
 @pytest.mark.parametrize("schema", [
     # lazy: open values and long strings are built (pasted into arrays) as decoding reaches them
     {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "object"}},
