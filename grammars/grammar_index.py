@@ -578,6 +578,7 @@ class GrammarIndex:
         self._view_arrays: set[int] = set()  # ids of the arrays counted (views are kept, so are they)
         self._piece_reads: dict[tuple, tuple] = {}  # _read_piece and _piece_ends, memoised
         self._reads: dict[tuple[int, int], tuple] = {}  # _read, memoised
+        self._depth_hint: dict[int, int] = {}  # _viable: id(pieces) -> the index in CUT_DEPTHS to start at
         self._piece_sets: dict[bytes, np.ndarray] = {}  # _same_pieces
         # Rests arrays that list the units below dead children, subtree after subtree:
         # id -> (the array, the children, their depths) (``_read_below``).
@@ -805,9 +806,12 @@ class GrammarIndex:
         cut ``CUT_DEPTHS`` deep (``EarleyParser.cut``) where reading the pieces
         completes no item below the cut, else on ``p``: states whose innermost open
         constructs agree share it (what a token's rest reads depends on the few
-        innermost, not on all of them)."""
+        innermost, not on all of them). Pieces that once met an item a cut left out
+        start at the next depth from then on (``_depth_hint``): the shallower cut
+        would mostly fail again, after reading and scanning up to the item it lacks."""
         key = ("viable", id(pieces))
-        for depth in CUT_DEPTHS:
+        first = self._depth_hint.get(id(pieces), 0)
+        for depth in CUT_DEPTHS[first:]:
             q = self.parser.cut(p, depth)
             if q is p:
                 break
@@ -822,6 +826,7 @@ class GrammarIndex:
                 return got
             except OpaqueOrigin:
                 cache[key] = _DEEPER
+                self._depth_hint[id(pieces)] = min(CUT_DEPTHS.index(depth) + 1, len(CUT_DEPTHS))
         got = p.cache.get(key)
         if got is None:
             got = p.cache[key] = self._read_on(p, pieces)
