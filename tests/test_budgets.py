@@ -76,12 +76,18 @@ def test_a_guide_over_its_memory_limit_is_refused_at_compile(smollm2_vocab, cach
     assert guided.cache_info()["entries"] == 0
 
 
-def test_a_lazy_guide_that_outgrows_its_limit_while_decoding_raises(smollm2_vocab, smollm2_tokenizer):
+@pytest.mark.parametrize("thinking", [False, True], ids=["schema", "after_thinking"])
+def test_a_lazy_guide_that_outgrows_its_limit_while_decoding_raises(thinking, smollm2_vocab, smollm2_tokenizer):
     """A long string's automaton is built as the text reaches it; past the limit,
-    the next mask raises ``GuideMemoryError`` (never a looser mask)."""
-    guide = guided.compile({"type": "string", "maxLength": 20000}, smollm2_vocab, eager=False, max_guide_bytes=None)
+    the next mask raises ``GuideMemoryError`` (never a looser mask). Behind a
+    thinking block the limit reaches the answer's guide: it is what grows there."""
+    spec = guided.JsonSchema({"type": "string", "maxLength": 20000})
+    texts = ['"' + "hello world, " * 800]
+    if thinking:  # (the tag encoded apart: the mask has no token spanning it and the answer)
+        spec, texts = guided.AfterThinking(spec, start=""), ["</think>", *texts]
+    guide = guided.compile(spec, smollm2_vocab, eager=False, max_guide_bytes=None)
     guide.max_bytes = guide.nbytes() + (4 << 20)
-    ids = smollm2_tokenizer.encode('"' + "hello world, " * 800, add_special_tokens=False)
+    ids = [t for text in texts for t in smollm2_tokenizer.encode(text, add_special_tokens=False)]
     bitmask = allocate_token_bitmask(1, guide.vocab_size)
     m = guide.matcher()
     with pytest.raises(guided.GuideMemoryError, match="over its limit"):
@@ -89,24 +95,8 @@ def test_a_lazy_guide_that_outgrows_its_limit_while_decoding_raises(smollm2_voca
             m.fill_next_token_bitmask(bitmask, 0)
             assert m.accept_token(token)
     assert m.num_tokens < len(ids)
-
-
-def test_an_answer_after_thinking_that_outgrows_its_limit_raises(smollm2_vocab, smollm2_tokenizer):
-    """The limit reaches the answer's guide behind the thinking block: it is what
-    grows there."""
-    guide = guided.compile(guided.AfterThinking(guided.JsonSchema({"type": "string", "maxLength": 20000}), start=""),
-                           smollm2_vocab, eager=False, max_guide_bytes=None)
-    guide.max_bytes = guide.nbytes() + (4 << 20)
-    assert guide.answer.max_bytes == guide.think.max_bytes == guide.max_bytes
-    ids = [smollm2_tokenizer.encode(text, add_special_tokens=False) for text in ("</think>", '"' + "hello world, " * 800)]
-    ids = ids[0] + ids[1]
-    bitmask = allocate_token_bitmask(1, guide.vocab_size)
-    m = guide.matcher()
-    with pytest.raises(guided.GuideMemoryError, match="over its limit"):
-        for token in ids:
-            m.fill_next_token_bitmask(bitmask, 0)
-            assert m.accept_token(token)
-    assert m.answering and m.num_tokens < len(ids)
+    if thinking:
+        assert m.answering and guide.answer.max_bytes == guide.think.max_bytes == guide.max_bytes
 
 
 @pytest.mark.parametrize("schema", [
