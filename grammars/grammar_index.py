@@ -57,8 +57,9 @@ the group's arrays, and with them what was read of it.
 What a group of rests reads after a parse state is memoised on the state cut a few
 open constructs deep (``EarleyParser.cut``), so states that differ only further down
 their stacks share it: a new state's mask costs a few Earley steps (~20 µs each in
-Python) where its innermost constructs are new, and lookups where they are not. Where
-a group's lexeme opens a construct like the one being read (``-`` after ``-``), its
+Python) where its innermost constructs are new, and lookups where they are not. A
+group whose rests once completed an item below the cut starts one depth deeper from
+then on (``_depth_hint``). Where a group's lexeme opens a construct like the one being read (``-`` after ``-``), its
 rests read on from the same cut set: every suffix of such pieces is read with them,
 once (``_read_folded``), so a token of k dashes costs one read, not k.
 """
